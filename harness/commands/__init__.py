@@ -1,0 +1,1 @@
+"""One module per `harness` subcommand: argument wiring and printing only."""

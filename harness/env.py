@@ -1,0 +1,126 @@
+"""Seeds, devices and the environment fingerprint: the one place for all three.
+
+Everything that runs a model (capture, benchmarks, tests) seeds through `seed_everything`
+and picks its device through `pick_device`, so that a result can always be traced back to
+the settings recorded by `fingerprint`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import random
+
+import torch
+
+DEFAULT_SEED = 0
+
+
+def seed_everything(seed: int = DEFAULT_SEED) -> torch.Generator:
+    """Seed Python, torch (CPU and every CUDA device) and numpy if present.
+
+    Returns a fresh CPU generator seeded the same way, for code that wants its own stream
+    (example inputs) without disturbing the global one.
+    """
+    random.seed(seed)
+    torch.manual_seed(seed)  # also seeds all CUDA devices
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:  # numpy is optional for torch
+        pass
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+    return gen
+
+
+def cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def pick_device(name: str | None = None) -> torch.device:
+    """The device named by the caller, else $HARNESS_DEVICE, else CUDA if present, else CPU."""
+    name = name or os.environ.get("HARNESS_DEVICE") or ("cuda" if cuda_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not cuda_available():
+        raise RuntimeError(f"device {name!r} was asked for but CUDA is not available on this machine")
+    return device
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Wait for queued kernels: the only correct end of a GPU time measurement."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_name() -> str | None:
+    if not cuda_available():
+        return None
+    return torch.cuda.get_device_name(0)
+
+
+def _driver_version() -> str | None:
+    if not cuda_available():
+        return None
+    try:  # pynvml ships with the CUDA wheels as nvidia-ml-py; optional
+        import pynvml
+
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else v
+    except Exception:
+        return None
+
+
+def fingerprint(seed: int = DEFAULT_SEED) -> dict:
+    """Everything that can change a graph or a timing, as plain JSON-able values."""
+    import torchvision
+
+    cuda = cuda_available()
+    fp = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "cuda_build": torch.version.cuda,
+        "cuda_available": cuda,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "driver": _driver_version(),
+        "gpu": gpu_name(),
+        "gpu_memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1) if cuda else None,
+        "gpu_count": torch.cuda.device_count() if cuda else 0,
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+        "os": f"{platform.system()} {platform.release()}",
+        "flags": {
+            "cudnn.benchmark": torch.backends.cudnn.benchmark,
+            "cudnn.deterministic": torch.backends.cudnn.deterministic,
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        },
+        "seed": seed,
+        "env": {k: os.environ[k] for k in sorted(os.environ) if k.startswith(("HARNESS_", "OMP_", "MKL_", "CUDA_VISIBLE"))},
+    }
+    return fp
+
+
+def machine_name() -> str:
+    """Host name plus GPU model: asv's machine record has no GPU field, so the name carries it."""
+    host = platform.node().split(".")[0] or "machine"
+    gpu = gpu_name()
+    suffix = gpu.replace(" ", "-") if gpu else "cpu"
+    return f"{host}-{suffix}"
