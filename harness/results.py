@@ -1,0 +1,290 @@
+"""Where results live and how a result set is loaded: asv's own loader, checked strictly.
+
+A *result set* is one asv result file (one commit, one environment, one machine) plus the
+`benchmarks.json` that gives each benchmark its unit. `resolve(spec)` accepts:
+
+- a path to an asv result file (`results/asv/<machine>/<sha8>-<env>.json`);
+- a directory holding one machine's results (`results/asv/<machine>/` or a committed baseline
+  `results/baselines/<machine>/`): its newest result file;
+- `baseline` or `baseline:<machine>`: the committed baseline for that machine;
+- `latest`: the newest result file in `results/asv/<machine>/`;
+- a commit hash or prefix: that commit's result file in `results/asv/<machine>/`.
+
+Everything wrong with the input raises `BadInput`, whose message names the file or benchmark
+and says what to do; the gate turns it into exit code 3.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import pathlib
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SKIP_FILES = {"machine.json", "benchmarks.json"}
+
+
+class BadInput(Exception):
+    """Input the gate cannot trust: corrupt, missing, unknown or inconsistent."""
+
+
+def results_dir(override: str | os.PathLike | None = None) -> pathlib.Path:
+    """`--results-dir`, else $HARNESS_RESULTS_DIR, else the repository's `results/`."""
+    return pathlib.Path(override or os.environ.get("HARNESS_RESULTS_DIR") or REPO / "results")
+
+
+def asv_dir(root: pathlib.Path) -> pathlib.Path:
+    return root / "asv"
+
+
+def baselines_dir(root: pathlib.Path) -> pathlib.Path:
+    return root / "baselines"
+
+
+def write_text_atomic(path: str | os.PathLike, text: str | bytes) -> None:
+    """Write through a temporary file and a rename, so a reader never sees half a file."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode() if isinstance(text, str) else text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_json_atomic(path: str | os.PathLike, data) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+@dataclasses.dataclass
+class Entry:
+    """One benchmark (one parameter combination) of one result set."""
+
+    name: str
+    unit: str
+    value: float | None  # None: failed; NaN: skipped (asv's markers)
+    samples: list[float] | None
+
+    @property
+    def failed(self) -> bool:
+        return self.value is None
+
+    @property
+    def skipped(self) -> bool:
+        return self.value is not None and math.isnan(self.value)
+
+
+@dataclasses.dataclass
+class ResultSet:
+    path: pathlib.Path
+    machine: str
+    commit: str
+    env_name: str
+    date: int | None
+    entries: dict[str, Entry]
+
+    @property
+    def label(self) -> str:
+        return f"{self.commit[:8]} ({self.path})"
+
+
+def _load_json(path: pathlib.Path, what: str) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{path}: {what} not found") from None
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read {what}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise BadInput(f"{path}: corrupt or truncated JSON ({exc}); rerun the benchmarks "
+                       "that wrote it or restore the file from git") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: expected a JSON object in {what}")
+    return data
+
+
+def find_benchmarks_json(result_file: pathlib.Path) -> pathlib.Path:
+    """asv writes benchmarks.json at the top of results_dir; baselines keep a copy beside."""
+    for d in (result_file.parent, result_file.parent.parent):
+        if (d / "benchmarks.json").is_file():
+            return d / "benchmarks.json"
+    raise BadInput(f"{result_file}: no benchmarks.json beside it or one level up; asv writes it "
+                   "to results_dir on every run — copy it next to the result file")
+
+
+def _check_number(x, where: str) -> None:
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        raise BadInput(f"{where}: not a number: {x!r}")
+    if math.isnan(x) or math.isinf(x):
+        raise BadInput(f"{where}: sample is {x} — the benchmark produced an invalid timing; "
+                       "fix it and rerun")
+
+
+def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = None) -> ResultSet:
+    """Load one asv result file with asv's loader and check every value the gate will use."""
+    from asv import util
+    from asv.commands.compare import unroll_result
+    from asv.results import Results
+
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise BadInput(f"{path}: result file not found")
+    bpath = pathlib.Path(benchmarks_json) if benchmarks_json else find_benchmarks_json(path)
+    benchmarks = _load_json(bpath, "benchmarks.json")
+    _load_json(path, "result file")  # our message for corrupt JSON; asv's loader follows
+    try:
+        res = Results.load(str(path))
+    except util.UserError as exc:
+        raise BadInput(f"{path}: {exc}") from None
+    except Exception as exc:  # asv trusts its files; a damaged one fails anywhere
+        raise BadInput(f"{path}: malformed asv result file ({type(exc).__name__}: {exc})") from None
+    machine = (res.params or {}).get("machine")
+    if not isinstance(machine, str) or not res.commit_hash:
+        raise BadInput(f"{path}: no machine name or commit hash in the result file")
+
+    entries: dict[str, Entry] = {}
+    for key in sorted(res.get_all_result_keys()):
+        info = benchmarks.get(key)
+        if not isinstance(info, dict):
+            raise BadInput(f"{path}: benchmark {key!r} is not in {bpath}; use the benchmarks.json "
+                           "written by the same asv run")
+        unit = info.get("unit")
+        try:
+            params = res.get_result_params(key) or []
+            values = res.get_result_value(key, params)
+            samples = res.get_result_samples(key, params)
+            if not isinstance(values, list):
+                values, samples = [values], [samples]
+            rows = list(unroll_result(key, params, values, samples))
+        except Exception as exc:
+            raise BadInput(f"{path}: benchmark {key!r} is malformed ({type(exc).__name__}: {exc})") from None
+        for name, value, samp in rows:
+            where = f"{path}: benchmark {name!r}"
+            if value is not None:
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isinf(value):
+                    raise BadInput(f"{where}: result is {value!r}, not a number")
+            if samp is not None:
+                if not isinstance(samp, list):
+                    raise BadInput(f"{where}: samples are not a list")
+                if not samp:
+                    raise BadInput(f"{where}: empty sample list — the benchmark ran no iterations; "
+                                   "rerun it")
+                for x in samp:
+                    _check_number(x, where)
+                if value is not None and math.isnan(value):
+                    raise BadInput(f"{where}: result is NaN but it has samples; the file is "
+                                   "inconsistent — rerun the benchmark")
+            entries[name] = Entry(name, unit, None if value is None else float(value),
+                                  [float(x) for x in samp] if samp is not None else None)
+    if not entries:
+        raise BadInput(f"{path}: holds no benchmark results")
+    return ResultSet(path, machine, res.commit_hash, res.env_name, res.date, entries)
+
+
+def result_files(directory: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(p for p in directory.glob("*.json") if p.name not in SKIP_FILES)
+
+
+def newest(files: list[pathlib.Path]) -> pathlib.Path:
+    """The result file with the newest commit date (asv's `date`), then modification time."""
+    def key(p):
+        try:
+            with open(p, encoding="utf-8") as f:
+                date = json.load(f).get("date") or 0
+        except (OSError, ValueError):
+            date = 0  # a corrupt file is reported when it is loaded, not skipped silently
+        return (date, p.stat().st_mtime)
+    return max(files, key=key)
+
+
+def _machine_dirs(root: pathlib.Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if (p / "machine.json").is_file()) if root.is_dir() else []
+
+
+def _pick_machine(root: pathlib.Path, machine: str | None, spec: str) -> str:
+    if machine:
+        return machine
+    names = _machine_dirs(root)
+    if len(names) == 1:
+        return names[0]
+    raise BadInput(f"{spec!r}: cannot tell which machine under {root} "
+                   f"(found: {', '.join(names) or 'none'}); pass --machine NAME")
+
+
+def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathlib.Path:
+    """The result file a BASE or HEAD argument names (see the module docstring)."""
+    p = pathlib.Path(spec)
+    if p.is_file():
+        return p
+    if p.is_dir():
+        if (p / "machine.json").is_file() or result_files(p):
+            files = result_files(p)
+        else:
+            files = result_files(p / _pick_machine(p, machine, spec))
+        if not files:
+            raise BadInput(f"{p}: directory holds no asv result files")
+        return newest(files)
+    if "/" in spec or spec.endswith(".json"):
+        raise BadInput(f"{spec}: result file or directory not found")
+    if spec == "baseline" or spec.startswith("baseline:"):
+        name = spec.partition(":")[2] or _pick_machine(baselines_dir(root), machine, spec)
+        d = baselines_dir(root) / name
+        files = result_files(d) if d.is_dir() else []
+        if not files:
+            raise BadInput(f"no committed baseline for machine {name!r} in {d}; record one with "
+                           f"`harness nightly --save-baseline` on that machine and commit it")
+        return newest(files)
+    adir = asv_dir(root)
+    name = _pick_machine(adir, machine, spec)
+    files = result_files(adir / name)
+    if spec == "latest":
+        if not files:
+            raise BadInput(f"no results in {adir / name}; run `harness bench` first")
+        return newest(files)
+    matches = [f for f in files if f.name.split("-")[0].startswith(spec[:8].lower())]
+    commits = sorted({f.name.split("-")[0] for f in matches})
+    if not matches:
+        known = ", ".join(sorted({f.name.split("-")[0] for f in files})) or "none"
+        raise BadInput(f"{spec!r}: no result file for that commit in {adir / name} "
+                       f"(commits with results: {known})")
+    if len(commits) > 1 or len(matches) > 1:
+        raise BadInput(f"{spec!r} matches several result files in {adir / name}: "
+                       f"{', '.join(f.name for f in matches)}; pass the file path")
+    return matches[0]
+
+
+# ---- noise bands (written by `harness calibrate`, read by the gate) ----
+
+def noise_path(root: pathlib.Path, machine: str) -> pathlib.Path:
+    return root / "noise" / f"{machine}.json"
+
+
+def load_noise(path: pathlib.Path) -> dict[str, float]:
+    """benchmark name -> relative noise band; a missing file means no bands yet (empty)."""
+    if not path.exists():
+        return {}
+    data = _load_json(path, "noise-band file")
+    out = {}
+    for name, rec in (data.get("benchmarks") or {}).items():
+        band = rec.get("band") if isinstance(rec, dict) else None
+        if not isinstance(band, (int, float)) or isinstance(band, bool) or not math.isfinite(band) or band < 0:
+            raise BadInput(f"{path}: benchmark {name!r} has no valid `band`; rerun "
+                           "`harness calibrate` for it or delete its entry")
+        out[name] = float(band)
+    return out
+
+
+def save_noise(path: pathlib.Path, machine: str, records: dict[str, dict]) -> None:
+    """Merge new per-benchmark records into the file: other benchmarks' bands are kept."""
+    data = _load_json(path, "noise-band file") if path.exists() else {}
+    data["machine"] = machine
+    data.setdefault("benchmarks", {}).update(records)
+    write_json_atomic(path, data)

@@ -1,0 +1,205 @@
+"""The gate on synthetic asv result sets: verdicts, directions, exit codes, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from test_gate_support import draw, write_set
+
+from harness import gate, stats
+from harness.cli import main
+
+
+def run_cli(capsys, *args):
+    code = main(["gate", *map(str, args)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def verdicts(out: str) -> dict[str, str]:
+    """benchmark name -> verdict, read back from the printed table."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("benchmark")) + 2
+    found = {}
+    for line in lines[start:]:
+        if line.startswith("gate:"):
+            break
+        for v in (stats.OK, stats.IMPROVED, stats.REGRESSION, stats.FAILED, stats.MISSING, stats.SKIPPED, stats.BAD):
+            if f"  {v}" in line:
+                found[line.split()[0]] = v
+    return found
+
+
+def pair(tmp_path, base: dict, head: dict, **kw):
+    b = write_set(tmp_path / "base", "aaaaaaaa11", base, **kw)
+    h = write_set(tmp_path / "head", "bbbbbbbb22", head, **kw)
+    return b, h
+
+
+def test_ten_percent_slowdown_is_flagged(tmp_path, capsys):
+    b, h = pair(tmp_path, {"t.time": draw(30, seed=1)}, {"t.time": draw(30, seed=2, scale=1.10)})
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 1
+    assert "REGRESSION" in out and "t.time" in out
+
+
+def test_aa_pair_from_one_distribution_passes(tmp_path, capsys):
+    for seed in range(5):
+        b, h = pair(tmp_path / str(seed), {"t.time": draw(30, seed=seed)},
+                    {"t.time": draw(30, seed=100 + seed)})
+        code, out, _ = run_cli(capsys, b, h)
+        assert code == 0, out
+        assert "REGRESSION" not in out
+
+
+def test_speedup_is_improvement_not_failure(tmp_path, capsys):
+    b, h = pair(tmp_path, {"t.time": draw(30, seed=1)}, {"t.time": draw(30, seed=2, scale=0.8)})
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 0 and "improved" in out
+
+
+def test_throughput_is_higher_better(tmp_path, capsys):
+    units = {"t.rate": "samples/s"}
+    b, h = pair(tmp_path, {"t.rate": draw(30, 1000, seed=1)}, {"t.rate": draw(30, 1000, seed=2, scale=0.85)},
+                units=units)
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 1 and "REGRESSION" in out
+    b, h = pair(tmp_path / "up", {"t.rate": draw(30, 1000, seed=1)},
+                {"t.rate": draw(30, 1000, seed=2, scale=1.2)}, units=units)
+    assert run_cli(capsys, b, h)[0] == 0
+
+
+def test_shift_within_threshold_or_noise_band_passes(tmp_path, capsys):
+    # 3% slower with tight samples: significant, but below the 5% threshold
+    b, h = pair(tmp_path, {"t.time": draw(40, cv=0.005, seed=1)}, {"t.time": draw(40, cv=0.005, seed=2, scale=1.03)})
+    assert run_cli(capsys, b, h)[0] == 0
+    # 10% slower, but this benchmark's calibrated noise band is 15%
+    b, h = pair(tmp_path / "n", {"t.time": draw(30, seed=1)}, {"t.time": draw(30, seed=2, scale=1.10)})
+    noise = tmp_path / "noise.json"
+    noise.write_text(json.dumps({"machine": "m1-cpu", "benchmarks": {"t.time": {"band": 0.15}}}))
+    code, out, _ = run_cli(capsys, b, h, "--noise", noise)
+    assert code == 0 and "threshold 15.0%" in out
+
+
+def test_counters_exact_and_memory_tolerance(tmp_path, capsys):
+    units = {"k": "kernels", "mem": "bytes", "gb": "graph breaks"}
+    b, h = pair(tmp_path, {"k": 10, "mem": 1_000_000, "gb": 0}, {"k": 10, "mem": 1_015_000, "gb": 0}, units=units)
+    assert run_cli(capsys, b, h)[0] == 0
+    b, h = pair(tmp_path / "2", {"k": 10, "mem": 1e6, "gb": 0}, {"k": 11, "mem": 1e6, "gb": 0}, units=units)
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 1 and "exact: +1 kernels" in out
+    b, h = pair(tmp_path / "3", {"k": 10, "mem": 1e6, "gb": 0}, {"k": 10, "mem": 1.05e6, "gb": 1}, units=units)
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 1 and verdicts(out) == {"gb": "REGRESSION", "k": "ok", "mem": "REGRESSION"}
+
+
+def test_table_always_printed_and_markdown(tmp_path, capsys):
+    b, h = pair(tmp_path, {"a.time": draw(30, seed=1), "b.k": 5},
+                {"a.time": draw(30, seed=2, scale=1.2), "b.k": 5})
+    md = tmp_path / "gate.md"
+    code, out, _ = run_cli(capsys, b, h, "--markdown", md)
+    assert code == 1
+    for word in ("benchmark", "base", "head", "ratio", "verdict", "a.time", "b.k"):
+        assert word in out
+    text = md.read_text()
+    assert text.count("\n|") >= 3 and "**REGRESSION**" in text and "| b.k |" in text
+
+
+def test_failed_and_missing_exit_2(tmp_path, capsys):
+    b, h = pair(tmp_path, {"a.time": draw(30, seed=1), "gone.k": 3}, {"a.time": draw(30, seed=1), "new.k": 3})
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 2 and verdicts(out) == {"a.time": "ok", "gone.k": "MISSING", "new.k": "MISSING"}
+    b, h = pair(tmp_path / "f", {"a.k": 3}, {"a.k": None})
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 2 and "FAILED" in out and "failed on head" in out
+    b, h = pair(tmp_path / "s", {"a.k": 3}, {"a.k": math.nan})
+    assert run_cli(capsys, b, h)[0] == 2
+
+
+def test_skipped_on_both_sides_is_visible_and_nothing_compared_is_bad(tmp_path, capsys):
+    b, h = pair(tmp_path, {"a.k": math.nan, "b.k": 1}, {"a.k": math.nan, "b.k": 1})
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 0 and "skipped" in out
+    b, h = pair(tmp_path / "2", {"a.k": math.nan}, {"a.k": math.nan})
+    code, out, err = run_cli(capsys, b, h)
+    assert code == 3 and "nothing was compared" in err
+
+
+@pytest.mark.parametrize("damage, needle", [
+    ("truncate", "corrupt or truncated JSON"),
+    ("missing", "result file or directory not found"),
+    ("empty-samples", "empty sample list"),
+    ("nan-sample", "sample is nan"),
+    ("no-benchmarks-json", "no benchmarks.json"),
+    ("unknown-unit", "unknown benchmark unit"),
+    ("bad-structure", "malformed"),
+])
+def test_bad_input_exit_3_names_the_file(tmp_path, capsys, damage, needle):
+    b, h = pair(tmp_path, {"a.time": draw(30, seed=1)}, {"a.time": draw(30, seed=2)})
+    if damage == "truncate":
+        h.write_text(h.read_text()[:-40])
+    elif damage == "missing":
+        h = h.with_name("nope.json")
+    elif damage in ("empty-samples", "nan-sample", "bad-structure"):
+        d = json.loads(h.read_text())
+        col = d["result_columns"].index("samples")
+        if damage == "bad-structure":
+            d["results"]["a.time"] = 7
+        else:
+            d["results"]["a.time"][col] = [[]] if damage == "empty-samples" else [[1e-3, float("nan")]]
+        h.write_text(json.dumps(d))
+    elif damage == "no-benchmarks-json":
+        (h.parent.parent / "benchmarks.json").unlink()
+    elif damage == "unknown-unit":
+        bj = h.parent.parent / "benchmarks.json"
+        d = json.loads(bj.read_text())
+        d["a.time"]["unit"] = "furlongs"
+        bj.write_text(json.dumps(d))
+    code, out, err = run_cli(capsys, b, h)
+    assert code == 3, (out, err)
+    text = out + err
+    assert needle in text
+    if damage not in ("unknown-unit",):
+        assert str(h.name) in text or "a.time" in text
+
+
+def test_different_machines_exit_3_unless_allowed(tmp_path, capsys):
+    b = write_set(tmp_path / "b", "aaaaaaaa11", {"a.time": draw(30, seed=1)}, machine="m1-cpu")
+    h = write_set(tmp_path / "h", "bbbbbbbb22", {"a.time": draw(30, seed=2)}, machine="m2-cpu")
+    code, _, err = run_cli(capsys, b, h)
+    assert code == 3 and "different machines" in err and "m2-cpu" in err
+    assert run_cli(capsys, b, h, "--allow-machine-mismatch")[0] == 0
+
+
+def test_unknown_bench_name_exit_3(tmp_path, capsys):
+    b, h = pair(tmp_path, {"a.time": draw(30, seed=1)}, {"a.time": draw(30, seed=2)})
+    code, _, err = run_cli(capsys, b, h, "--bench", "no.such")
+    assert code == 3 and "no.such" in err
+    assert run_cli(capsys, b, h, "--bench", "a.time")[0] == 0
+
+
+def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):
+    root = tmp_path / "results"
+    monkeypatch.setenv("HARNESS_RESULTS_DIR", str(root))
+    write_set(root / "asv", "aaaaaaaa11", {"a.time": draw(30, seed=1)}, date=1)
+    write_set(root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3)}, date=2)
+    assert run_cli(capsys, "aaaa", "latest")[0] == 1
+    assert run_cli(capsys, "aaaaaaaa", "bbbbbbbb")[0] == 1
+    code, _, err = run_cli(capsys, "cccc", "latest")
+    assert code == 3 and "cccc" in err and "aaaaaaaa" in err
+    code, _, err = run_cli(capsys, "baseline", "latest")
+    assert code == 3 and "no committed baseline" in err
+    bl = root / "baselines"
+    write_set(bl, "aaaaaaaa11", {"a.time": draw(30, seed=1)})
+    assert run_cli(capsys, "baseline", "latest")[0] == 1
+    assert run_cli(capsys, "baseline:m1-cpu", bl / "m1-cpu")[0] == 0
+
+
+def test_render_one_table_two_formats():
+    rows = [stats.Row("x.time", "seconds", 1e-3, 1.1e-3, 1.1, stats.REGRESSION, "p=1e-05"),
+            stats.Row("x.mem", "bytes", 2**20, 2**20, 1.0, stats.OK)]
+    text, md = gate.render(rows, "text"), gate.render(rows, "markdown")
+    assert "1 ms" in text and "1.1 ms" in text and "1 MiB" in text
+    assert "| x.time | 1 ms | 1.1 ms | 1.100 | **REGRESSION** | p=1e-05 |" in md
