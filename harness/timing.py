@@ -1,0 +1,267 @@
+"""How to measure: one timing path for every benchmark, plus the deterministic counters.
+
+In the spirit of `torch.utils.benchmark.Timer`, *what* runs (harness.workloads) is kept apart
+from *how* it is measured (this module). Every timing goes through `measure`:
+
+- at least one warm-up call first (never zero, also in quick mode): it absorbs lazy
+  initialisation, CUDA context start-up, cudnn autotuning and torch.compile compilation,
+  so that compilation is never inside a run-time sample (compile time has its own benchmark,
+  `compile_seconds`);
+- one sample per call, in seconds, so that asv's statistics (confidence interval, Mann-Whitney
+  test in `asv compare`) and the gate see real per-iteration spread;
+- on CUDA each call is bracketed by a pair of CUDA events on the current stream and the device is
+  synchronised before the first and after the last call; on CPU the same loop uses
+  `time.perf_counter`.
+
+`asv_samples(samples)` wraps the list the way a `track_` benchmark hands it to asv:
+`{"samples": [...], "number": 1}` with `unit = "seconds"` on the benchmark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+from harness.env import synchronize
+
+# fast (default) and full settings for the sampling loop; harness.workloads.full_mode() picks one
+FAST = {"warmup": 1, "samples": 7, "budget_s": 1.0}
+FULL = {"warmup": 3, "samples": 30, "budget_s": 5.0}
+MIN_SAMPLES = 3
+
+
+def settings() -> dict:
+    from harness.workloads import full_mode
+
+    return dict(FULL if full_mode() else FAST)
+
+
+def measure(fn: Callable[[], object], device: torch.device | str = "cpu", *, warmup: int | None = None,
+            samples: int | None = None, budget_s: float | None = None) -> list[float]:
+    """Per-call times of `fn()` in seconds, after `warmup` (>= 1) untimed calls.
+
+    Stops after `samples` calls, or earlier once `budget_s` seconds of timed calls have passed
+    and at least MIN_SAMPLES were taken (slow full-size workloads on small machines).
+    """
+    cfg = settings()
+    warmup = cfg["warmup"] if warmup is None else warmup
+    samples = cfg["samples"] if samples is None else samples
+    budget_s = cfg["budget_s"] if budget_s is None else budget_s
+    if warmup < 1:
+        raise ValueError("measure() needs at least one warm-up call: it absorbs compilation and "
+                         "CUDA start-up, which must never be inside a sample")
+    if samples < 1:
+        raise ValueError(f"measure() needs samples >= 1, got {samples}")
+    device = torch.device(device)
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    if device.type == "cuda":
+        return _measure_cuda(fn, samples, budget_s)
+    out: list[float] = []
+    spent = 0.0
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        out.append(dt)
+        spent += dt
+        if spent > budget_s and len(out) >= MIN_SAMPLES:
+            break
+    return out
+
+
+def _measure_cuda(fn, samples: int, budget_s: float) -> list[float]:
+    pairs = []
+    wall0 = time.perf_counter()
+    for _ in range(samples):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        pairs.append((start, end))
+        if len(pairs) >= MIN_SAMPLES and time.perf_counter() - wall0 > budget_s:
+            break
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) / 1000.0 for s, e in pairs]
+
+
+def asv_samples(samples: list[float]) -> dict:
+    """The value a `track_` benchmark with unit "seconds" returns so asv keeps every sample."""
+    if not samples:
+        raise ValueError("no samples to report")
+    return {"samples": [float(s) for s in samples], "number": 1}
+
+
+def ratio(numerator: list[float], denominator: list[float]) -> float:
+    """median(numerator) / median(denominator): compiled/eager, pinned/pageable, AMP/fp32."""
+    return statistics.median(numerator) / statistics.median(denominator)
+
+
+# --------------------------------------------------------------------------------------------
+# Compilation
+
+
+def compile_seconds(make_compiled: Callable[[], Callable[[], object]], device: torch.device | str = "cpu",
+                    *, cold: bool = False) -> float:
+    """Seconds torch.compile adds to the first call: first call minus the median steady call.
+
+    `make_compiled()` returns a fresh callable that compiles on its first call; dynamo is reset
+    first so nothing is reused from this process. With `cold=False` inductor's on-disk caches
+    (FX graph cache, AOT autograd cache) are used as they are: the number is "compile time on a
+    machine that has compiled this before". `cold=True` disables them (slow: ~30 s per graph on
+    two CPU cores).
+    """
+    import torch._dynamo
+    import torch.compiler
+
+    torch._dynamo.reset()
+    ctx = torch.compiler.config.patch(force_disable_caches=True) if cold else contextlib.nullcontext()
+    with ctx:
+        fn = make_compiled()
+        synchronize(device)
+        t0 = time.perf_counter()
+        fn()
+        synchronize(device)
+        first = time.perf_counter() - t0
+        steady = statistics.median(measure(fn, device, warmup=1, samples=3, budget_s=1.0))
+    torch._dynamo.reset()
+    return max(first - steady, 0.0)
+
+
+def graph_breaks(fn: Callable, *args) -> int:
+    """Graph breaks dynamo takes in `fn(*args)` (torch._dynamo.explain), dynamo reset around it."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    try:
+        return int(torch._dynamo.explain(fn)(*args).graph_break_count)
+    finally:
+        torch._dynamo.reset()
+
+
+# --------------------------------------------------------------------------------------------
+# Counters from the profiler
+
+
+def _profile_one_call(fn, device):
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if torch.device(device).type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    fn()  # warm-up: compilation and lazy init must not be counted
+    synchronize(device)
+    with _quiet_stderr(), profile(activities=activities) as prof:
+        fn()
+        synchronize(device)
+    return prof.events()
+
+
+def ops_per_call(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
+    """Top-level aten operators dispatched by one call (profiler; nested aten calls not counted).
+
+    Eager `x.cos().cos()` dispatches 2; its inductor-compiled version runs one generated kernel
+    and dispatches only what the generated wrapper calls (allocations, extern kernels).
+    """
+    events = _profile_one_call(fn, device)
+    count = 0
+    for evt in events:
+        if not evt.name.startswith("aten::") or evt.device_type != torch.autograd.DeviceType.CPU:
+            continue
+        parent, nested = evt.cpu_parent, False
+        while parent is not None:
+            if parent.name.startswith("aten::"):
+                nested = True
+                break
+            parent = parent.cpu_parent
+        count += not nested
+    return count
+
+
+def kernels_per_call(fn: Callable[[], object], device: torch.device | str) -> int:
+    """GPU kernels launched by one call (profiler CUDA activity; memcpy/memset not counted)."""
+    if torch.device(device).type != "cuda":
+        raise ValueError("kernels_per_call counts GPU kernels; it needs a CUDA device")
+    events = _profile_one_call(fn, device)
+    return sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA
+               and not e.name.lower().startswith(("memcpy", "memset")))
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """The CUDA build's profiler prints driver noise on CPU-only machines; keep it out of logs."""
+    if os.environ.get("HARNESS_PROFILER_NOISE"):
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+# --------------------------------------------------------------------------------------------
+# Peak memory
+
+
+def _proc_status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_rss_peak() -> bool:
+    try:  # Linux >= 4.0: "5" resets the peak resident set size (VmHWM)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_memory_bytes(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
+    """Peak memory `fn()` adds over what was in use before it: the CUDA caching allocator's peak
+    (`max_memory_allocated`) on a GPU, the peak resident set size (VmHWM, else ru_maxrss) on CPU.
+
+    `fn` should build what it measures (model, inputs) so that weights count too.
+    """
+    device = torch.device(device)
+    gc.collect()
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        fn()
+        synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device) - base)
+    base_kib = _proc_status_kib("VmRSS")
+    if base_kib is not None and _reset_rss_peak():
+        fn()
+        peak_kib = _proc_status_kib("VmHWM")
+    else:  # no /proc: the process-lifetime peak, which may predate fn
+        base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        fn()
+        peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(max(peak_kib - base_kib, 0) * 1024)

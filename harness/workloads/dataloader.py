@@ -1,0 +1,138 @@
+"""DataLoader settings over a synthetic image dataset decoded and transformed per sample.
+
+The dataset holds JPEG-encoded images (made once from seeded noise); each item is decoded with
+torchvision.io.decode_jpeg and transformed (RandomResizedCrop, RandomHorizontalFlip,
+ToDtype, Normalize), as a real image pipeline does. The consumer is a training step of the
+zoo's AlexNet, so the loader competes with real compute for the same cores.
+
+`run_epochs` reports throughput (samples/s) and compute efficiency per epoch:
+compute / (compute + waiting for data); 1.0 means the model never waited for the loader.
+A warm-up epoch comes first; with persistent_workers=False the measured epochs pay worker
+start-up each time, which is exactly what persistent_workers saves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+import warnings
+
+import torch
+
+from harness.env import seed_everything, synchronize
+from harness.workloads import NotApplicable, full_mode, size, to_device
+
+NUM_CLASSES = 10
+
+
+@contextlib.contextmanager
+def _quiet_io():
+    """torchvision 0.29 deprecates its image codecs (in favour of TorchCodec) on every call."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The image decoding and encoding", category=DeprecationWarning)
+        yield
+
+
+class SyntheticJpegDataset(torch.utils.data.Dataset):
+    def __init__(self, length: int, image: int, distinct: int = 16, seed: int = 0):
+        from torchvision.io import encode_jpeg
+        from torchvision.transforms import v2
+
+        gen = torch.Generator().manual_seed(seed)
+        src = int(image * 1.25)
+        with _quiet_io():
+            self.encoded = [encode_jpeg(torch.randint(0, 256, (3, src, src), dtype=torch.uint8, generator=gen),
+                                        quality=90) for _ in range(distinct)]
+        self.length = length
+        self.transform = v2.Compose([
+            v2.RandomResizedCrop(image, antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+        ])
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, i):
+        from torchvision.io import decode_jpeg
+
+        with _quiet_io():
+            img = decode_jpeg(self.encoded[i % len(self.encoded)])
+        return self.transform(img), i % NUM_CLASSES
+
+
+@dataclasses.dataclass
+class EpochStats:
+    samples_per_s: list[float]
+    efficiency: list[float]
+
+
+def check(num_workers: int, pin_memory: bool, persistent_workers: bool, device: torch.device) -> None:
+    if pin_memory and device.type != "cuda":
+        raise NotApplicable("pin_memory needs CUDA (pinned host memory only speeds up copies to a GPU); "
+                            f"this machine runs on {device.type}")
+    if persistent_workers and num_workers == 0:
+        raise NotApplicable("persistent_workers needs num_workers > 0")
+
+
+def sizes() -> dict:
+    if full_mode():
+        return {"length": 1024, "image": 224, "epochs": 3}
+    return {"length": 64, "image": 64, "epochs": 2}
+
+
+def build_loader(num_workers: int, pin_memory: bool, batch_size: int, persistent_workers: bool,
+                 device: torch.device):
+    check(num_workers, pin_memory, persistent_workers, device)
+    s = sizes()
+    ds = SyntheticJpegDataset(s["length"], s["image"])
+    return torch.utils.data.DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
+                                       pin_memory=pin_memory, persistent_workers=persistent_workers,
+                                       shuffle=False, drop_last=False)
+
+
+def build_step(device: torch.device):
+    from harness.zoo import get_model
+
+    spec = get_model("alexnet")
+    cfg = spec.config(size())
+    seed_everything()
+    model = spec.build_fn({**cfg, "num_classes": NUM_CLASSES}).to(device).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(images, labels):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def run_epochs(loader, step, device: torch.device, epochs: int | None = None, warmup_epochs: int = 1) -> EpochStats:
+    """Iterate the loader `warmup_epochs` + `epochs` times, stepping the model on every batch."""
+    epochs = sizes()["epochs"] if epochs is None else epochs
+    non_blocking = bool(loader.pin_memory)
+    stats = EpochStats([], [])
+    for epoch in range(warmup_epochs + epochs):
+        waiting = computing = 0.0
+        n = 0
+        t_epoch = time.perf_counter()
+        t = t_epoch
+        for images, labels in loader:
+            t_got = time.perf_counter()
+            waiting += t_got - t
+            images = to_device(images, device, non_blocking)
+            labels = to_device(labels, device, non_blocking)
+            step(images, labels)
+            synchronize(device)
+            t = time.perf_counter()
+            computing += t - t_got
+            n += len(labels)
+        if epoch >= warmup_epochs:
+            stats.samples_per_s.append(n / (time.perf_counter() - t_epoch))
+            stats.efficiency.append(computing / (computing + waiting))
+    return stats

@@ -1,0 +1,80 @@
+"""Zoo models: inference and training-step callables, with cudnn.benchmark and channels_last
+where they apply, and a build-and-run callable for peak memory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from harness.workloads import NotApplicable, size, to_device
+
+
+def check(model_name: str, cudnn_benchmark: bool, channels_last: bool, device: torch.device) -> None:
+    from harness.zoo import get_model
+
+    spec = get_model(model_name)
+    if cudnn_benchmark and device.type != "cuda":
+        raise NotApplicable(f"cudnn.benchmark only affects CUDA; this machine runs on {device.type}")
+    if cudnn_benchmark and not spec.image_model:
+        raise NotApplicable(f"cudnn.benchmark tunes convolutions; {model_name} has none")
+    if channels_last and not spec.image_model:
+        raise NotApplicable(f"channels_last applies to 4-d image inputs; {model_name} takes none")
+
+
+class _Prepared:
+    def __init__(self, model_name, channels_last, device):
+        from harness.zoo import get_model
+
+        self.spec = get_model(model_name)
+        fmt = torch.channels_last if channels_last else torch.contiguous_format
+        self.model = self.spec.build(size()).to(device, memory_format=fmt)
+        self.inputs = tuple(
+            x.to(device, memory_format=fmt) if isinstance(x, torch.Tensor) and x.dim() == 4 else to_device(x, device)
+            for x in self.spec.inputs(size()))
+        self.targets = self.spec.targets(size()).to(device)
+
+
+def set_cudnn_benchmark(enabled: bool) -> None:
+    torch.backends.cudnn.benchmark = bool(enabled)
+
+
+def build(model_name: str, mode: str, cudnn_benchmark: bool, channels_last: bool,
+          device: torch.device) -> Callable[[], object]:
+    """`mode` "inference" (eval, inference_mode) or "training" (train, SGD step)."""
+    check(model_name, cudnn_benchmark, channels_last, device)
+    set_cudnn_benchmark(cudnn_benchmark)
+    return _callable(_Prepared(model_name, channels_last, device), mode)
+
+
+def _callable(p: _Prepared, mode: str) -> Callable[[], object]:
+    if mode == "inference":
+        p.model.eval()
+
+        def infer():
+            with torch.inference_mode():
+                return p.model(*p.inputs)
+        return infer
+    if mode == "training":
+        p.model.train()
+        opt = torch.optim.SGD(p.model.parameters(), lr=0.01)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = p.spec.loss(p.model(*p.inputs), p.targets)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    raise ValueError(f"unknown mode {mode!r}; use 'inference' or 'training'")
+
+
+def build_and_train_once(model_name: str, channels_last: bool, device: torch.device) -> Callable[[], None]:
+    """For peak memory: builds the model and inputs, runs one inference and one training step."""
+    check(model_name, False, channels_last, device)
+
+    def run():
+        p = _Prepared(model_name, channels_last, device)
+        _callable(p, "inference")()
+        _callable(p, "training")()
+    return run

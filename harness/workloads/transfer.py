@@ -1,0 +1,44 @@
+"""Host-to-device copies: pageable vs pinned host memory, non_blocking, uint8 vs float32.
+
+A batch of images is sent to the GPU either as float32, or as uint8 (4x fewer bytes) and
+converted to float on the device. CUDA only: on CPU every case is NotApplicable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from harness.env import seed_everything
+from harness.workloads import full_mode, require_cuda
+
+MEMORY = ("pageable", "pinned")
+PAYLOADS = ("float32", "uint8")
+
+
+def batch_shape() -> tuple[int, ...]:
+    return (64, 3, 224, 224) if full_mode() else (8, 3, 64, 64)
+
+
+def build(memory: str, non_blocking: bool, payload: str, device: torch.device) -> Callable[[], object]:
+    """One host->device copy of an image batch (plus the on-device conversion for uint8)."""
+    require_cuda(device, "host-to-device copy benchmarks")
+    if memory not in MEMORY:
+        raise ValueError(f"unknown host memory {memory!r}; choose from {MEMORY}")
+    if payload not in PAYLOADS:
+        raise ValueError(f"unknown payload {payload!r}; choose from {PAYLOADS}")
+    gen = seed_everything()
+    host = torch.randint(0, 256, batch_shape(), dtype=torch.uint8, generator=gen)
+    if payload == "float32":
+        host = host.float().div_(255)
+    if memory == "pinned":
+        host = host.pin_memory()
+
+    if payload == "float32":
+        def copy():
+            return host.to(device, non_blocking=non_blocking)
+    else:
+        def copy():
+            return host.to(device, non_blocking=non_blocking).float().div_(255)
+    return copy

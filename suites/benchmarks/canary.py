@@ -1,0 +1,56 @@
+"""Canary: a tiny eager pointwise chain whose regression the gate must catch.
+
+`HARNESS_CANARY_EXTRA=1` appends one more pointwise op to the chain: one more kernel and
+roughly 10% more time. That is the injected regression of the gate's end-to-end proof
+(tests/test_gate_e2e.py, `python -m harness.calibrate --trials`). The chain runs on one
+thread so that scheduler noise from the other core stays out of it.
+"""
+
+import os
+
+N = 1 << 16          # floats per tensor: ~0.4 ms per chain on one core
+WARMUP = 50
+SAMPLES = 400        # per-call samples per run (~0.15 s) for the gate's Mann-Whitney test
+BUDGET_S = 2.0
+
+
+def _extra() -> bool:
+    return os.environ.get("HARNESS_CANARY_EXTRA", "0") not in ("", "0", "false")
+
+
+def chain(x):
+    # ten cheap pointwise ops, each one kernel; the optional eleventh is the regression
+    y = x.mul(1.0001).add(0.5).sin().mul(0.9).add(-0.1).cos().mul(1.1).add(0.2).abs().sqrt()
+    if _extra():
+        y = y.mul(0.999)
+    return y
+
+
+def _setup():
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    return torch.rand(N)
+
+
+class Canary:
+    """Not part of `harness bench`'s summaries; the gate's end-to-end proof runs it alone."""
+
+    def setup(self):
+        self.x = _setup()
+        self.fn = lambda: chain(self.x)
+
+    def track_time(self):
+        from harness import timing
+
+        return timing.asv_samples(timing.measure(self.fn, "cpu", warmup=WARMUP, samples=SAMPLES,
+                                                 budget_s=BUDGET_S))
+    track_time.unit = "seconds"
+
+    def track_ops(self):
+        """Top-level aten ops per call (one kernel each): the deterministic side of the canary."""
+        from harness import timing
+
+        return timing.ops_per_call(self.fn, "cpu")
+    track_ops.unit = "ops"

@@ -1,0 +1,49 @@
+"""Host-to-device copies: pageable vs pinned memory, non_blocking, uint8-then-convert vs float32.
+CUDA only: on a CPU machine every case is skipped (n/a) with the reason."""
+
+from harness import timing
+from harness.workloads import device
+from harness.workloads import transfer as wl
+
+
+class HostToDeviceCopy:
+    params = (list(wl.MEMORY), [False, True], list(wl.PAYLOADS))
+    param_names = ["host_memory", "non_blocking", "payload"]
+
+    def setup(self, memory, non_blocking, payload):
+        self.dev = device()
+        self.copy = wl.build(memory, non_blocking, payload, self.dev)
+
+    def track_copy_time(self, memory, non_blocking, payload):
+        return timing.asv_samples(timing.measure(self.copy, self.dev))
+    track_copy_time.unit = "seconds"
+
+
+class PinnedOverPageable:
+    """Time of a copy from pinned memory over the same copy from pageable memory."""
+    params = ([False, True], list(wl.PAYLOADS))
+    param_names = ["non_blocking", "payload"]
+
+    def setup(self, non_blocking, payload):
+        self.dev = device()
+        self.pinned = wl.build("pinned", non_blocking, payload, self.dev)
+        self.pageable = wl.build("pageable", non_blocking, payload, self.dev)
+
+    def track_pinned_over_pageable(self, non_blocking, payload):
+        return timing.ratio(timing.measure(self.pinned, self.dev), timing.measure(self.pageable, self.dev))
+    track_pinned_over_pageable.unit = "ratio"
+
+
+class Uint8ThenConvertOverFloat32:
+    """Sending uint8 and converting on the device, over sending float32."""
+    params = (list(wl.MEMORY),)
+    param_names = ["host_memory"]
+
+    def setup(self, memory):
+        self.dev = device()
+        self.uint8 = wl.build(memory, True, "uint8", self.dev)
+        self.float32 = wl.build(memory, True, "float32", self.dev)
+
+    def track_uint8_over_float32(self, memory):
+        return timing.ratio(timing.measure(self.uint8, self.dev), timing.measure(self.float32, self.dev))
+    track_uint8_over_float32.unit = "ratio"
