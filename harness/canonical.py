@@ -1,0 +1,257 @@
+"""Canonical graph printouts: text that changes when the graph changes, and only then.
+
+Raw printouts carry absolute paths, line numbers, memory addresses, `___torch_mangle_N` and SSA
+numbers that shift with unrelated edits. The printers here write graphs themselves instead of
+post-editing torch's text: values are named after state_dict entries (parameters, buffers) or
+the input's argument name, every value carries its dtype and shape, and nothing else varies.
+
+`normalize` is a last, cheap pass applied to *both* expected and actual text (CRLF, trailing
+whitespace, any address or path that slipped through), so comparisons never depend on it.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+
+import torch
+
+# Bump when a printer's output format changes: every golden must then be re-accepted, and the
+# golden header tells the reader why the whole expect/ directory changed at once.
+NORMALISER_VERSION = 1
+
+_DTYPE_ABBR = {
+    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
+    torch.uint8: "u8", torch.bool: "b8", torch.complex64: "c64", torch.complex128: "c128",
+}
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+_MANGLE = re.compile(r"___torch_mangle_\d+")
+_ABS_PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+[\w.+-]+\.py(?::\d+(?::\d+)?)?")
+
+
+def normalize(text: str) -> str:
+    """The shared last pass: LF line ends, no trailing spaces, no addresses, paths or mangles."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _ADDRESS.sub("0x?", text)
+    text = _MANGLE.sub("", text)
+    text = _ABS_PATH.sub("<path>", text)
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# values
+
+
+def tensor_type(dtype: torch.dtype, shape) -> str:
+    dims = ", ".join(str(d) for d in shape)
+    return f"{_DTYPE_ABBR.get(dtype, str(dtype).replace('torch.', ''))}[{dims}]"
+
+
+def value_type(value) -> str | None:
+    """dtype[shape] for a tensor-like (real, fake or metadata); tuples nest; None if unknown."""
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return tensor_type(value.dtype, value.shape)
+    if hasattr(value, "dtype") and hasattr(value, "shape"):  # fx TensorMetadata
+        return tensor_type(value.dtype, value.shape)
+    if isinstance(value, (tuple, list)):
+        parts = [value_type(v) or type(v).__name__ for v in value]
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    if isinstance(value, (torch.SymInt, int)):
+        return "int"
+    if isinstance(value, (torch.SymFloat, float)):
+        return "float"
+    if isinstance(value, (torch.SymBool, bool)):
+        return "bool"
+    return type(value).__name__
+
+
+def format_arg(arg, name_of) -> str:
+    """One argument of an fx node, with nodes shown by their canonical names."""
+    if isinstance(arg, torch.fx.Node):
+        return name_of(arg)
+    if isinstance(arg, (list, tuple)):
+        inner = ", ".join(format_arg(a, name_of) for a in arg)
+        if isinstance(arg, tuple):
+            return f"({inner}{',' if len(arg) == 1 else ''})"
+        return f"[{inner}]"
+    if isinstance(arg, dict):
+        return "{" + ", ".join(f"{k!r}: {format_arg(v, name_of)}" for k, v in arg.items()) + "}"
+    if isinstance(arg, (torch.dtype, torch.memory_format, torch.layout)):
+        return str(arg)
+    if isinstance(arg, torch.device):
+        return f"device({str(arg)!r})"
+    if isinstance(arg, slice):
+        return f"{format_arg(arg.start, name_of)}:{format_arg(arg.stop, name_of)}:{format_arg(arg.step, name_of)}"
+    return repr(arg)
+
+
+# --------------------------------------------------------------------------------------------
+# fx graphs (fx.symbolic_trace, torch.export, dynamo, AOTAutograd)
+
+
+def _fx_target(node: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
+    if node.op == "call_function":
+        target = node.target
+        if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            return str(target)
+        return torch.fx.node._get_qualified_name(target)
+    if node.op == "call_method":
+        return f"Tensor.{node.target}"
+    if node.op == "call_module":
+        module = gm.get_submodule(node.target)
+        return f"{node.target}<{type(module).__name__}>"
+    if node.op == "get_attr":
+        return f"get_attr[{node.target}]"
+    return node.op
+
+
+def _fx_value(node: torch.fx.Node):
+    meta = node.meta
+    for key in ("val", "example_value", "tensor_meta"):
+        if meta.get(key) is not None:
+            return meta[key]
+    return None
+
+
+def fx_graph_text(gm: torch.fx.GraphModule, names: dict[str, str] | None = None,
+                  kinds: dict[str, str] | None = None) -> str:
+    """Print an fx graph: inputs first (`param`/`buffer`/`input`), then one line per node.
+
+    `names` renames nodes (placeholder name -> state_dict key or argument name); `kinds` labels
+    placeholders (default `input`).
+    """
+    names = names or {}
+    kinds = kinds or {}
+
+    def name_of(node: torch.fx.Node) -> str:
+        return names.get(node.name, node.name)
+
+    lines = []
+    for node in gm.graph.nodes:
+        typ = value_type(_fx_value(node))
+        typed = f"{name_of(node)}: {typ}" if typ else name_of(node)
+        if node.op == "placeholder":
+            lines.append(f"{kinds.get(node.name, 'input')} {typed}")
+        elif node.op == "output":
+            lines.append(f"return {format_arg(node.args[0], name_of)}")
+        else:
+            args = [format_arg(a, name_of) for a in node.args]
+            args += [f"{k}={format_arg(v, name_of)}" for k, v in node.kwargs.items()]
+            lines.append(f"{typed} = {_fx_target(node, gm)}({', '.join(args)})")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# TorchScript graphs
+
+
+def _jit_attribute(node, name: str) -> str:
+    kind = node.kindOf(name)
+    value = getattr(node, kind)(name)
+    if kind == "t":
+        return f"Tensor<{tensor_type(value.dtype, value.shape)}>"
+    if kind == "i" and node.kind() == "prim::Constant" and isinstance(node.output().type(), torch._C.BoolType):
+        return str(bool(value))  # TorchScript stores bools as ints
+    if isinstance(value, str) or kind == "ival":
+        return repr(value)
+    return str(value)
+
+
+def _jit_type(typ) -> str:
+    if isinstance(typ, torch._C.TensorType):
+        sizes, dtype = typ.sizes(), typ.dtype()
+        if sizes is not None and dtype is not None:
+            return tensor_type(dtype, sizes)
+        return "Tensor"
+    if isinstance(typ, torch._C.TupleType):
+        parts = [_jit_type(t) for t in typ.elements()]
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    return _MANGLE.sub("", str(typ))
+
+
+def jit_graph_text(graph: torch._C.Graph, input_names: list[str], state: dict, buffers: set[str] = frozenset()) -> str:
+    """Print an (inlined) TorchScript graph with canonical value names.
+
+    The first graph input is the module; `prim::GetAttr` chains hanging off it are resolved to
+    dotted state_dict paths and listed once as `param`/`buffer` lines, so attribute access order
+    and module type mangling never appear. Other values are numbered in definition order.
+    """
+    names: dict = {}
+    attr_path: dict = {}  # jit Value -> dotted path from the module
+    counter = iter(range(1 << 30))
+    params: list[str] = []
+    literals: set = set()
+    body: list[str] = []
+
+    inputs = list(graph.inputs())
+    module_input, real_inputs = inputs[0], inputs[1:]
+    attr_path[module_input] = ""
+    for value, name in zip(real_inputs, input_names):
+        names[value] = name
+
+    def name_of(value) -> str:
+        if value not in names:
+            names[value] = f"%{next(counter)}"
+        return names[value]
+
+    def emit(block, indent: str):
+        for node in block.nodes():
+            kind = node.kind()
+            if kind == "prim::GetAttr":
+                parent = attr_path.get(node.input())
+                if parent is not None:
+                    path = f"{parent}.{node.s('name')}" if parent else node.s("name")
+                    out = node.output()
+                    if isinstance(out.type(), torch._C.TensorType):
+                        names[out] = path
+                        params.append(f"{'buffer' if path in buffers else 'param'} {path}: {value_type(state.get(path)) or 'Tensor'}")
+                    else:
+                        attr_path[out] = path
+                    continue
+            # Constants and lists of constants are written inline where they are used, as a
+            # reader would write them: `[4, 4]` rather than `%7` three lines up.
+            if kind == "prim::Constant" and not isinstance(node.output().type(), torch._C.TensorType):
+                names[node.output()] = (_jit_attribute(node, "value")
+                                        if "value" in node.attributeNames() else "None")
+                literals.add(node.output())
+                continue
+            if kind == "prim::ListConstruct" and all(i in literals for i in node.inputs()):
+                names[node.output()] = "[" + ", ".join(names[i] for i in node.inputs()) + "]"
+                literals.add(node.output())
+                continue
+            outs = ", ".join(f"{name_of(o)}: {_jit_type(o.type())}" for o in node.outputs())
+            attrs = ", ".join(f"{a}={_jit_attribute(node, a)}" for a in sorted(node.attributeNames()))
+            ins = ", ".join(name_of(i) for i in node.inputs())
+            call = f"{kind}[{attrs}]({ins})" if attrs else f"{kind}({ins})"
+            body.append(f"{indent}{outs} = {call}" if outs else f"{indent}{call}")
+            for i, sub in enumerate(node.blocks()):
+                body.append(f"{indent}  block{i}:")
+                emit(sub, indent + "    ")
+                body.append(f"{indent}    -> ({', '.join(name_of(o) for o in sub.outputs())})")
+
+    emit(graph.block(), "")
+    head = [f"input {names[v]}: {_jit_type(v.type())}" for v in real_inputs]
+    # Listed in state_dict order: the module's own view, independent of attribute access order.
+    order = {key: i for i, key in enumerate(state)}
+    params = sorted(set(params), key=lambda line: (order.get(line.split()[1].rstrip(":"), len(order)), line))
+    tail = [f"return ({', '.join(name_of(o) for o in graph.outputs())})"]
+    return "\n".join(head + params + body + tail) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# structure
+
+
+_OP = re.compile(r"= ([A-Za-z_][\w.:]*(?:<\w+>)?)[\[(]")
+
+
+def op_counts(text: str) -> collections.Counter:
+    """How often each op appears in a canonical printout (`aten::relu_`, `aten.relu.default`)."""
+    return collections.Counter(m.group(1) for m in _OP.finditer(text))

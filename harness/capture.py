@@ -1,0 +1,218 @@
+"""The five capture front ends. Each turns (model, example inputs) into a `Capture`: the canonical
+printout plus, where the front end yields one, a runnable program for the semantic check.
+
+Front ends run the model in eval mode on the seeded inputs from the zoo. Dynamo runs with its
+default configuration, so graph breaks a user would meet show up in the golden.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import warnings
+from collections.abc import Callable
+
+import torch
+import torch.utils._pytree as pytree
+
+from harness import canonical
+
+FRONTENDS = ("jit", "fx", "export", "dynamo", "aot")
+
+FRONTEND_HELP = {
+    "jit": "TorchScript trace, the flat inlined graph",
+    "fx": "torch.fx.symbolic_trace, shapes from ShapeProp",
+    "export": "torch.export.export, ATen graph",
+    "dynamo": "every graph torch.compile captures, with graph breaks",
+    "aot": "AOTAutograd forward and backward graphs",
+}
+
+
+class CaptureError(RuntimeError):
+    """A model raised while a front end captured it."""
+
+
+@dataclasses.dataclass
+class Capture:
+    frontend: str
+    text: str  # canonical printout, normalised
+    program: Callable | None  # runs like the model, or None if the front end yields nothing runnable
+    op_counts: dict = dataclasses.field(default_factory=dict)
+
+
+def input_names(model: torch.nn.Module, inputs: tuple, flatten: bool = True) -> list[str]:
+    """Names of the forward arguments, flattened: `x`, or `input`, `hidden[0]`, `hidden[1]`."""
+    params = [p for p in inspect.signature(model.forward).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = []
+    for i, arg in enumerate(inputs):
+        base = params[i].name if i < len(params) else f"arg{i}"
+        if not flatten:
+            names.append(base)
+            continue
+        leaves, _ = pytree.tree_flatten_with_path(arg)
+        for path, _ in leaves:
+            names.append(base + "".join(f"[{k.idx}]" if hasattr(k, "idx") else f"[{k.key!r}]" for k in path))
+    return names
+
+
+@contextlib.contextmanager
+def _quiet():
+    # Capturing is the point here: the deprecation and tracer warnings are expected noise.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _jit(model, inputs):
+    traced = torch.jit.trace(model, inputs, check_trace=False)
+    graph = traced.inlined_graph
+    buffers = {name for name, _ in model.named_buffers()}
+    # TorchScript keeps tuple arguments whole, so inputs are named by argument, not flattened.
+    args = input_names(model, inputs, flatten=False)
+    text = canonical.jit_graph_text(graph, args, model.state_dict(), buffers)
+    return text, traced
+
+
+def _fx(model, inputs):
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    gm = torch.fx.symbolic_trace(model)
+    flat = pytree.tree_leaves(inputs)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) == len(inputs):  # ShapeProp wants the forward's own arguments
+        ShapeProp(gm).propagate(*inputs)
+    del flat
+    return canonical.fx_graph_text(gm), gm
+
+
+def _export(model, inputs):
+    ep = torch.export.export(model, inputs)
+    sig = ep.graph_signature
+    names, kinds = {}, {}
+    for arg, fqn in sig.inputs_to_parameters.items():
+        names[arg], kinds[arg] = fqn, "param"
+    for arg, fqn in sig.inputs_to_buffers.items():
+        names[arg], kinds[arg] = fqn, "buffer"
+    for arg, fqn in sig.inputs_to_lifted_tensor_constants.items():
+        names[arg], kinds[arg] = fqn, "constant"
+    return canonical.fx_graph_text(ep.graph_module, names, kinds), ep.module()
+
+
+def _state_names(model, inputs) -> dict[int, tuple[str, str]]:
+    """id(tensor) -> (name, kind) for parameters, buffers and flattened inputs: how a graph's
+    inputs are told apart by what they are, not by the name a tracer made up for them."""
+    names = {id(t): (n, "param") for n, t in model.named_parameters()}
+    names.update({id(t): (n, "buffer") for n, t in model.named_buffers()})
+    for name, value in zip(input_names(model, inputs), pytree.tree_leaves(inputs)):
+        names[id(value)] = (name, "input")
+    return names
+
+
+def dynamo_graphs(model, inputs) -> tuple[list[tuple], dict[str, int]]:
+    """Run `torch.compile` with a recording backend. Returns each graph with its placeholder
+    names and kinds, and the graph-break reasons (first line of each -> how often). Dynamo's own
+    counters are the source of truth: `explain` reports -1 breaks for a frame it skips whole."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    known = _state_names(model, inputs)
+    graphs = []
+
+    def record(gm, example_inputs):
+        # Dynamo hands the real tensors in placeholder order: match them to state_dict names.
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        names, kinds = {}, {}
+        for node, value in zip(placeholders, example_inputs):
+            if id(value) in known:
+                names[node.name], kinds[node.name] = known[id(value)]
+        graphs.append((gm, names, kinds))
+        return gm.forward
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.compile(model, backend=record)(*inputs)
+    breaks: dict[str, int] = {}
+    for group in ("graph_break", "unimplemented"):
+        for reason, count in counters[group].items():
+            first = str(reason).strip().splitlines()[0] if str(reason).strip() else "unknown"
+            breaks[first] = breaks.get(first, 0) + count
+    torch._dynamo.reset()
+    return graphs, breaks
+
+
+def _dynamo(model, inputs):
+    graphs, breaks = dynamo_graphs(model, inputs)
+    parts = [f"graphs: {len(graphs)}", f"graph_breaks: {sum(breaks.values())}"]
+    parts += [f"break: {reason} (x{count})" for reason, count in sorted(breaks.items())]
+    for i, (gm, names, kinds) in enumerate(graphs):
+        parts.append(f"\ngraph {i}:")
+        parts.append(canonical.fx_graph_text(gm, names, kinds).rstrip("\n"))
+    program = torch.compile(model, backend="eager")
+    return "\n".join(parts) + "\n", program
+
+
+def _aot(model, inputs):
+    from functorch.compile import aot_module, make_boxed_func
+
+    graphs: dict[str, torch.fx.GraphModule] = {}
+
+    def recorder(kind):
+        def compiler(gm, example_inputs):
+            graphs[kind] = gm
+            return make_boxed_func(gm.forward)
+        return compiler
+
+    compiled = aot_module(model, fw_compiler=recorder("forward"), bw_compiler=recorder("backward"))
+    outputs = compiled(*inputs)
+    grads = [o for o in pytree.tree_leaves(outputs) if isinstance(o, torch.Tensor) and o.requires_grad]
+    if grads:  # the backward graph is compiled on the first backward call
+        torch.autograd.backward([g.float().sum() for g in grads])
+    model.zero_grad(set_to_none=True)
+    # aot_module feeds parameters, then buffers, then the flattened inputs, as primals_1..N.
+    order = [(n, "param") for n, _ in model.named_parameters()]
+    order += [(n, "buffer") for n, _ in model.named_buffers()]
+    order += [(n, "input") for n in input_names(model, inputs)]
+    names = {f"primals_{i + 1}": name for i, (name, _) in enumerate(order)}
+    kinds = {f"primals_{i + 1}": kind for i, (_, kind) in enumerate(order)}
+    parts = []
+    for which in ("forward", "backward"):
+        if which in graphs:
+            gm = graphs[which]
+            # The backward graph's other inputs are the activations the forward saved for it.
+            labels = {n.name: kinds.get(n.name, "tangent" if n.name.startswith("tangents_") else "saved")
+                      for n in gm.graph.nodes if n.op == "placeholder"}
+            parts.append(f"{which}:")
+            parts.append(canonical.fx_graph_text(gm, names, labels))
+    return "\n".join(parts), compiled
+
+
+_CAPTURERS = {"jit": _jit, "fx": _fx, "export": _export, "dynamo": _dynamo, "aot": _aot}
+
+
+def capture(model: torch.nn.Module, inputs: tuple, frontend: str, label: str = "model") -> Capture:
+    """Capture `model` with one front end. `label` names the model in error messages."""
+    if frontend not in _CAPTURERS:
+        raise ValueError(f"unknown front end {frontend!r}; choose from {', '.join(FRONTENDS)}")
+    try:
+        with _quiet():
+            text, program = _CAPTURERS[frontend](model, inputs)
+    except Exception as exc:
+        raise CaptureError(f"{label}: the {frontend} front end failed: {type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else ''}. If this front end cannot "
+                           f"support the model, declare it with register_model(..., "
+                           f"unsupported={{{frontend!r}: 'why'}}).") from exc
+    text = canonical.normalize(text)
+    return Capture(frontend, text, program, dict(canonical.op_counts(text)))
+
+
+def capture_model(name: str, frontend: str, size: str = "small") -> Capture:
+    """Capture a zoo model by name, built and fed exactly as the goldens expect."""
+    from harness.zoo import get_model
+
+    spec = get_model(name)
+    if frontend in spec.unsupported:
+        raise NotImplementedError(f"{name} does not support the {frontend} front end: "
+                                  f"{spec.unsupported[frontend]}")
+    return capture(spec.build(size), spec.inputs(size), frontend, label=f"model {name!r} ({size})")

@@ -1,0 +1,68 @@
+"""Graph goldens: every zoo model under every capture front end.
+
+For each (model, front end):
+- the canonical printout equals expect/<model>.<frontend>.expect (`pytest --accept` updates it);
+- the captured program, run on a *different* seeded input, matches eager output: a trace that
+  baked a value in as a constant (the old in-place ReLU bug) fails here, not only in the text;
+- capturing a second time gives the same text.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+
+from harness.capture import FRONTENDS, capture_model
+from harness.zoo import get_model, model_names
+
+# Captured programs run the same float32 ops in a possibly different order (AOT decomposes
+# LSTMs, for instance); anything past this is a wrong program, not rounding.
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def _cases():
+    for model in model_names():
+        spec = get_model(model)
+        for frontend in FRONTENDS:
+            case_id = f"{model}-{frontend}"
+            if frontend in spec.unsupported:
+                reason = f"{model} does not support {frontend}: {spec.unsupported[frontend]}"
+                yield pytest.param(model, frontend, id=case_id, marks=pytest.mark.skip(reason=reason))
+            else:
+                yield pytest.param(model, frontend, id=case_id, marks=pytest.mark.golden(f"{model}.{frontend}"))
+
+
+CASES = list(_cases())
+
+
+@functools.lru_cache(maxsize=None)
+def _captured(model: str, frontend: str, size: str):
+    # One capture per process serves both the golden and the semantic test of a case.
+    return capture_model(model, frontend, size)
+
+
+@pytest.mark.parametrize("model,frontend", CASES)
+def test_graph_matches_golden(model, frontend, model_size, golden):
+    captured = _captured(model, frontend, model_size)
+    golden.check(captured.text, frontend=frontend, model=f"{model} ({model_size})")
+
+
+@pytest.mark.parametrize("model,frontend", [c for c in CASES if not c.marks or c.marks[0].name != "skip"])
+def test_program_matches_eager_and_capture_repeats(model, frontend, model_size):
+    captured = _captured(model, frontend, model_size)
+    spec = get_model(model)
+    eager = spec.build(model_size)
+    check_inputs = spec.inputs(model_size, check=True)
+    with torch.no_grad():
+        expected = pytree.tree_leaves(eager(*check_inputs))
+    got = pytree.tree_leaves(captured.program(*check_inputs))
+    assert len(got) == len(expected), f"{model}/{frontend}: {len(got)} outputs, eager gives {len(expected)}"
+    for i, (g, e) in enumerate(zip(got, expected)):
+        torch.testing.assert_close(g.detach(), e, rtol=RTOL, atol=ATOL,
+                                   msg=lambda m: f"{model}/{frontend} output {i} differs from eager: {m}")
+
+    again = capture_model(model, frontend, model_size)
+    assert again.text == captured.text, f"{model}/{frontend}: capturing twice gave different graphs"
