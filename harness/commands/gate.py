@@ -27,6 +27,17 @@ def add_arguments(parser):
                         help="exit 4 unless a CUDA GPU is present (for GPU-runner jobs)")
 
 
+def run_with_defaults(args) -> int:
+    """`run` for callers that build args themselves (harness nightly --gate): None means default."""
+    from harness.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+
+    if args.threshold is None:
+        args.threshold = DEFAULT_THRESHOLD
+    if args.alpha is None:
+        args.alpha = DEFAULT_ALPHA
+    return run(args)
+
+
 def run(args) -> int:
     from harness import gate
     from harness.results import write_text_atomic

@@ -1,0 +1,147 @@
+"""Noise floors: run chosen benchmarks repeatedly against themselves (A/A) and store the band.
+
+`harness calibrate --bench canary --runs 5` runs the benchmark modules named by `--bench` N
+times through asv (each run its own process tree and results directory), and stores for every
+statistical benchmark (timings, throughputs, ratios) its *noise band*: the largest relative
+difference between the medians of any two clean runs, max(median) / min(median) - 1. The gate
+uses max(--threshold, band) for that benchmark. Bands are merged into
+RESULTS/noise/<machine>.json (atomic write; other benchmarks' bands are kept).
+
+`--trials N` is the gate's end-to-end proof (slow, for the report, not for tests): per trial a
+clean run A, a run B with HARNESS_CANARY_EXTRA=1 (one more op), and another clean run C, in
+that order; `gate A B` must exit 1 (caught) and `gate A C` must exit 0 (no false alarm).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from harness import metrics
+from harness.results import REPO, ResultSet, load, noise_path, result_files, save_noise
+
+
+def _asv_config(bench_modules: list[str], work: pathlib.Path) -> pathlib.Path:
+    """An asv config like the repo's, but with only the chosen modules and a scratch results dir
+    (asv imports every module of benchmark_dir at discovery: ~15 s for the full suites)."""
+    from asv import util
+
+    conf = util.load_json(str(REPO / "asv.conf.json"), js_comments=True)
+    src = REPO / conf.get("benchmark_dir", "suites/benchmarks")
+    bench = work / "benchmarks"
+    bench.mkdir(parents=True, exist_ok=True)
+    (bench / "__init__.py").write_text("")
+    for mod in bench_modules:
+        f = src / f"{mod}.py"
+        if not f.is_file():
+            raise SystemExit(f"harness calibrate: no benchmark module {f}; choose from "
+                             + ", ".join(p.stem for p in src.glob("*.py") if p.stem != "__init__"))
+        shutil.copy(f, bench / f.name)
+    conf.update(repo=str(REPO), benchmark_dir=str(bench), results_dir=str(work / "asv"),
+                html_dir=str(work / "html"))
+    path = work / "asv.conf.json"
+    path.write_text(json.dumps(conf))
+    return path
+
+
+def asv_run(config: pathlib.Path, results: pathlib.Path, machine: str, commit: str,
+            extra_env: dict | None = None) -> pathlib.Path:
+    """One `asv run` of the config's benchmarks into `results`; returns the result file."""
+    conf = json.loads(config.read_text())
+    conf["results_dir"] = str(results)
+    cfg = results.parent / f"{results.name}.asv.conf.json"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text(json.dumps(conf))
+    env = dict(os.environ, **(extra_env or {}))
+    env["PATH"] = f"{pathlib.Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    asv = [sys.executable, "-m", "asv"]
+    subprocess.run(asv + ["machine", "--yes", "--machine", machine, "--config", str(cfg)],
+                   env=env, check=True, capture_output=True, cwd=results.parent)
+    proc = subprocess.run(asv + ["run", "--config", str(cfg), "--python=same", "--machine", machine,
+                                 "--set-commit-hash", commit, "--record-samples", "--show-stderr"],
+                          env=env, capture_output=True, text=True, cwd=results.parent)
+    files = result_files(results / machine)
+    if proc.returncode != 0 or not files:
+        raise SystemExit(f"harness calibrate: asv run failed (exit {proc.returncode}) for {results}:\n"
+                         + proc.stdout[-2000:] + proc.stderr[-2000:])
+    return files[0]
+
+
+def noise_bands(runs: list[ResultSet]) -> dict[str, dict]:
+    """Per statistical benchmark: band = max/min - 1 over the run medians."""
+    from harness.stats import central
+
+    out = {}
+    for name in sorted(set.intersection(*(set(r.entries) for r in runs))):
+        entries = [r.entries[name] for r in runs]
+        try:
+            kind = metrics.kind_of(entries[0].unit)
+        except KeyError:
+            continue
+        if kind.exact or kind.kind == metrics.MEMORY:
+            continue
+        meds = [central(e) for e in entries]
+        if any(m is None or m != m or m <= 0 for m in meds):
+            continue
+        out[name] = {"band": round(max(meds) / min(meds) - 1, 4), "runs": len(meds),
+                     "medians": meds, "unit": entries[0].unit,
+                     "date": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return out
+
+
+def git_head() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "0" * 40
+
+
+def calibrate(modules: list[str], runs: int, root: pathlib.Path, machine: str,
+              work: pathlib.Path | None = None) -> dict[str, dict]:
+    work = pathlib.Path(work or tempfile.mkdtemp(prefix="harness-calibrate-"))
+    config = _asv_config(modules, work)
+    commit = git_head()
+    sets = [load(asv_run(config, work / f"aa{i}", machine, commit)) for i in range(runs)]
+    bands = noise_bands(sets)
+    save_noise(noise_path(root, machine), machine, bands)
+    return bands
+
+
+def trials(n: int, root: pathlib.Path, machine: str, work: pathlib.Path, threshold: float,
+           log=print) -> dict:
+    """The end-to-end proof on the canary: n regression trials and n A/A trials."""
+    from harness.gate import run_gate
+
+    config = _asv_config(["canary"], work)
+    commit = git_head()
+    npath = noise_path(root, machine)
+    caught = false_alarms = timing_caught = 0
+    gate_seconds, rows = [], []
+    for i in range(n):
+        a = asv_run(config, work / f"t{i}-A", machine, commit)
+        b = asv_run(config, work / f"t{i}-B", machine, commit, {"HARNESS_CANARY_EXTRA": "1"})
+        c = asv_run(config, work / f"t{i}-C", machine, commit)
+        t0 = time.perf_counter()
+        reg = run_gate(str(a), str(b), root=root, threshold=threshold, noise_file=str(npath))
+        gate_seconds.append(time.perf_counter() - t0)
+        aa = run_gate(str(a), str(c), root=root, threshold=threshold, noise_file=str(npath))
+        verdict = {r.name: r for r in reg.rows}
+        tv = verdict.get("canary.Canary.track_time")
+        caught += reg.code == 1
+        timing_caught += bool(tv and tv.verdict == "REGRESSION")
+        false_alarms += aa.code != 0
+        aav = {r.name: r for r in aa.rows}.get("canary.Canary.track_time")
+        rows.append({"trial": i, "regression_exit": reg.code, "aa_exit": aa.code,
+                     "B/A time ratio": tv and tv.ratio, "B/A verdict": tv and tv.verdict,
+                     "C/A time ratio": aav and aav.ratio, "C/A verdict": aav and aav.verdict})
+        log(json.dumps(rows[-1]))
+    return {"trials": n, "caught": caught, "timing_row_caught": timing_caught,
+            "false_alarms": false_alarms, "gate_seconds_median": sorted(gate_seconds)[len(gate_seconds) // 2],
+            "rows": rows}

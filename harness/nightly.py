@@ -1,0 +1,178 @@
+"""`harness nightly`: full suites, results kept for the commit with its fingerprint, dashboard.
+
+Steps, in order:
+
+1. `--require-gpu` (GPU runners): exit 4 at once when this machine has no CUDA GPU.
+2. Archive: a result file already stored for this commit and machine is copied to
+   RESULTS/history/<machine>/<file>.<timestamp>.json before asv rewrites it. Nothing under
+   RESULTS is ever deleted.
+3. Run the suites through `harness bench --full` (the benchmark runner; `--fast` for the
+   quick CI pass; `--skip-bench` to only publish what is there).
+4. Save the environment fingerprint (harness.env) to RESULTS/fingerprints/<machine>/<sha>.json
+   (outside results/asv, where asv would take it for a result file).
+5. Publish the asv dashboard (`asv publish`) to RESULTS/html, or --html-dir, with its CDN
+   scripts replaced by local copies (Debian libjs-* packages) so it renders offline.
+6. `--gate BASE` (e.g. `baseline`): run the gate BASE vs this run; its exit code is returned.
+
+Exit codes: 0 done (and gate passed), the gate's 1/2/3 with --gate, 4 no GPU with
+--require-gpu, 5 the benchmark runner or asv publish failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+from harness.results import REPO, asv_dir, result_files, write_json_atomic
+
+RUNNER_FAILED = 5
+
+
+def asv_config(root: pathlib.Path, html_dir: pathlib.Path, work: pathlib.Path) -> pathlib.Path:
+    """The repo's asv config with results_dir and html_dir redirected under `root`."""
+    from asv import util
+
+    conf = util.load_json(str(REPO / "asv.conf.json"), js_comments=True)
+    conf.update(repo=str(REPO), benchmark_dir=str(REPO / conf.get("benchmark_dir", "suites/benchmarks")),
+                results_dir=str(asv_dir(root)), html_dir=str(html_dir))
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / "asv.nightly.conf.json"
+    path.write_text(json.dumps(conf))
+    return path
+
+
+def archive_existing(root: pathlib.Path, machine: str, commit: str, stamp: str) -> list[pathlib.Path]:
+    """Copy this commit's stored result files aside before a rerun overwrites them."""
+    kept = []
+    for f in result_files(asv_dir(root) / machine):
+        if f.name.startswith(commit[:8]):
+            dest = root / "history" / machine / f"{f.stem}.{stamp}.json"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, dest)
+            kept.append(dest)
+    return kept
+
+
+def run_bench(full: bool, env: dict) -> int:
+    """The suites through the benchmark runner's command (`harness bench`), not asv directly."""
+    cmd = [sys.executable, "-m", "harness.cli", "bench"] + (["--full"] if full else [])
+    print("nightly: " + " ".join(cmd[2:]), flush=True)
+    return subprocess.run(cmd, env=env, cwd=REPO).returncode
+
+
+def publish(config: pathlib.Path) -> int:
+    env = dict(os.environ, PATH=f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(config)],
+                          env=env, capture_output=True, text=True, cwd=config.parent)
+    if proc.returncode:
+        print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
+    return proc.returncode
+
+
+def save_fingerprint(root: pathlib.Path, machine: str, commit: str, stamp: str) -> pathlib.Path:
+    from harness.env import fingerprint
+
+    fp = fingerprint()
+    fp.update(machine_name=machine, commit=commit, recorded_at=stamp)
+    path = root / "fingerprints" / machine / f"{commit[:8]}.json"
+    if path.exists():  # keep the older record too
+        shutil.copy2(path, path.with_name(f"{commit[:8]}.{stamp}.json"))
+    write_json_atomic(path, fp)
+    return path
+
+
+def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, commit: str,
+            full: bool = True, skip_bench: bool = False, gate_base: str | None = None,
+            markdown: str | None = None) -> int:
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    html_dir = html_dir or root / "html"
+    kept = archive_existing(root, machine, commit, stamp)
+    for k in kept:
+        print(f"nightly: kept the earlier result as {k}")
+    if not skip_bench:
+        env = dict(os.environ, HARNESS_RESULTS_DIR=str(root))
+        code = run_bench(full, env)
+        if code:
+            print(f"nightly: the benchmark runner exited {code}; results so far are kept", file=sys.stderr)
+            return RUNNER_FAILED
+    fp = save_fingerprint(root, machine, commit, stamp)
+    print(f"nightly: fingerprint saved to {fp}")
+    config = asv_config(root, html_dir, root / ".nightly")
+    if publish(config):
+        print(f"nightly: asv publish failed for {asv_dir(root)}", file=sys.stderr)
+        return RUNNER_FAILED
+    missing = vendor_dashboard(html_dir)
+    if missing:
+        print("nightly: the dashboard still loads these from the internet (install Debian's "
+              "libjs-jquery libjs-jquery-flot libjs-bootstrap libjs-jquery-stupidtable): "
+              + ", ".join(missing))
+    print(f"nightly: dashboard published to {html_dir}/index.html")
+    if gate_base:
+        from harness.commands import gate as gate_cmd
+        import argparse
+
+        args = argparse.Namespace(base=gate_base, head="latest", results_dir=str(root), machine=machine,
+                                  threshold=None, alpha=None, noise=None, bench=None, markdown=markdown,
+                                  allow_machine_mismatch=False, require_gpu=False)
+        return gate_cmd.run_with_defaults(args)
+    return 0
+
+
+# ---- offline dashboard: asv's index.html loads jQuery, flot, bootstrap... from CDNs ----
+
+JS_DIR = pathlib.Path(os.environ.get("HARNESS_JS_DIR", "/usr/share/javascript"))
+# CDN file name -> path under JS_DIR (Debian: libjs-jquery, libjs-jquery-flot, libjs-bootstrap,
+# libjs-jquery-stupidtable). Debian's flot/jquery.flot.js bundles time, selection, categories.
+VENDOR = {
+    "jquery-3.3.1.min.js": "jquery/jquery.min.js",
+    "jquery.flot.min.js": "flot/jquery.flot.js",
+    "stupidtable.min.js": "jquery-stupidtable/stupidtable.min.js",
+    "bootstrap.min.js": "bootstrap/js/bootstrap.min.js",
+    "bootstrap.min.css": "bootstrap/css/bootstrap.min.css",
+}
+# Covered by the bundle above, or only cosmetic (bar order), or only for the "ignore this
+# regression" key of the regressions page (md5 is replaced by a non-cryptographic hash).
+STUBS = {
+    "jquery.flot.time.min.js": "", "jquery.flot.selection.min.js": "",
+    "jquery.flot.categories.min.js": "", "jquery.flot.orderBars.js": "",
+    "md5.min.js": "window.md5 = function (s) { var h = 5381; for (var i = 0; i < s.length; i++)"
+                  " { h = ((h << 5) + h + s.charCodeAt(i)) | 0; } return (h >>> 0).toString(16); };\n",
+}
+
+
+def vendor_dashboard(html_dir: pathlib.Path, js_dir: pathlib.Path = JS_DIR) -> list[str]:
+    """Point the dashboard's CDN scripts at local copies so it renders without internet
+    (CI runners, headless tests). Returns the CDN files left as they were (none when complete)."""
+    import re
+
+    index = html_dir / "index.html"
+    text = index.read_text(encoding="utf-8")
+    vendor = html_dir / "vendor"
+    vendor.mkdir(exist_ok=True)
+    missing = []
+
+    def local(match):
+        tag, url = match.group(0), match.group(2)
+        name = url.rsplit("/", 1)[-1]
+        if name in VENDOR and (js_dir / VENDOR[name]).is_file():
+            shutil.copy(js_dir / VENDOR[name], vendor / name)
+        elif name in STUBS:
+            (vendor / name).write_text(STUBS[name])
+        else:
+            missing.append(url)
+            return tag
+        tag = tag.replace(url, f"vendor/{name}")
+        return re.sub(r'\s(integrity|crossorigin|referrerpolicy)="[^"]*"', "", tag)
+
+    text = re.sub(r'<(script|link)\b[^>]*?(?:src|href)="(https://[^"]+)"[^>]*>', local, text)
+    if (vendor / "jquery.flot.min.js").is_file() and (html_dir / "jquery.flot.axislabels.js").is_file():
+        # flot 4 draws axis labels itself; asv's plugin for flot 0.8 would draw them twice
+        (html_dir / "jquery.flot.axislabels.js").write_text("")
+    from harness.results import write_text_atomic
+    write_text_atomic(index, text)
+    return missing

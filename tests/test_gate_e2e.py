@@ -1,0 +1,53 @@
+"""End to end: real asv runs of the canary; the injected extra op is caught, clean vs clean passes.
+
+Three asv runs of suites/benchmarks/canary.py (~10-25 s each on two shared cores): A clean,
+B with HARNESS_CANARY_EXTRA=1 (one more op, ~10% more time), C clean. The 10-trial version
+of this is `harness calibrate --trials 10` (see the README).
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from harness import calibrate
+from harness.cli import main
+
+DATA = pathlib.Path(__file__).parent / "data"
+MACHINE = "e2e-cpu"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("e2e")
+    config = calibrate._asv_config(["canary"], work)
+    commit = calibrate.git_head()
+    a = calibrate.asv_run(config, work / "A", MACHINE, commit)
+    b = calibrate.asv_run(config, work / "B", MACHINE, commit, {"HARNESS_CANARY_EXTRA": "1"})
+    c = calibrate.asv_run(config, work / "C", MACHINE, commit)
+    return work, a, b, c
+
+
+def gate(capsys, *args):
+    code = main(["gate", *map(str, args)])
+    return code, capsys.readouterr().out
+
+
+def test_injected_extra_op_is_flagged(runs, capsys, tmp_path):
+    work, a, b, _ = runs
+    md = tmp_path / "gate.md"
+    code, out = gate(capsys, a, b, "--results-dir", work, "--noise", DATA / "noise-canary-2core.json",
+                     "--markdown", md)
+    assert code == 1, out
+    ops = next(line for line in out.splitlines() if line.startswith("canary.Canary.track_ops"))
+    assert "REGRESSION" in ops and "exact: +1 ops" in ops
+    assert "canary.Canary.track_time" in out  # the timing row is always shown
+    assert "**REGRESSION**" in md.read_text()
+
+
+def test_clean_vs_clean_passes(runs, capsys):
+    work, a, _, c = runs
+    code, out = gate(capsys, a, c, "--results-dir", work, "--noise", DATA / "noise-canary-2core.json")
+    assert code == 0, out
+    assert "REGRESSION" not in out

@@ -1,0 +1,100 @@
+"""`harness nightly`: results kept, fingerprint saved, dashboard published and rendered in
+headless Chromium; GPU-runner commands on a machine without a GPU exit 4."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import pathlib
+import shutil
+import subprocess
+import tempfile
+import threading
+
+import pytest
+
+from harness import calibrate, nightly
+from harness.cli import main
+
+MACHINE = "nightly-cpu"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """A results root with one real asv run of the canary, published by `harness nightly`."""
+    root = tmp_path_factory.mktemp("results")
+    work = tmp_path_factory.mktemp("work")
+    config = calibrate._asv_config(["canary"], work)
+    calibrate.asv_run(config, root / "asv", MACHINE, calibrate.git_head())
+    code = main(["nightly", "--skip-bench", "--results-dir", str(root), "--machine", MACHINE])
+    assert code == 0
+    return root
+
+
+def test_nightly_saves_fingerprint_and_publishes(published):
+    fps = list((published / "fingerprints" / MACHINE).glob("*.json"))
+    assert fps and json.loads(fps[0].read_text())["machine_name"] == MACHINE
+    html = published / "html"
+    assert (html / "index.html").is_file() and (html / "index.json").is_file()
+
+
+def test_nightly_never_deletes_older_results(tmp_path):
+    d = tmp_path / "asv" / MACHINE
+    d.mkdir(parents=True)
+    f = d / "abcdef12-existing-py.json"
+    f.write_text("{}")
+    first = nightly.archive_existing(tmp_path, MACHINE, "abcdef1234", "20261129T000000")
+    f.write_text('{"rerun": 1}')
+    second = nightly.archive_existing(tmp_path, MACHINE, "abcdef1234", "20261130T000000")
+    assert first[0].read_text() == "{}" and second[0].read_text() == '{"rerun": 1}'
+    assert f.exists()
+
+
+def _serve(directory: pathlib.Path):
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _dump_dom(url: str) -> str:
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--virtual-time-budget=15000", "--dump-dom", url],
+            capture_output=True, text=True, timeout=120)
+    return proc.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
+                    "(Debian: apt-get install -y chromium; .ci/run installs it)")
+def test_dashboard_renders_in_headless_chromium(published):
+    html = published / "html"
+    if not (html / "vendor" / "jquery-3.3.1.min.js").exists():
+        pytest.skip("dashboard scripts not vendored: apt-get install -y libjs-jquery libjs-jquery-flot "
+                    "libjs-bootstrap libjs-jquery-stupidtable (offline machines cannot reach asv's CDNs)")
+    server = _serve(html)
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        index = _dump_dom(base)
+        assert "Can not determine continental origin" not in index, "dashboard scripts failed to load"
+        assert "canary.Canary.track_time" in index and "canary.Canary.track_ops" in index
+        graph = _dump_dom(base + "#canary.Canary.track_time")
+        assert '<canvas class="flot-base"' in graph, "no graph drawn for canary.Canary.track_time"
+    finally:
+        server.shutdown()
+
+
+def test_gpu_runner_without_gpu_exits_4(capsys, tmp_path):
+    from harness.env import cuda_available
+
+    if cuda_available():
+        pytest.skip("this machine has a GPU")
+    assert main(["nightly", "--require-gpu", "--skip-bench", "--results-dir", str(tmp_path)]) == 4
+    assert main(["gate", "--require-gpu", "a.json", "b.json"]) == 4
+    err = capsys.readouterr().err
+    assert "no CUDA GPU" in err and "Exit 4" in err
