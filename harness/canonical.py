@@ -5,43 +5,21 @@ numbers that shift with unrelated edits. The printers here write graphs themselv
 post-editing torch's text: values are named after state_dict entries (parameters, buffers) or
 the input's argument name, every value carries its dtype and shape, and nothing else varies.
 
-`normalize` is a last, cheap pass applied to *both* expected and actual text (CRLF, trailing
-whitespace, any address or path that slipped through), so comparisons never depend on it.
+The text-level pass shared with the expect store lives in normalize.py (it must not need torch).
 """
 
 from __future__ import annotations
 
-import collections
-import re
-
 import torch
 
-# Bump when a printer's output format changes: every golden must then be re-accepted, and the
-# golden header tells the reader why the whole expect/ directory changed at once.
-NORMALISER_VERSION = 1
+from harness.normalize import MANGLE as _MANGLE
+from harness.normalize import NORMALISER_VERSION, normalize, op_counts  # noqa: F401  (re-exported)
 
 _DTYPE_ABBR = {
     torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
     torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
     torch.uint8: "u8", torch.bool: "b8", torch.complex64: "c64", torch.complex128: "c128",
 }
-
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
-_MANGLE = re.compile(r"___torch_mangle_\d+")
-_ABS_PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+[\w.+-]+\.py(?::\d+(?::\d+)?)?")
-
-
-def normalize(text: str) -> str:
-    """The shared last pass: LF line ends, no trailing spaces, no addresses, paths or mangles."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _ADDRESS.sub("0x?", text)
-    text = _MANGLE.sub("", text)
-    text = _ABS_PATH.sub("<path>", text)
-    lines = [line.rstrip() for line in text.split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    return "\n".join(lines) + "\n"
-
 
 # --------------------------------------------------------------------------------------------
 # values
@@ -245,13 +223,3 @@ def jit_graph_text(graph: torch._C.Graph, input_names: list[str], state: dict, b
     return "\n".join(head + params + body + tail) + "\n"
 
 
-# --------------------------------------------------------------------------------------------
-# structure
-
-
-_OP = re.compile(r"= ([A-Za-z_][\w.:]*(?:<\w+>)?)[\[(]")
-
-
-def op_counts(text: str) -> collections.Counter:
-    """How often each op appears in a canonical printout (`aten::relu_`, `aten.relu.default`)."""
-    return collections.Counter(m.group(1) for m in _OP.finditer(text))

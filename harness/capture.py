@@ -207,6 +207,19 @@ def capture(model: torch.nn.Module, inputs: tuple, frontend: str, label: str = "
     return Capture(frontend, text, program, dict(canonical.op_counts(text)))
 
 
+def cases() -> list[tuple[str, str, str | None]]:
+    """Every (model, front end) pair of the zoo, with the reason it is skipped or None."""
+    from harness.zoo import get_model, model_names
+
+    out = []
+    for model in model_names():
+        unsupported = get_model(model).unsupported
+        for frontend in FRONTENDS:
+            reason = unsupported.get(frontend)
+            out.append((model, frontend, f"{model} does not support {frontend}: {reason}" if reason else None))
+    return out
+
+
 def capture_model(name: str, frontend: str, size: str = "small") -> Capture:
     """Capture a zoo model by name, built and fed exactly as the goldens expect."""
     from harness.zoo import get_model

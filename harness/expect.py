@@ -25,9 +25,25 @@ import re
 import tempfile
 from pathlib import Path
 
-import torch
+from harness.normalize import NORMALISER_VERSION, normalize, op_counts
 
-from harness.canonical import NORMALISER_VERSION, normalize, op_counts
+
+def torch_version() -> str:
+    """torch.__version__ (with its local part, e.g. +cu130), read from torch/version.py without
+    importing torch: the pytest plugin loads in every pytest process and must stay cheap."""
+    import importlib.util
+    import re as _re
+
+    spec = importlib.util.find_spec("torch")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            match = _re.search(r"__version__\s*=\s*['\"]([^'\"]+)", (Path(folder) / "version.py").read_text())
+        except OSError:
+            continue
+        if match:
+            return match.group(1)
+    return "none"
+
 
 SUFFIX = ".expect"
 FIRST_LINE = "# harness golden -- do not edit; update with `pytest --accept`, then review `git diff expect/`"
@@ -67,7 +83,7 @@ def golden_path(directory: Path, golden_id: str) -> Path:
 def render(body: str, fields: dict[str, str]) -> str:
     body = normalize(body)
     header = dict(fields)
-    header.setdefault("torch", torch.__version__)
+    header.setdefault("torch", torch_version())
     header["normaliser"] = str(NORMALISER_VERSION)
     header["body-lines"] = str(body.count("\n"))
     lines = [FIRST_LINE] + [f"# {k}: {v}" for k, v in header.items()] + ["#"]
@@ -113,7 +129,7 @@ def read(path: Path) -> Golden | None:
     """The golden at `path`, None if there is none; GoldenError if it is unusable."""
     try:
         raw = Path(path).read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except IsADirectoryError:
         raise GoldenError(f"golden {path} is a directory; remove it so the golden can be written.") from None
@@ -164,9 +180,9 @@ def unified_diff(expected: str, actual: str, label: str) -> list[str]:
 
 def mismatch_message(golden: Golden, actual: str, what: str, accept_hint: str) -> str:
     lines = [f"{what} does not match golden {golden.path}."]
-    if golden.torch_version and golden.torch_version != torch.__version__:
+    if golden.torch_version and golden.torch_version != torch_version():
         lines.append(f"Note: the golden was recorded with torch {golden.torch_version}; this run uses "
-                     f"torch {torch.__version__}. The change may come from torch itself.")
+                     f"torch {torch_version()}. The change may come from torch itself.")
     if golden.header.get("normaliser") != str(NORMALISER_VERSION):
         lines.append(f"Note: the golden was written by normaliser version {golden.header.get('normaliser')}; "
                      f"this harness prints version {NORMALISER_VERSION}.")

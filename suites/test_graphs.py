@@ -15,27 +15,19 @@ import pytest
 import torch
 import torch.utils._pytree as pytree
 
-from harness.capture import FRONTENDS, capture_model
-from harness.zoo import get_model, model_names
+from harness.capture import capture_model, cases
+from harness.zoo import get_model
 
 # Captured programs run the same float32 ops in a possibly different order (AOT decomposes
 # LSTMs, for instance); anything past this is a wrong program, not rounding.
 RTOL, ATOL = 1e-4, 1e-5
 
 
-def _cases():
-    for model in model_names():
-        spec = get_model(model)
-        for frontend in FRONTENDS:
-            case_id = f"{model}-{frontend}"
-            if frontend in spec.unsupported:
-                reason = f"{model} does not support {frontend}: {spec.unsupported[frontend]}"
-                yield pytest.param(model, frontend, id=case_id, marks=pytest.mark.skip(reason=reason))
-            else:
-                yield pytest.param(model, frontend, id=case_id, marks=pytest.mark.golden(f"{model}.{frontend}"))
-
-
-CASES = list(_cases())
+CASES = [pytest.param(model, frontend, id=f"{model}-{frontend}",
+                      marks=pytest.mark.skip(reason=skip) if skip else pytest.mark.golden(f"{model}.{frontend}"))
+         for model, frontend, skip in cases()]
+RUNNABLE = [pytest.param(model, frontend, id=f"{model}-{frontend}")
+            for model, frontend, skip in cases() if not skip]
 
 
 @functools.lru_cache(maxsize=None)
@@ -50,7 +42,7 @@ def test_graph_matches_golden(model, frontend, model_size, golden):
     golden.check(captured.text, frontend=frontend, model=f"{model} ({model_size})")
 
 
-@pytest.mark.parametrize("model,frontend", [c for c in CASES if not c.marks or c.marks[0].name != "skip"])
+@pytest.mark.parametrize("model,frontend", RUNNABLE)
 def test_program_matches_eager_and_capture_repeats(model, frontend, model_size):
     captured = _captured(model, frontend, model_size)
     spec = get_model(model)
