@@ -7,12 +7,12 @@ Steps, in order:
    RESULTS/history/<machine>/<file>.<timestamp>.json before asv rewrites it. Nothing under
    RESULTS is ever deleted.
 3. Run the suites through `harness bench --full` (the benchmark runner; `--fast` for the
-   quick CI pass; `--skip-bench` to only publish what is there).
-4. Save the environment fingerprint (harness.env) to RESULTS/fingerprints/<machine>/<sha>.json
-   (outside results/asv, where asv would take it for a result file).
-5. Publish the asv dashboard (`asv publish`) to RESULTS/html, or --html-dir, with its CDN
+   quick CI pass; `--skip-bench` to only publish what is there). It saves the environment
+   fingerprint beside the results (<machine>/<sha8>.fingerprint.json); step 2 keeps the older
+   fingerprint too.
+4. Publish the asv dashboard (`asv publish`) to RESULTS/html, or --html-dir, with its CDN
    scripts replaced by local copies (Debian libjs-* packages) so it renders offline.
-6. `--gate BASE` (e.g. `baseline`): run the gate BASE vs this run; its exit code is returned.
+5. `--gate BASE` (e.g. `baseline`): run the gate BASE vs this run; its exit code is returned.
 
 Exit codes: 0 done (and gate passed), the gate's 1/2/3 with --gate, 4 no GPU with
 --require-gpu, 5 the benchmark runner or asv publish failed.
@@ -58,11 +58,16 @@ def archive_existing(root: pathlib.Path, machine: str, commit: str, stamp: str) 
     return kept
 
 
-def run_bench(full: bool, env: dict) -> int:
-    """The suites through the benchmark runner's command (`harness bench`), not asv directly."""
-    cmd = [sys.executable, "-m", "harness.cli", "bench"] + (["--full"] if full else [])
-    print("nightly: " + " ".join(cmd[2:]), flush=True)
-    return subprocess.run(cmd, env=env, cwd=REPO).returncode
+def bench_command(root: pathlib.Path, machine: str, full: bool) -> list[str]:
+    """The suites run through the benchmark runner (`harness bench`), not asv directly; it saves
+    the fingerprint beside the results (<machine>/<sha8>.fingerprint.json)."""
+    return ([sys.executable, "-m", "harness.cli", "bench", "--results-dir", str(asv_dir(root)),
+             "--machine", machine] + (["--full"] if full else []))
+
+
+def run_bench(cmd: list[str]) -> int:
+    print("nightly: harness " + " ".join(cmd[3:]), flush=True)
+    return subprocess.run(cmd, cwd=REPO).returncode
 
 
 def publish(config: pathlib.Path) -> int:
@@ -74,18 +79,6 @@ def publish(config: pathlib.Path) -> int:
     return proc.returncode
 
 
-def save_fingerprint(root: pathlib.Path, machine: str, commit: str, stamp: str) -> pathlib.Path:
-    from harness.env import fingerprint
-
-    fp = fingerprint()
-    fp.update(machine_name=machine, commit=commit, recorded_at=stamp)
-    path = root / "fingerprints" / machine / f"{commit[:8]}.json"
-    if path.exists():  # keep the older record too
-        shutil.copy2(path, path.with_name(f"{commit[:8]}.{stamp}.json"))
-    write_json_atomic(path, fp)
-    return path
-
-
 def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, commit: str,
             full: bool = True, skip_bench: bool = False, gate_base: str | None = None,
             markdown: str | None = None) -> int:
@@ -95,13 +88,10 @@ def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, 
     for k in kept:
         print(f"nightly: kept the earlier result as {k}")
     if not skip_bench:
-        env = dict(os.environ, HARNESS_RESULTS_DIR=str(root))
-        code = run_bench(full, env)
+        code = run_bench(bench_command(root, machine, full))
         if code:
             print(f"nightly: the benchmark runner exited {code}; results so far are kept", file=sys.stderr)
             return RUNNER_FAILED
-    fp = save_fingerprint(root, machine, commit, stamp)
-    print(f"nightly: fingerprint saved to {fp}")
     config = asv_config(root, html_dir, root / ".nightly")
     if publish(config):
         print(f"nightly: asv publish failed for {asv_dir(root)}", file=sys.stderr)

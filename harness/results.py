@@ -32,11 +32,20 @@ class BadInput(Exception):
 
 
 def results_dir(override: str | os.PathLike | None = None) -> pathlib.Path:
-    """`--results-dir`, else $HARNESS_RESULTS_DIR, else the repository's `results/`."""
-    return pathlib.Path(override or os.environ.get("HARNESS_RESULTS_DIR") or REPO / "results")
+    """The results root (asv/, baselines/, noise/, history/ below it): `--results-dir`, else the
+    parent of $HARNESS_RESULTS_DIR (which names the asv results directory, as for `harness
+    bench`), else the repository's `results/`."""
+    if override:
+        return pathlib.Path(override)
+    env = os.environ.get("HARNESS_RESULTS_DIR")
+    return pathlib.Path(env).resolve().parent if env else REPO / "results"
 
 
 def asv_dir(root: pathlib.Path) -> pathlib.Path:
+    """asv's results directory under `root`: $HARNESS_RESULTS_DIR when it lies there, else asv/."""
+    env = os.environ.get("HARNESS_RESULTS_DIR")
+    if env and pathlib.Path(env).resolve().parent == pathlib.Path(root).resolve():
+        return pathlib.Path(env).resolve()
     return root / "asv"
 
 
@@ -190,7 +199,10 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
 
 
 def result_files(directory: pathlib.Path) -> list[pathlib.Path]:
-    return sorted(p for p in directory.glob("*.json") if p.name not in SKIP_FILES)
+    """asv result files in a machine directory (not machine.json, not `harness bench`'s
+    `<sha>.fingerprint.json`)."""
+    return sorted(p for p in directory.glob("*.json")
+                  if p.name not in SKIP_FILES and not p.name.endswith(".fingerprint.json"))
 
 
 def newest(files: list[pathlib.Path]) -> pathlib.Path:

@@ -182,7 +182,7 @@ def test_unknown_bench_name_exit_3(tmp_path, capsys):
 
 def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):
     root = tmp_path / "results"
-    monkeypatch.setenv("HARNESS_RESULTS_DIR", str(root))
+    monkeypatch.setenv("HARNESS_RESULTS_DIR", str(root / "asv"))  # as for `harness bench`
     write_set(root / "asv", "aaaaaaaa11", {"a.time": draw(30, seed=1)}, date=1)
     write_set(root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3)}, date=2)
     assert run_cli(capsys, "aaaa", "latest")[0] == 1

@@ -33,11 +33,22 @@ def published(tmp_path_factory):
     return root
 
 
-def test_nightly_saves_fingerprint_and_publishes(published):
-    fps = list((published / "fingerprints" / MACHINE).glob("*.json"))
-    assert fps and json.loads(fps[0].read_text())["machine_name"] == MACHINE
+def test_nightly_publishes(published):
     html = published / "html"
     assert (html / "index.html").is_file() and (html / "index.json").is_file()
+    assert "canary.Canary.track_time" in json.loads((html / "index.json").read_text())["benchmarks"]
+
+
+def test_nightly_runs_the_benchmark_runner_then_gates(tmp_path, monkeypatch, capsys):
+    """Full mode goes through `harness bench --full` into this results root; --gate follows."""
+    calls = []
+    monkeypatch.setattr(nightly, "run_bench", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(nightly, "publish", lambda config: 0)
+    monkeypatch.setattr(nightly, "vendor_dashboard", lambda html: [])
+    code = main(["nightly", "--results-dir", str(tmp_path), "--machine", MACHINE, "--gate", "baseline"])
+    assert calls and calls[0][3:] == ["bench", "--results-dir", str(tmp_path / "asv"), "--machine",
+                                      MACHINE, "--full"]
+    assert code == 3 and "run `harness bench` first" in capsys.readouterr().err  # no results here
 
 
 def test_nightly_never_deletes_older_results(tmp_path):
