@@ -1,0 +1,184 @@
+"""`harness report`: a Markdown summary and PNG plots of one result set, plus one benchmark's
+history over all stored commits of a machine.
+
+Plots (matplotlib, Agg): per suite the key speedups as ratios with 1 marked
+(fusion: compiled/eager time; transfer: pinned/pageable and uint8/float32 copy time; amp:
+AMP/fp32 step time; dataloader: samples/s with N workers over 0 workers), and the history
+of `--history NAME` (median per commit, bars from the 25th to the 75th percentile of samples).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+import re
+import statistics
+
+from harness.results import BadInput, ResultSet, asv_dir, load, result_files, write_text_atomic
+
+SUITES = {
+    "fusion": ("compiled / eager time", "lower is better; < 1: compiled is faster"),
+    "transfer": ("time ratio (pinned/pageable, uint8+convert/float32)", "lower is better; < 1: faster"),
+    "amp": ("AMP / fp32 training-step time", "lower is better; < 1: AMP is faster"),
+    "dataloader": ("samples/s with N workers / with 0 workers", "higher is better; > 1: workers help"),
+}
+WORKERS = "dataloader.LoadSyntheticImages.track_samples_per_second"
+
+
+@dataclasses.dataclass
+class Bar:
+    label: str
+    value: float
+
+
+def _ok(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+def _short(name: str) -> str:
+    """'fusion.PointwiseChain.track_compiled_over_eager' -> 'PointwiseChain.compiled_over_eager'."""
+    name = name.split(".", 1)[1] if "." in name else name
+    return name.replace("track_", "")
+
+
+def speedups(rs: ResultSet) -> dict[str, list[Bar]]:
+    """Suite -> bars: every 'ratio' benchmark of the suite, and the dataloader workers scaling."""
+    out: dict[str, list[Bar]] = {s: [] for s in SUITES}
+    for name, e in sorted(rs.entries.items()):
+        suite = name.split(".", 1)[0]
+        if suite in out and e.unit == "ratio" and _ok(e.value):
+            out[suite].append(Bar(_short(name), e.value))
+    by = {}
+    for name, e in rs.entries.items():
+        m = re.fullmatch(re.escape(WORKERS) + r"\((\d+), (.*)\)", name)
+        if m and _ok(e.value):
+            by[(int(m.group(1)), m.group(2))] = e.value
+    for (workers, rest), v in sorted(by.items()):
+        base = by.get((0, rest))
+        if workers and base:
+            parts = rest.split(", ")
+            if len(parts) == 3:
+                rest = f"pin_memory={parts[0]}, batch={parts[1]}, persistent={parts[2]}"
+            out["dataloader"].append(Bar(f"{workers} workers ({rest})", v / base))
+    return out
+
+
+def plot_speedups(suite: str, bars: list[Bar], path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xlabel, hint = SUITES[suite]
+    fig, ax = plt.subplots(figsize=(8, 1.8 + 0.45 * len(bars)))
+    ys = range(len(bars))
+    ax.barh(list(ys), [b.value for b in bars], color="tab:blue")
+    ax.set_yticks(list(ys), [b.label for b in bars], fontsize=8)
+    ax.axvline(1.0, color="black", linewidth=1, linestyle="--")
+    ax.text(1.0, len(bars) - 0.45, " 1 = no change", fontsize=8, va="bottom")
+    for y, b in zip(ys, bars):
+        ax.text(b.value, y, f" {b.value:.3g}×", va="center", fontsize=8)
+    ax.set_xlabel(f"{xlabel} (×, {hint})")
+    ax.set_ylabel("benchmark case")
+    ax.set_title(f"{suite}: key ratios")
+    ax.set_xlim(0, max(max(b.value for b in bars), 1.0) * 1.25)
+    ax.set_ylim(-0.6, len(bars) - 0.1)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _save(fig, path: pathlib.Path) -> None:
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    write_text_atomic(path, buf.getvalue())
+
+
+_SCALES = {"seconds": [(1, "s"), (1e-3, "ms"), (1e-6, "µs")], "bytes": [(2**30, "GiB"), (2**20, "MiB"), (1, "B")]}
+
+
+def _scale(unit: str, values: list[float]) -> tuple[float, str]:
+    for factor, label in _SCALES.get(unit, []):
+        if max(values) >= factor:
+            return factor, label
+    if unit in _SCALES:
+        return _SCALES[unit][-1]
+    return 1.0, unit
+
+
+def history(root: pathlib.Path, machine: str, name: str) -> list[tuple[str, int, float, float, float]]:
+    """(commit, date, median, q25, q75) per stored result of `name` on `machine`, oldest first."""
+    points = []
+    for f in result_files(asv_dir(root) / machine):
+        rs = load(f)
+        e = rs.entries.get(name)
+        if e is None or not _ok(e.value):
+            continue
+        s = sorted(e.samples) if e.samples else [e.value]
+        q = statistics.quantiles(s, n=4) if len(s) >= 2 else [s[0], s[0], s[0]]
+        points.append((rs.commit[:8], rs.date or 0, statistics.median(s), q[0], q[2]))
+    return sorted(points, key=lambda p: p[1])
+
+
+def plot_history(name: str, unit: str, points, path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    factor, label = _scale(unit, [p[4] for p in points])
+    xs = list(range(len(points)))
+    med = [p[2] / factor for p in points]
+    lo = [(p[2] - p[3]) / factor for p in points]
+    hi = [(p[4] - p[2]) / factor for p in points]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.errorbar(xs, med, yerr=[lo, hi], marker="o", capsize=3, label="median (bars: 25th–75th percentile)")
+    ax.set_xticks(xs, [p[0] for p in points], rotation=45, ha="right", fontsize=8)
+    ax.set_xlabel("commit (oldest → newest)")
+    quantity = {"seconds": "time per call", "bytes": "memory"}.get(unit, unit)
+    ax.set_ylabel(f"{quantity} [{label}]")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"history: {name}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
+                 history_names: list[str] | None = None) -> pathlib.Path:
+    """Write report.md and its PNGs into `out`; returns the Markdown path."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [f"# Benchmark report: {rs.commit[:8]} on {rs.machine}", "",
+             f"Source: `{rs.path}`", ""]
+    for suite, bars in speedups(rs).items():
+        xlabel, hint = SUITES[suite]
+        lines += [f"## {suite}: {xlabel}", ""]
+        if not bars:
+            lines += ["No results for this suite in this set (not run, failed or n/a here).", ""]
+            continue
+        png = out / f"speedups-{suite}.png"
+        plot_speedups(suite, bars, png)
+        lines += [f"![{suite} ratios]({png.name})", "", f"| case | ratio ({hint}) |", "|---|--:|"]
+        lines += [f"| {b.label} | {b.value:.3g} |" for b in bars] + [""]
+    for name in history_names or []:
+        e = rs.entries.get(name)
+        if e is None:
+            raise BadInput(f"unknown benchmark {name!r} for --history: not in {rs.path}; "
+                           "names look like " + ", ".join(sorted(rs.entries)[:3]))
+        points = history(root, rs.machine, name)
+        lines += [f"## History: {name}", ""]
+        if not points:
+            lines += ["No successful results stored for it.", ""]
+            continue
+        png = out / f"history-{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
+        plot_history(name, e.unit, points, png)
+        lines += [f"![history of {name}]({png.name})", "", f"| commit | median ({e.unit}) |", "|---|--:|"]
+        lines += [f"| {p[0]} | {p[2]:.4g} |" for p in points] + [""]
+    md = out / "report.md"
+    write_text_atomic(md, "\n".join(lines))
+    return md
