@@ -161,3 +161,13 @@ def gpu_missing_message() -> str | None:
         return None
     return ("no CUDA GPU on this machine (torch.cuda.is_available() is False): this is a "
             "GPU-runner job; run it on a self-hosted GPU runner. Exit 4, not a pass.")
+
+
+if __name__ == "__main__":  # `python -m harness.gate --require-gpu`: the GPU check alone (tox -e gpu)
+    import sys
+
+    if sys.argv[1:] != ["--require-gpu"]:
+        sys.exit("usage: python -m harness.gate --require-gpu   (for comparisons: harness gate BASE HEAD)")
+    why = gpu_missing_message()
+    print(why or "GPU present: " + __import__("harness.env").env.gpu_name(), file=sys.stderr)
+    sys.exit(NO_GPU if why else PASS)

@@ -12,7 +12,8 @@ Steps, in order:
    fingerprint too.
 4. Publish the asv dashboard (`asv publish`) to RESULTS/html, or --html-dir, with its CDN
    scripts replaced by local copies (Debian libjs-* packages) so it renders offline.
-5. `--gate BASE` (e.g. `baseline`): run the gate BASE vs this run; its exit code is returned.
+5. `--save-baseline`: copy this run into RESULTS/baselines/<machine>/ (commit it).
+6. `--gate BASE` (e.g. `baseline`): run the gate BASE vs this run; its exit code is returned.
 
 Exit codes: 0 done (and gate passed), the gate's 1/2/3 with --gate, 4 no GPU with
 --require-gpu, 5 the benchmark runner or asv publish failed.
@@ -79,15 +80,36 @@ def publish(config: pathlib.Path) -> int:
     return proc.returncode
 
 
+def save_baseline(root: pathlib.Path, machine: str, stamp: str) -> pathlib.Path:
+    """Copy the newest result for `machine`, with benchmarks.json and machine.json, into
+    RESULTS/baselines/<machine>/ (the gate's `baseline`); a replaced file goes to history/."""
+    from harness.results import baselines_dir, newest
+
+    src_dir = asv_dir(root) / machine
+    files = result_files(src_dir)
+    if not files:
+        raise SystemExit(f"harness nightly: no results in {src_dir} to save as the baseline")
+    dest = baselines_dir(root) / machine
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in result_files(dest):
+        kept = root / "history" / "baselines" / machine / f"{old.stem}.{stamp}.json"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(old, kept)  # moved into history, not deleted
+    src = newest(files)
+    shutil.copy2(src, dest / src.name)
+    shutil.copy2(src_dir / "machine.json", dest / "machine.json")
+    shutil.copy2(asv_dir(root) / "benchmarks.json", dest / "benchmarks.json")
+    return dest / src.name
+
+
 def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, commit: str,
             full: bool = True, skip_bench: bool = False, gate_base: str | None = None,
-            markdown: str | None = None) -> int:
+            markdown: str | None = None, baseline: bool = False) -> int:
     stamp = time.strftime("%Y%m%dT%H%M%S")
     html_dir = html_dir or root / "html"
-    kept = archive_existing(root, machine, commit, stamp)
-    for k in kept:
-        print(f"nightly: kept the earlier result as {k}")
     if not skip_bench:
+        for k in archive_existing(root, machine, commit, stamp):
+            print(f"nightly: kept the earlier result as {k}")
         code = run_bench(bench_command(root, machine, full))
         if code:
             print(f"nightly: the benchmark runner exited {code}; results so far are kept", file=sys.stderr)
@@ -102,6 +124,8 @@ def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, 
               "libjs-jquery libjs-jquery-flot libjs-bootstrap libjs-jquery-stupidtable): "
               + ", ".join(missing))
     print(f"nightly: dashboard published to {html_dir}/index.html")
+    if baseline:
+        print(f"nightly: baseline saved as {save_baseline(root, machine, stamp)}; commit it")
     if gate_base:
         from harness.commands import gate as gate_cmd
         import argparse

@@ -51,6 +51,20 @@ def test_nightly_runs_the_benchmark_runner_then_gates(tmp_path, monkeypatch, cap
     assert code == 3 and "run `harness bench` first" in capsys.readouterr().err  # no results here
 
 
+def test_save_baseline_then_gate_against_it(published, capsys):
+    """The published run becomes the committed baseline; the gate finds it by machine."""
+    assert main(["nightly", "--skip-bench", "--save-baseline", "--results-dir", str(published),
+                 "--machine", MACHINE]) == 0
+    bl = published / "baselines" / MACHINE
+    assert (bl / "benchmarks.json").is_file() and (bl / "machine.json").is_file()
+    assert main(["gate", "baseline", "latest", "--results-dir", str(published)]) == 0
+    assert "canary.Canary.track_ops" in capsys.readouterr().out
+    # saving again keeps the earlier baseline file under history/
+    assert main(["nightly", "--skip-bench", "--save-baseline", "--results-dir", str(published),
+                 "--machine", MACHINE]) == 0
+    assert list((published / "history" / "baselines" / MACHINE).glob("*.json"))
+
+
 def test_nightly_never_deletes_older_results(tmp_path):
     d = tmp_path / "asv" / MACHINE
     d.mkdir(parents=True)

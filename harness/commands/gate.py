@@ -53,6 +53,11 @@ def run(args) -> int:
     title = ""
     if out.base and out.head:
         title = f"base {out.base.label}  vs  head {out.head.label}  on {out.head.machine}"
+    wide = [r.name for r in out.rows if r.threshold and r.unit != "bytes" and r.threshold > 2 * args.threshold]
+    if wide:
+        out.message = (out.message + "\n" if out.message else "") + (
+            f"warning: calibrated noise bands above {2 * args.threshold:.0%} hide smaller timing changes "
+            f"for: {', '.join(wide)} (counters are still exact); recalibrate on a quieter machine")
     footer = out.summary() + (f"\n{out.message}" if out.message else "")
     print(gate.render(out.rows, "text", title=title, footer=footer), end="")
     if out.message:

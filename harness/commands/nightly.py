@@ -14,6 +14,8 @@ def add_arguments(parser):
     mode.add_argument("--skip-bench", action="store_true", help="do not run benchmarks; publish only")
     parser.add_argument("--gate", metavar="BASE", help="afterwards gate BASE (e.g. `baseline`) vs this run")
     parser.add_argument("--markdown", metavar="FILE", help="with --gate: write the table as Markdown")
+    parser.add_argument("--save-baseline", action="store_true",
+                        help="copy this run to RESULTS/baselines/<machine>/ (the gate's `baseline`)")
     parser.add_argument("--require-gpu", action="store_true", help="exit 4 unless a CUDA GPU is present")
 
 
@@ -37,4 +39,5 @@ def run(args) -> int:
     return nightly.nightly(root=results_dir(args.results_dir),
                            html_dir=pathlib.Path(args.html_dir) if args.html_dir else None,
                            machine=machine, commit=git_head(), full=not args.fast,
-                           skip_bench=args.skip_bench, gate_base=args.gate, markdown=args.markdown)
+                           skip_bench=args.skip_bench, gate_base=args.gate, markdown=args.markdown,
+                           baseline=args.save_baseline)
