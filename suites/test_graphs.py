@@ -23,10 +23,13 @@ from harness.zoo import get_model
 RTOL, ATOL = 1e-4, 1e-5
 
 
+# Under `pytest -n 2 --dist loadgroup` a model's cases share a worker, so one capture serves its
+# golden test and its semantic test.
 CASES = [pytest.param(model, frontend, id=f"{model}-{frontend}",
-                      marks=pytest.mark.skip(reason=skip) if skip else pytest.mark.golden(f"{model}.{frontend}"))
+                      marks=[pytest.mark.skip(reason=skip) if skip else pytest.mark.golden(f"{model}.{frontend}"),
+                             pytest.mark.xdist_group(model)])
          for model, frontend, skip in cases()]
-RUNNABLE = [pytest.param(model, frontend, id=f"{model}-{frontend}")
+RUNNABLE = [pytest.param(model, frontend, id=f"{model}-{frontend}", marks=pytest.mark.xdist_group(model))
             for model, frontend, skip in cases() if not skip]
 
 
