@@ -90,6 +90,8 @@ def test_benchmark_body_runs(cls, method):
         except NotApplicable as e:
             assert str(e), f"{cls.__name__}{combo}: NotApplicable without a reason"
             reasons.append(str(e))
+            if hasattr(bench, "teardown"):
+                bench.teardown(*combo)  # asv tears down after a skipped setup too
             continue
         try:
             case = getattr(bench, "case", None)

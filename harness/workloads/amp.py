@@ -48,4 +48,12 @@ def build(model_name: str, precision: str, device: torch.device) -> Callable[[],
             opt.step()
         return loss
 
+    if dtype is not None and device.type == "cpu":
+        try:  # some CPUs lack oneDNN bf16 kernels (LSTM): a property of the machine, not a bug
+            step()
+        except RuntimeError as e:
+            if "primitive" not in str(e):
+                raise
+            raise NotApplicable(f"{model_name} has no {precision} training step on this CPU "
+                                f"(oneDNN: {str(e).splitlines()[0]})") from e
     return step

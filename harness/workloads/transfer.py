@@ -23,7 +23,7 @@ def batch_shape() -> tuple[int, ...]:
 
 def build(memory: str, non_blocking: bool, payload: str, device: torch.device) -> Callable[[], object]:
     """One host->device copy of an image batch (plus the on-device conversion for uint8)."""
-    require_cuda(device, "host-to-device copy benchmarks")
+    require_cuda(device, "a host-to-device copy")
     if memory not in MEMORY:
         raise ValueError(f"unknown host memory {memory!r}; choose from {MEMORY}")
     if payload not in PAYLOADS:

@@ -1,0 +1,269 @@
+"""`harness bench`: run the asv suites in the current environment and summarise key ratios.
+
+What it does, in order:
+1. checks the suite names (an unknown one is an error listing the valid ones);
+2. writes a run-time asv config beside the results (absolute paths, so the results directory can
+   be moved with --results-dir / $HARNESS_RESULTS_DIR, e.g. by tests);
+3. records the machine non-interactively under a name carrying the GPU model
+   (harness.env.machine_name(): asv's machine record has no GPU field);
+4. runs `asv run --set-commit-hash <HEAD>` (asv saves nothing from an existing environment without
+   a commit hash) with forkserver on CPU (suite imported once, one fork per benchmark) and spawn
+   on CUDA (a forked CUDA context is unusable);
+5. saves the environment fingerprint beside the results, atomically;
+6. reads the saved results back: prints the key ratios and names every benchmark that failed.
+
+The interpreter path: asv names an existing environment after its interpreter path
+(`existing-py_<path>`), so the same suites run from a venv at another path would start a new
+history. The run goes through a fixed launcher, `$XDG_CACHE_HOME/harness/asv-python` (a two-line
+shell script exec'ing $HARNESS_PYTHON, set to the current interpreter for each run), so the
+environment name is the same for every venv of a user on a machine. What differs between venvs
+(torch version, flags) is in the fingerprint saved with each result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness.workloads import AREAS
+
+SUITES = AREAS
+EXIT_BAD_INPUT = 2
+
+# (label, benchmark name, params to match (as asv stores them, repr strings) or None for all)
+KEY_RATIOS = [
+    ("compiled/eager, pointwise chain", "fusion.PointwiseChain.track_compiled_over_eager", None),
+    ("compiled/eager, norm + activation", "fusion.NormActivationBlock.track_compiled_over_eager", None),
+    ("compiled/eager, training step", "fusion.SmallModelTrainingStep.track_compiled_over_eager", None),
+    ("pinned/pageable copy", "transfer.PinnedOverPageable.track_pinned_over_pageable", None),
+    ("uint8+convert/float32 copy", "transfer.Uint8ThenConvertOverFloat32.track_uint8_over_float32", None),
+    ("AMP/fp32 training step", "amp.AutocastOverFp32.track_autocast_over_fp32", None),
+]
+WORKERS_BENCH = "dataloader.LoadSyntheticImages.track_samples_per_second"
+
+
+class BenchError(Exception):
+    """Bad input or set-up problem; the message says what to do."""
+
+
+def repo_root() -> Path:
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
+        if (d / "asv.conf.json").is_file():
+            return d
+    pkg = Path(__file__).resolve().parents[1]
+    if (pkg / "asv.conf.json").is_file():
+        return pkg
+    raise BenchError("no asv.conf.json found in the current directory or its parents; "
+                     "run `harness bench` from the harness checkout")
+
+
+def check_suites(names: list[str] | None) -> list[str]:
+    names = list(names or SUITES)
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        raise BenchError(f"unknown suite{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                         f"valid suites: {', '.join(SUITES)}")
+    return list(dict.fromkeys(names))
+
+
+def results_dir(root: Path, override: str | None = None) -> Path:
+    chosen = override or os.environ.get("HARNESS_RESULTS_DIR")
+    return Path(chosen).resolve() if chosen else root / "results" / "asv"
+
+
+def head_commit(root: Path) -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True,
+                              text=True).stdout.strip()
+    except (subprocess.CalledProcessError, FileNotFoundError) as e:
+        raise BenchError(f"cannot read the current commit in {root} (asv saves results per commit): {e}") from e
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def python_launcher() -> Path:
+    """A fixed path for asv's `existing` environment (see the module docstring)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness"
+    path = cache / "asv-python"
+    text = '#!/bin/sh\n# written by `harness bench`: asv names its environment after this path\nexec "${HARNESS_PYTHON:?}" "$@"\n'
+    if not path.is_file() or path.read_text() != text:
+        atomic_write_text(path, text)
+        path.chmod(0o755)
+    return path
+
+
+def write_config(root: Path, results: Path) -> Path:
+    from asv import util
+
+    conf = util.load_json(str(root / "asv.conf.json"), js_comments=True)
+    default_results = (root / conf.get("results_dir", "results/asv")).resolve()
+    html = (root / conf.get("html_dir", "results/html")).resolve() if results == default_results \
+        else results.parent / (results.name + "-html")
+    conf.update(repo=str(root), benchmark_dir=str((root / conf["benchmark_dir"]).resolve()),
+                results_dir=str(results), html_dir=str(html), env_dir=str(root / ".asv" / "env"))
+    path = results / "asv.run.conf.json"
+    atomic_write_text(path, json.dumps(conf, indent=2) + "\n")
+    return path
+
+
+def launch_method(requested: str | None = None) -> str:
+    if requested and requested != "auto":
+        return requested
+    from harness.env import cuda_available
+
+    return "spawn" if cuda_available() else "forkserver"
+
+
+def run(suites: list[str] | None = None, *, quick: bool = False, full: bool = False,
+        results: str | None = None, launch: str | None = None, machine: str | None = None,
+        out=sys.stdout) -> int:
+    from harness.env import fingerprint, machine_name
+
+    names = check_suites(suites)
+    root = repo_root()
+    res = results_dir(root, results)
+    sha = head_commit(root)
+    machine = machine or machine_name()
+    method = launch_method(launch)
+    config = write_config(root, res)
+    env = dict(os.environ, HARNESS_PYTHON=sys.executable, HARNESS_FULL="1" if full else "0")
+    asv = [sys.executable, "-m", "asv"]
+    subprocess.run(asv + ["machine", "--config", str(config), "--yes", "--machine", machine],
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    cmd = asv + ["run", "--config", str(config), "-E", f"existing:{python_launcher()}",
+                 "--set-commit-hash", sha, "--machine", machine, "--launch-method", method,
+                 "--record-samples", "--show-stderr"]
+    if quick:
+        cmd.append("--quick")
+    for name in names:
+        cmd += ["--bench", rf"^{name}\."]
+    print(f"harness bench: {'full' if full else 'fast'}{' quick' if quick else ''} run of "
+          f"{', '.join(names)} on {machine} ({method}), commit {sha[:8]}", file=out, flush=True)
+    print("$ " + " ".join(cmd[2:]), file=out, flush=True)
+    t0 = time.perf_counter()
+    asv_rc = subprocess.run(cmd, cwd=root, env=env).returncode
+    wall = time.perf_counter() - t0
+
+    fp = fingerprint()
+    fp.update(machine_name=machine, commit=sha, mode="full" if full else "fast", quick=quick,
+              suites=names, launch_method=method, asv_wall_s=round(wall, 1))
+    fp_path = res / machine / f"{sha[:8]}.fingerprint.json"
+    atomic_write_text(fp_path, json.dumps(fp, indent=2, sort_keys=True) + "\n")
+
+    result_files = sorted((res / machine).glob(f"{sha[:8]}-*.json"))
+    if not result_files:
+        print(f"harness bench: asv saved no results under {res / machine} (asv exit code {asv_rc})", file=out)
+        return 1
+    saved = load_results(result_files[-1])
+    mine = {k: v for k, v in saved.items() if k.split(".", 1)[0] in names}
+    print(file=out)
+    print(summary_table(mine), file=out)
+    failed = failures(mine)
+    print(f"\nresults: {result_files[-1]}\nfingerprint: {fp_path}\nasv run took {wall:.1f} s", file=out)
+    if failed:
+        print(f"\nharness bench: {len(failed)} benchmark case(s) failed (the others ran):", file=out)
+        for name in failed:
+            print(f"  FAILED {name}", file=out)
+        print("rerun one with `asv run --config " + str(config) + " --python=same --quick --show-stderr "
+              "--bench <name>` to see its traceback", file=out)
+        return 1
+    if asv_rc != 0:
+        print(f"harness bench: asv exited with {asv_rc}", file=out)
+        return asv_rc
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Reading saved results
+
+
+def load_results(path: Path) -> dict[str, list[tuple[tuple[str, ...], object]]]:
+    """{benchmark: [(param values as stored, value)]}: value is a number, None (failed) or NaN (n/a)."""
+    import itertools
+
+    data = json.loads(Path(path).read_text())
+    cols = data["result_columns"]
+    out = {}
+    for name, row in data["results"].items():
+        rec = dict(zip(cols, row))
+        values = rec["result"]
+        params = rec.get("params") or []
+        combos = list(itertools.product(*params)) if params else [()]
+        if not isinstance(values, list):
+            values = [values]
+        out[name] = list(zip(combos, values))
+    return out
+
+
+def failures(saved) -> list[str]:
+    failed = []
+    for name, cases in saved.items():
+        for combo, value in cases:
+            if value is None:
+                failed.append(f"{name}({', '.join(combo)})" if combo else name)
+    return failed
+
+
+def _fmt(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    if len(values) == 1:
+        return f"{values[0]:.3g}"
+    return f"{min(values):.3g} .. {max(values):.3g}"
+
+
+def summary_table(saved) -> str:
+    rows = []
+    for label, name, _ in KEY_RATIOS:
+        cases = saved.get(name)
+        if cases is None:
+            continue
+        vals = [v for _, v in cases if isinstance(v, (int, float)) and not math.isnan(v)]
+        detail = "" if len(cases) == 1 else f"  ({len(vals)} of {len(cases)} cases)"
+        rows.append((label, _fmt(vals) + detail))
+    workers = saved.get(WORKERS_BENCH)
+    if workers is not None:
+        rows += _workers_scaling(workers)
+    if not rows:
+        return "key ratios: none of the summarised benchmarks ran in these suites"
+    width = max(len(r[0]) for r in rows)
+    lines = ["key ratios (lower is better for time ratios; workers scaling: higher is better)",
+             f"{'':<{width}}  value", f"{'-' * width}  -----"]
+    lines += [f"{label:<{width}}  {value}" for label, value in rows]
+    return "\n".join(lines)
+
+
+def _workers_scaling(cases) -> list[tuple[str, str]]:
+    """samples/s with N workers over samples/s with 0 workers, other settings equal."""
+    by = {}
+    for combo, value in cases:
+        if isinstance(value, (int, float)) and not math.isnan(value):
+            workers, rest = combo[0], combo[1:]
+            by[(workers, rest)] = value
+    rows = []
+    for (workers, rest), value in sorted(by.items()):
+        if workers == "0":
+            continue
+        base_rest = (rest[0], rest[1], "False")  # persistent_workers needs workers > 0
+        base = by.get(("0", base_rest))
+        if base:
+            rows.append((f"workers {workers}/0 samples/s (pin={rest[0]}, batch={rest[1]}, persistent={rest[2]})",
+                         f"{value / base:.3g}"))
+    return rows

@@ -1,0 +1,69 @@
+"""`harness bench` end to end: one cheap suite through asv into a temporary results directory."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import bench
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_unknown_suite_is_a_clear_error(capsys, tmp_path):
+    rc = main(["bench", "--suite", "fusion", "--suite", "nonsense", "--results-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "'nonsense'" in err and "fusion, transfer, amp, dataloader, models" in err
+    assert not any(tmp_path.iterdir()), "nothing may be written for bad input"
+
+
+def test_failures_and_ratios_are_read_from_saved_results(tmp_path):
+    saved = {
+        "fusion.PointwiseChain.track_compiled_over_eager": [((), 0.5)],
+        "amp.AutocastOverFp32.track_autocast_over_fp32": [(("'alexnet'", "'bf16'"), 2.0),
+                                                          (("'alexnet'", "'fp16'"), float("nan")),
+                                                          (("'word_lm'", "'bf16'"), None)],
+    }
+    assert bench.failures(saved) == ["amp.AutocastOverFp32.track_autocast_over_fp32('word_lm', 'bf16')"]
+    table = bench.summary_table(saved)
+    assert "compiled/eager, pointwise chain" in table and "0.5" in table
+    assert "AMP/fp32 training step" in table and "(1 of 3 cases)" in table
+
+
+def test_quick_run_of_one_suite_saves_results_and_fingerprint(tmp_path):
+    # transfer is the cheapest suite on CPU (every case n/a); on CUDA it times real copies
+    results = tmp_path / "results"
+    env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "bench", "--quick", "--suite", "transfer",
+                           "--results-dir", str(results), "--machine", "testmachine-cpu"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, **env})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    files = list((results / "testmachine-cpu").glob(f"{sha[:8]}-existing-*.json"))
+    assert len(files) == 1, list((results / "testmachine-cpu").iterdir())
+    data = json.loads(files[0].read_text())
+    assert data["commit_hash"] == sha
+    assert data["env_name"].endswith("harness_asv-python")  # the stable launcher, not the venv path
+    names = set(data["results"])
+    assert {"transfer.HostToDeviceCopy.track_copy_time", "transfer.PinnedOverPageable.track_pinned_over_pageable",
+            "transfer.Uint8ThenConvertOverFloat32.track_uint8_over_float32"} <= names
+    assert not any(n.startswith("fusion.") for n in names), "only the asked-for suite runs"
+    cols = data["result_columns"]
+    for name, row in data["results"].items():
+        values = dict(zip(cols, row))["result"]
+        assert None not in values, f"{name} failed"
+        import torch
+        if not torch.cuda.is_available():
+            assert all(math.isnan(v) for v in values), f"{name} should be n/a on CPU"
+    fp = json.loads((results / "testmachine-cpu" / f"{sha[:8]}.fingerprint.json").read_text())
+    assert fp["commit"] == sha and fp["machine_name"] == "testmachine-cpu" and fp["torch"]
+    assert fp["suites"] == ["transfer"] and fp["quick"] is True and fp["mode"] == "fast"
+    assert "pinned/pageable copy" in proc.stdout
+    assert "needs CUDA" in proc.stdout + proc.stderr or torch.cuda.is_available()
+    assert not list(results.rglob("*.tmp")), "atomic writes leave no temp files"
