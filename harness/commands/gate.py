@@ -60,7 +60,7 @@ def run(args) -> int:
             f"for: {', '.join(wide)} (counters are still exact); recalibrate on a quieter machine")
     footer = out.summary() + (f"\n{out.message}" if out.message else "")
     print(gate.render(out.rows, "text", title=title, footer=footer), end="")
-    if out.message:
+    if out.message and out.code == gate.BAD_INPUT:
         print(f"harness gate: {out.message}", file=sys.stderr)
     if args.markdown:
         md_footer = f"**{out.summary()}**" + (f"\n\n{out.message}" if out.message else "")
