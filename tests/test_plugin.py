@@ -28,7 +28,7 @@ def project(pytester, monkeypatch):
                 "HARNESS_FULL", "FAKE_GRAPH"):
         monkeypatch.delenv(var, raising=False)
     pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_graphs=TEST_FILE)
+    pytester.makepyfile(test_fake_graphs=TEST_FILE)
     return pytester
 
 
@@ -120,7 +120,7 @@ def test_orphans_reported_then_removed_only_by_unfiltered_accept(project):
     result.stdout.fnmatch_lines(["*orphan golden *gone.jit.expect: no test produces it*"])
     assert orphan.exists(), "a compare run never deletes"
 
-    for filtered in (["-k", "alpha"], ["test_graphs.py"], ["test_graphs.py::test_alpha"]):
+    for filtered in (["-k", "alpha"], ["test_fake_graphs.py"], ["test_fake_graphs.py::test_alpha"]):
         project.runpytest("--accept", *filtered)
         assert orphan.exists(), f"a filtered accept run ({filtered}) must not delete orphans"
 
