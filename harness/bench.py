@@ -118,9 +118,18 @@ def write_config(root: Path, results: Path) -> Path:
         else results.parent / (results.name + "-html")
     conf.update(repo=str(root), benchmark_dir=str((root / conf["benchmark_dir"]).resolve()),
                 results_dir=str(results), html_dir=str(html), env_dir=str(root / ".asv" / "env"))
-    path = results / "asv.run.conf.json"
-    atomic_write_text(path, json.dumps(conf, indent=2) + "\n")
-    return path
+    # Not inside results_dir: `asv publish` would try to load every .json there as a result.
+    (root / ".asv").mkdir(exist_ok=True)
+    fd, path = tempfile.mkstemp(dir=root / ".asv", prefix="harness-run-", suffix=".conf.json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(conf, f, indent=2)
+    return Path(path)
+
+
+def fingerprint_path(results: Path, machine: str, sha: str) -> Path:
+    """Where the environment fingerprint of a run is saved: beside results_dir, not inside it
+    (asv publish would try to load it as a result file)."""
+    return results.parent / "fingerprints" / machine / f"{sha[:8]}.json"
 
 
 def launch_method(requested: str | None = None) -> str:
@@ -134,7 +143,7 @@ def launch_method(requested: str | None = None) -> str:
 def run(suites: list[str] | None = None, *, quick: bool = False, full: bool = False,
         results: str | None = None, launch: str | None = None, machine: str | None = None,
         out=sys.stdout) -> int:
-    from harness.env import fingerprint, machine_name
+    from harness.env import machine_name
 
     names = check_suites(suites)
     root = repo_root()
@@ -143,6 +152,15 @@ def run(suites: list[str] | None = None, *, quick: bool = False, full: bool = Fa
     machine = machine or machine_name()
     method = launch_method(launch)
     config = write_config(root, res)
+    try:
+        return _run(names, root, res, sha, machine, method, config, quick, full, out)
+    finally:
+        config.unlink(missing_ok=True)
+
+
+def _run(names, root, res, sha, machine, method, config, quick, full, out) -> int:
+    from harness.env import fingerprint
+
     env = dict(os.environ, HARNESS_PYTHON=sys.executable, HARNESS_FULL="1" if full else "0")
     asv = [sys.executable, "-m", "asv"]
     subprocess.run(asv + ["machine", "--config", str(config), "--yes", "--machine", machine],
@@ -164,7 +182,7 @@ def run(suites: list[str] | None = None, *, quick: bool = False, full: bool = Fa
     fp = fingerprint()
     fp.update(machine_name=machine, commit=sha, mode="full" if full else "fast", quick=quick,
               suites=names, launch_method=method, asv_wall_s=round(wall, 1))
-    fp_path = res / machine / f"{sha[:8]}.fingerprint.json"
+    fp_path = fingerprint_path(res, machine, sha)
     atomic_write_text(fp_path, json.dumps(fp, indent=2, sort_keys=True) + "\n")
 
     result_files = sorted((res / machine).glob(f"{sha[:8]}-*.json"))
@@ -181,8 +199,8 @@ def run(suites: list[str] | None = None, *, quick: bool = False, full: bool = Fa
         print(f"\nharness bench: {len(failed)} benchmark case(s) failed (the others ran):", file=out)
         for name in failed:
             print(f"  FAILED {name}", file=out)
-        print("rerun one with `asv run --config " + str(config) + " --python=same --quick --show-stderr "
-              "--bench <name>` to see its traceback", file=out)
+        print("its traceback is in the asv output above; rerun one alone with "
+              "`asv run --python=same --quick --show-stderr --bench <name>` (saves nothing)", file=out)
         return 1
     if asv_rc != 0:
         print(f"harness bench: asv exited with {asv_rc}", file=out)

@@ -61,9 +61,14 @@ def test_quick_run_of_one_suite_saves_results_and_fingerprint(tmp_path):
         import torch
         if not torch.cuda.is_available():
             assert all(math.isnan(v) for v in values), f"{name} should be n/a on CPU"
-    fp = json.loads((results / "testmachine-cpu" / f"{sha[:8]}.fingerprint.json").read_text())
+    fp_file = bench.fingerprint_path(results, "testmachine-cpu", sha)
+    assert fp_file == tmp_path / "fingerprints" / "testmachine-cpu" / f"{sha[:8]}.json"
+    fp = json.loads(fp_file.read_text())
     assert fp["commit"] == sha and fp["machine_name"] == "testmachine-cpu" and fp["torch"]
     assert fp["suites"] == ["transfer"] and fp["quick"] is True and fp["mode"] == "fast"
     assert "pinned/pageable copy" in proc.stdout
     assert "needs CUDA" in proc.stdout + proc.stderr or torch.cuda.is_available()
-    assert not list(results.rglob("*.tmp")), "atomic writes leave no temp files"
+    assert not list(tmp_path.rglob("*.tmp")), "atomic writes leave no temp files"
+    assert not [p for p in (results / "testmachine-cpu").glob("*.json")
+                if p.name != "machine.json" and not p.name.startswith(sha[:8] + "-existing")], \
+        "nothing but asv's own files in results_dir (asv publish loads every .json there)"
