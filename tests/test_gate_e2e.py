@@ -15,6 +15,8 @@ from harness import calibrate
 from harness.cli import main
 
 DATA = pathlib.Path(__file__).parent / "data"
+# one xdist worker runs both tests, so the three asv runs happen once (tox: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("canary-e2e")
 MACHINE = "e2e-cpu"
 
 

@@ -18,6 +18,7 @@ from harness import calibrate, nightly
 from harness.cli import main
 
 MACHINE = "nightly-cpu"
+pytestmark = pytest.mark.xdist_group("nightly")  # the published fixture is built once
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
