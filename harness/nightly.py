@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 
-from harness.results import REPO, asv_dir, result_files, write_json_atomic
+from harness.results import REPO, asv_dir, result_files
 
 RUNNER_FAILED = 5
 

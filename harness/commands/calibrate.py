@@ -1,6 +1,5 @@
 """`harness calibrate`: measure per-benchmark noise bands by A/A runs (see harness.calibrate)."""
 
-import json
 import pathlib
 import tempfile
 
