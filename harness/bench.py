@@ -86,16 +86,7 @@ def head_commit(root: Path) -> str:
         raise BenchError(f"cannot read the current commit in {root} (asv saves results per commit): {e}") from e
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+from harness.files import write_atomic as atomic_write_text  # noqa: E402  (one writer for all)
 
 
 def python_launcher() -> Path:

@@ -43,7 +43,8 @@ class Capture:
 
 def input_names(model: torch.nn.Module, inputs: tuple, flatten: bool = True) -> list[str]:
     """Names of the forward arguments, flattened: `x`, or `input`, `hidden[0]`, `hidden[1]`."""
-    params = [p for p in inspect.signature(model.forward).parameters.values()
+    forward = model.forward if isinstance(model, torch.nn.Module) else model
+    params = [p for p in inspect.signature(forward).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     names = []
     for i, arg in enumerate(inputs):
@@ -103,15 +104,17 @@ def _export(model, inputs):
 def _state_names(model, inputs) -> dict[int, tuple[str, str]]:
     """id(tensor) -> (name, kind) for parameters, buffers and flattened inputs: how a graph's
     inputs are told apart by what they are, not by the name a tracer made up for them."""
-    names = {id(t): (n, "param") for n, t in model.named_parameters()}
-    names.update({id(t): (n, "buffer") for n, t in model.named_buffers()})
+    names = {}
+    if isinstance(model, torch.nn.Module):
+        names.update({id(t): (n, "param") for n, t in model.named_parameters()})
+        names.update({id(t): (n, "buffer") for n, t in model.named_buffers()})
     for name, value in zip(input_names(model, inputs), pytree.tree_leaves(inputs)):
         names[id(value)] = (name, "input")
     return names
 
 
 def dynamo_graphs(model, inputs) -> tuple[list[tuple], dict[str, int]]:
-    """Run `torch.compile` with a recording backend. Returns each graph with its placeholder
+    """Run `torch.compile` on a module or function with a recording backend. Returns each graph with its placeholder
     names and kinds, and the graph-break reasons (first line of each -> how often). Dynamo's own
     counters are the source of truth: `explain` reports -1 breaks for a frame it skips whole."""
     import torch._dynamo

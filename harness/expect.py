@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import os
 import re
-import tempfile
 from pathlib import Path
 
+from harness import files
 from harness.normalize import NORMALISER_VERSION, normalize, op_counts
 
 
@@ -137,24 +136,12 @@ def read(path: Path) -> Golden | None:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` all at once: a temporary file beside it, fsync, rename."""
-    path = Path(path)
+    """Write a golden atomically (harness.files), turning an unwritable place into a GoldenError."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        files.write_atomic(path, text)
     except OSError as exc:
-        raise GoldenError(f"cannot write golden {path}: {exc.strerror} ({path.parent}). "
+        raise GoldenError(f"cannot write golden {path}: {exc.strerror or exc} ({Path(path).parent}). "
                           f"Make the directory writable, or point HARNESS_EXPECT_DIR elsewhere.") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def op_count_summary(expected: str, actual: str) -> list[str]:

@@ -8,8 +8,8 @@ Steps, in order:
    RESULTS is ever deleted.
 3. Run the suites through `harness bench --full` (the benchmark runner; `--fast` for the
    quick CI pass; `--skip-bench` to only publish what is there). It saves the environment
-   fingerprint beside the results (<machine>/<sha8>.fingerprint.json); step 2 keeps the older
-   fingerprint too.
+   fingerprint in RESULTS/fingerprints/<machine>/<sha8>.json (outside asv's results_dir, which
+   `asv publish` scans), see harness.bench.fingerprint_path.
 4. Publish the asv dashboard (`asv publish`) to RESULTS/html, or --html-dir, with its CDN
    scripts replaced by local copies (Debian libjs-* packages) so it renders offline.
 5. `--save-baseline`: copy this run into RESULTS/baselines/<machine>/ (commit it).
@@ -61,7 +61,7 @@ def archive_existing(root: pathlib.Path, machine: str, commit: str, stamp: str) 
 
 def bench_command(root: pathlib.Path, machine: str, full: bool) -> list[str]:
     """The suites run through the benchmark runner (`harness bench`), not asv directly; it saves
-    the fingerprint beside the results (<machine>/<sha8>.fingerprint.json)."""
+    the fingerprint too (harness.bench.fingerprint_path)."""
     return ([sys.executable, "-m", "harness.cli", "bench", "--results-dir", str(asv_dir(root)),
              "--machine", machine] + (["--full"] if full else []))
 

@@ -21,7 +21,6 @@ import json
 import math
 import os
 import pathlib
-import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SKIP_FILES = {"machine.json", "benchmarks.json"}
@@ -53,22 +52,9 @@ def baselines_dir(root: pathlib.Path) -> pathlib.Path:
     return root / "baselines"
 
 
-def write_text_atomic(path: str | os.PathLike, text: str | bytes) -> None:
-    """Write through a temporary file and a rename, so a reader never sees half a file."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode() if isinstance(text, str) else text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def write_json_atomic(path: str | os.PathLike, data) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+# One atomic writer for the whole harness (harness/files.py); re-exported under the names used here.
+from harness.files import write_atomic as write_text_atomic  # noqa: E402,F401
+from harness.files import write_json_atomic  # noqa: E402,F401
 
 
 @dataclasses.dataclass

@@ -8,7 +8,7 @@ def add_arguments(parser):
     parser.add_argument("--bench", action="append", metavar="MODULE",
                         help="benchmark module(s) under suites/benchmarks to calibrate (default: canary)")
     parser.add_argument("--runs", type=int, default=5, help="clean runs per benchmark (default 5)")
-    parser.add_argument("--results-dir", help="root of results/ (default $HARNESS_RESULTS_DIR or ./results)")
+    parser.add_argument("--results-dir", help="root of results/ (default $HARNESS_RESULTS_DIR's parent or ./results)")
     parser.add_argument("--machine", help="machine name (default harness.env.machine_name())")
     parser.add_argument("--work", help="keep the asv runs here (default a new temporary directory)")
     parser.add_argument("--trials", type=int, default=0,

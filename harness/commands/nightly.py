@@ -6,7 +6,7 @@ import sys
 
 
 def add_arguments(parser):
-    parser.add_argument("--results-dir", help="root of results/ (default $HARNESS_RESULTS_DIR or ./results)")
+    parser.add_argument("--results-dir", help="root of results/ (default $HARNESS_RESULTS_DIR's parent or ./results)")
     parser.add_argument("--html-dir", help="where to publish the dashboard (default RESULTS/html)")
     parser.add_argument("--machine", help="machine name (default harness.env.machine_name())")
     mode = parser.add_mutually_exclusive_group()

@@ -28,7 +28,7 @@ class FusionCase:
     # fn(module_or_function) -> argument-free callable running one call of the workload
     make_call: Callable[[Callable], Callable[[], object]]
     target: Callable  # what torch.compile wraps (function or module)
-    example_args: tuple  # for torch._dynamo.explain(target)(*example_args)
+    example_args: tuple  # for timing.graph_breaks(target, *example_args)
     # tests swap in "eager" (dynamo without inductor) to exercise the path without a slow compile
     backend: str = "inductor"
 
