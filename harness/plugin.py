@@ -129,13 +129,20 @@ class Golden:
                 expect.write_atomic(path, expect.render(actual, fields))
             return
         if existing is None:
-            pytest.fail(f"no golden {path} yet for {golden_id}. Create it with:\n"
+            pytest.fail(f"no golden {_display(path, self._node.config)} yet for {golden_id}. Create it with:\n"
                         f"  pytest --accept {self._node.nodeid!r}{' --full' if session.full else ''}\n"
                         f"then review and commit it.", pytrace=False)
         if existing.body != actual:
+            existing.path = _display(path, self._node.config)
             what = ", ".join(f"{k} {v}" for k, v in fields.items()) or golden_id
             hint = f"pytest --accept {self._node.nodeid!r}{' --full' if session.full else ''}"
             pytest.fail(expect.mismatch_message(existing, actual, what, hint), pytrace=False)
+
+
+def _display(path: Path, config) -> Path:
+    """`expect/x.expect` rather than an absolute path, when the golden lies below the cwd."""
+    rel = os.path.relpath(path, config.invocation_params.dir)
+    return Path(rel) if not rel.startswith("..") else path
 
 
 _KEY = pytest.StashKey[GoldenSession]()

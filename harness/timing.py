@@ -33,7 +33,7 @@ import torch
 from harness.env import synchronize
 
 # fast (default) and full settings for the sampling loop; harness.workloads.full_mode() picks one
-FAST = {"warmup": 1, "samples": 7, "budget_s": 1.0}
+FAST = {"warmup": 2, "samples": 30, "budget_s": 0.5}
 FULL = {"warmup": 3, "samples": 30, "budget_s": 5.0}
 MIN_SAMPLES = 3
 

@@ -50,7 +50,7 @@ def build(name: str, device: torch.device) -> FusionCase:
     gen = seed_everything()
     full = full_mode()
     if name == "pointwise_chain":
-        x = torch.randn(1 << (22 if full else 16), generator=gen).to(device)
+        x = torch.randn(1 << (22 if full else 20), generator=gen).to(device)
 
         def make_call(fn):
             return lambda: fn(x)
