@@ -23,7 +23,6 @@ environment name is the same for every venv of a user on a machine. What differs
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -100,21 +99,58 @@ def python_launcher() -> Path:
     return path
 
 
-def write_config(root: Path, results: Path) -> Path:
+def write_config(root: Path, results: Path, *, benchmark_dir: Path | None = None,
+                 html_dir: Path | None = None) -> Path:
+    """A run-time copy of the repo's asv.conf.json with absolute paths, results in `results`.
+
+    The one place that writes asv configs: `harness calibrate` points `benchmark_dir` at a scratch
+    folder holding only the modules it calibrates (asv imports every module at discovery), and
+    `harness nightly` sets `html_dir`. The caller deletes the file (it lies in ROOT/.asv/).
+    """
     from asv import util
 
     conf = util.load_json(str(root / "asv.conf.json"), js_comments=True)
     default_results = (root / conf.get("results_dir", "results/asv")).resolve()
-    html = (root / conf.get("html_dir", "results/html")).resolve() if results == default_results \
-        else results.parent / (results.name + "-html")
-    conf.update(repo=str(root), benchmark_dir=str((root / conf["benchmark_dir"]).resolve()),
-                results_dir=str(results), html_dir=str(html), env_dir=str(root / ".asv" / "env"))
+    if html_dir is None:
+        html_dir = (root / conf.get("html_dir", "results/html")).resolve() if results == default_results \
+            else results.parent / (results.name + "-html")
+    bench = benchmark_dir or (root / conf["benchmark_dir"])
+    conf.update(repo=str(root), benchmark_dir=str(Path(bench).resolve()), results_dir=str(results),
+                html_dir=str(html_dir), env_dir=str(root / ".asv" / "env"))
     # Not inside results_dir: `asv publish` would try to load every .json there as a result.
     (root / ".asv").mkdir(exist_ok=True)
     fd, path = tempfile.mkstemp(dir=root / ".asv", prefix="harness-run-", suffix=".conf.json")
     with os.fdopen(fd, "w") as f:
         json.dump(conf, f, indent=2)
     return Path(path)
+
+
+def asv_env(extra: dict | None = None) -> dict:
+    """The environment asv runs in: this interpreter behind the fixed launcher, its bin on PATH."""
+    env = dict(os.environ, HARNESS_PYTHON=sys.executable)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra or {})
+    return env
+
+
+def record_machine(config: Path, machine: str, env: dict) -> None:
+    """asv's machine.json, written without questions, under the name that carries the GPU."""
+    subprocess.run([sys.executable, "-m", "asv", "machine", "--config", str(config), "--yes",
+                    "--machine", machine], env=env, check=True, stdout=subprocess.DEVNULL)
+
+
+def run_command(config: Path, sha: str, machine: str, method: str, *, quick: bool = False,
+                benches: list[str] = ()) -> list[str]:
+    """The `asv run` command line: existing environment behind the launcher, commit hash set
+    (asv saves nothing otherwise), samples recorded for the gate's statistics."""
+    cmd = [sys.executable, "-m", "asv", "run", "--config", str(config),
+           "-E", f"existing:{python_launcher()}", "--set-commit-hash", sha, "--machine", machine,
+           "--launch-method", method, "--record-samples", "--show-stderr"]
+    if quick:
+        cmd.append("--quick")
+    for regex in benches:
+        cmd += ["--bench", regex]
+    return cmd
 
 
 def fingerprint_path(results: Path, machine: str, sha: str) -> Path:
@@ -152,17 +188,9 @@ def run(suites: list[str] | None = None, *, quick: bool = False, full: bool = Fa
 def _run(names, root, res, sha, machine, method, config, quick, full, out) -> int:
     from harness.env import fingerprint
 
-    env = dict(os.environ, HARNESS_PYTHON=sys.executable, HARNESS_FULL="1" if full else "0")
-    asv = [sys.executable, "-m", "asv"]
-    subprocess.run(asv + ["machine", "--config", str(config), "--yes", "--machine", machine],
-                   env=env, check=True, stdout=subprocess.DEVNULL)
-    cmd = asv + ["run", "--config", str(config), "-E", f"existing:{python_launcher()}",
-                 "--set-commit-hash", sha, "--machine", machine, "--launch-method", method,
-                 "--record-samples", "--show-stderr"]
-    if quick:
-        cmd.append("--quick")
-    for name in names:
-        cmd += ["--bench", rf"^{name}\."]
+    env = asv_env({"HARNESS_FULL": "1" if full else "0"})
+    record_machine(config, machine, env)
+    cmd = run_command(config, sha, machine, method, quick=quick, benches=[rf"^{n}\." for n in names])
     print(f"harness bench: {'full' if full else 'fast'}{' quick' if quick else ''} run of "
           f"{', '.join(names)} on {machine} ({method}), commit {sha[:8]}", file=out, flush=True)
     print("$ " + " ".join(cmd[2:]), file=out, flush=True)
@@ -180,11 +208,17 @@ def _run(names, root, res, sha, machine, method, config, quick, full, out) -> in
     if not result_files:
         print(f"harness bench: asv saved no results under {res / machine} (asv exit code {asv_rc})", file=out)
         return 1
-    saved = load_results(result_files[-1])
-    mine = {k: v for k, v in saved.items() if k.split(".", 1)[0] in names}
+    from harness.results import BadInput, load
+
+    try:
+        saved = load(result_files[-1])
+    except BadInput as exc:
+        print(f"harness bench: cannot read what asv saved: {exc}", file=out)
+        return 1
+    saved.entries = {k: e for k, e in saved.entries.items() if k.split(".", 1)[0] in names}
     print(file=out)
-    print(summary_table(mine), file=out)
-    failed = failures(mine)
+    print(summary_table(saved), file=out)
+    failed = failures(saved)
     print(f"\nresults: {result_files[-1]}\nfingerprint: {fp_path}\nasv run took {wall:.1f} s", file=out)
     if failed:
         print(f"\nharness bench: {len(failed)} benchmark case(s) failed (the others ran):", file=out)
@@ -200,34 +234,12 @@ def _run(names, root, res, sha, machine, method, config, quick, full, out) -> in
 
 
 # --------------------------------------------------------------------------------------------
-# Reading saved results
+# Reading saved results (through harness.results, asv's own loader with checks)
 
 
-def load_results(path: Path) -> dict[str, list[tuple[tuple[str, ...], object]]]:
-    """{benchmark: [(param values as stored, value)]}: value is a number, None (failed) or NaN (n/a)."""
-    import itertools
-
-    data = json.loads(Path(path).read_text())
-    cols = data["result_columns"]
-    out = {}
-    for name, row in data["results"].items():
-        rec = dict(zip(cols, row))
-        values = rec["result"]
-        params = rec.get("params") or []
-        combos = list(itertools.product(*params)) if params else [()]
-        if not isinstance(values, list):
-            values = [values]
-        out[name] = list(zip(combos, values))
-    return out
-
-
-def failures(saved) -> list[str]:
-    failed = []
-    for name, cases in saved.items():
-        for combo, value in cases:
-            if value is None:
-                failed.append(f"{name}({', '.join(combo)})" if combo else name)
-    return failed
+def failures(rs) -> list[str]:
+    """Benchmark cases that raised (asv stores None), named with their parameters."""
+    return [name for name, e in sorted(rs.entries.items()) if e.failed]
 
 
 def _fmt(values: list[float]) -> str:
@@ -238,18 +250,42 @@ def _fmt(values: list[float]) -> str:
     return f"{min(values):.3g} .. {max(values):.3g}"
 
 
-def summary_table(saved) -> str:
+def _cases(rs, benchmark: str) -> list[tuple[tuple[str, ...], object]]:
+    """(parameter values, entry) for every case of `benchmark`; asv names a case
+    `bench(p1, p2, ...)` with the parameter values as it stores them."""
+    out = []
+    for name, e in sorted(rs.entries.items()):
+        if name == benchmark:
+            out.append(((), e))
+        elif name.startswith(benchmark + "(") and name.endswith(")"):
+            out.append((tuple(name[len(benchmark) + 1:-1].split(", ")), e))
+    return out
+
+
+def workers_scaling(rs) -> list[tuple[str, float]]:
+    """samples/s with N workers over samples/s with 0 workers, the other settings equal (a
+    persistent pool needs workers, so its baseline is the non-persistent 0-worker case)."""
+    by = {params: e.value for params, e in _cases(rs, WORKERS_BENCH)
+          if len(params) == 4 and not e.failed and not e.skipped}
+    rows = []
+    for (workers, pin, batch, persistent), value in sorted(by.items()):
+        base = by.get(("0", pin, batch, "False"))
+        if workers != "0" and base:
+            rows.append((f"workers {workers}/0 samples/s (pin={pin}, batch={batch}, persistent={persistent})",
+                         value / base))
+    return rows
+
+
+def summary_table(rs) -> str:
     rows = []
     for label, name, _ in KEY_RATIOS:
-        cases = saved.get(name)
-        if cases is None:
+        cases = [e for _, e in _cases(rs, name)]
+        if not cases:
             continue
-        vals = [v for _, v in cases if isinstance(v, (int, float)) and not math.isnan(v)]
+        vals = [e.value for e in cases if not e.failed and not e.skipped]
         detail = "" if len(cases) == 1 else f"  ({len(vals)} of {len(cases)} cases)"
         rows.append((label, _fmt(vals) + detail))
-    workers = saved.get(WORKERS_BENCH)
-    if workers is not None:
-        rows += _workers_scaling(workers)
+    rows += [(label, f"{v:.3g}") for label, v in workers_scaling(rs)]
     if not rows:
         return "key ratios: none of the summarised benchmarks ran in these suites"
     width = max(len(r[0]) for r in rows)
@@ -257,22 +293,3 @@ def summary_table(saved) -> str:
              f"{'':<{width}}  value", f"{'-' * width}  -----"]
     lines += [f"{label:<{width}}  {value}" for label, value in rows]
     return "\n".join(lines)
-
-
-def _workers_scaling(cases) -> list[tuple[str, str]]:
-    """samples/s with N workers over samples/s with 0 workers, other settings equal."""
-    by = {}
-    for combo, value in cases:
-        if isinstance(value, (int, float)) and not math.isnan(value):
-            workers, rest = combo[0], combo[1:]
-            by[(workers, rest)] = value
-    rows = []
-    for (workers, rest), value in sorted(by.items()):
-        if workers == "0":
-            continue
-        base_rest = (rest[0], rest[1], "False")  # persistent_workers needs workers > 0
-        base = by.get(("0", base_rest))
-        if base:
-            rows.append((f"workers {workers}/0 samples/s (pin={rest[0]}, batch={rest[1]}, persistent={rest[2]})",
-                         f"{value / base:.3g}"))
-    return rows

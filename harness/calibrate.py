@@ -15,11 +15,9 @@ that order; `gate A B` must exit 1 (caught) and `gate A C` must exit 0 (no false
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -27,13 +25,10 @@ from harness import metrics
 from harness.results import REPO, ResultSet, load, noise_path, result_files, save_noise
 
 
-def _asv_config(bench_modules: list[str], work: pathlib.Path) -> pathlib.Path:
-    """An asv config like the repo's, but with only the chosen modules and a scratch results dir
-    (asv imports every module of benchmark_dir at discovery: ~15 s for the full suites)."""
-    from asv import util
-
-    conf = util.load_json(str(REPO / "asv.conf.json"), js_comments=True)
-    src = REPO / conf.get("benchmark_dir", "suites/benchmarks")
+def _benchmark_dir(bench_modules: list[str], work: pathlib.Path) -> pathlib.Path:
+    """A scratch benchmark folder with only the chosen modules (asv imports every module of
+    benchmark_dir at discovery: ~15 s for the full suites, per run)."""
+    src = REPO / "suites" / "benchmarks"
     bench = work / "benchmarks"
     bench.mkdir(parents=True, exist_ok=True)
     (bench / "__init__.py").write_text("")
@@ -43,29 +38,23 @@ def _asv_config(bench_modules: list[str], work: pathlib.Path) -> pathlib.Path:
             raise SystemExit(f"harness calibrate: no benchmark module {f}; choose from "
                              + ", ".join(p.stem for p in src.glob("*.py") if p.stem != "__init__"))
         shutil.copy(f, bench / f.name)
-    conf.update(repo=str(REPO), benchmark_dir=str(bench), results_dir=str(work / "asv"),
-                html_dir=str(work / "html"))
-    path = work / "asv.conf.json"
-    path.write_text(json.dumps(conf))
-    return path
+    return bench
 
 
-def asv_run(config: pathlib.Path, results: pathlib.Path, machine: str, commit: str,
+def asv_run(bench_dir: pathlib.Path, results: pathlib.Path, machine: str, commit: str,
             extra_env: dict | None = None) -> pathlib.Path:
-    """One `asv run` of the config's benchmarks into `results`; returns the result file."""
-    conf = json.loads(config.read_text())
-    conf["results_dir"] = str(results)
-    cfg = results.parent / f"{results.name}.asv.conf.json"
-    results.parent.mkdir(parents=True, exist_ok=True)
-    cfg.write_text(json.dumps(conf))
-    env = dict(os.environ, **(extra_env or {}))
-    env["PATH"] = f"{pathlib.Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    asv = [sys.executable, "-m", "asv"]
-    subprocess.run(asv + ["machine", "--yes", "--machine", machine, "--config", str(cfg)],
-                   env=env, check=True, capture_output=True, cwd=results.parent)
-    proc = subprocess.run(asv + ["run", "--config", str(cfg), "--python=same", "--machine", machine,
-                                 "--set-commit-hash", commit, "--record-samples", "--show-stderr"],
-                          env=env, capture_output=True, text=True, cwd=results.parent)
+    """One `asv run` of the modules in `bench_dir` into `results`; returns the result file.
+    The config and command are harness bench's (one definition of how asv is run)."""
+    from harness import bench
+
+    config = bench.write_config(REPO, results, benchmark_dir=bench_dir)
+    try:
+        env = bench.asv_env(extra_env)
+        bench.record_machine(config, machine, env)
+        cmd = bench.run_command(config, commit, machine, bench.launch_method())
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
+    finally:
+        config.unlink(missing_ok=True)
     files = result_files(results / machine)
     if proc.returncode != 0 or not files:
         raise SystemExit(f"harness calibrate: asv run failed (exit {proc.returncode}) for {results}:\n"
@@ -106,9 +95,9 @@ def git_head() -> str:
 def calibrate(modules: list[str], runs: int, root: pathlib.Path, machine: str,
               work: pathlib.Path | None = None) -> dict[str, dict]:
     work = pathlib.Path(work or tempfile.mkdtemp(prefix="harness-calibrate-"))
-    config = _asv_config(modules, work)
+    bench_dir = _benchmark_dir(modules, work)
     commit = git_head()
-    sets = [load(asv_run(config, work / f"aa{i}", machine, commit)) for i in range(runs)]
+    sets = [load(asv_run(bench_dir, work / f"aa{i}", machine, commit)) for i in range(runs)]
     bands = noise_bands(sets)
     save_noise(noise_path(root, machine), machine, bands)
     return bands
@@ -119,15 +108,15 @@ def trials(n: int, root: pathlib.Path, machine: str, work: pathlib.Path, thresho
     """The end-to-end proof on the canary: n regression trials and n A/A trials."""
     from harness.gate import run_gate
 
-    config = _asv_config(["canary"], work)
+    bench_dir = _benchmark_dir(["canary"], work)
     commit = git_head()
     npath = noise_path(root, machine)
     caught = false_alarms = timing_caught = 0
     gate_seconds, rows = [], []
     for i in range(n):
-        a = asv_run(config, work / f"t{i}-A", machine, commit)
-        b = asv_run(config, work / f"t{i}-B", machine, commit, {"HARNESS_CANARY_EXTRA": "1"})
-        c = asv_run(config, work / f"t{i}-C", machine, commit)
+        a = asv_run(bench_dir, work / f"t{i}-A", machine, commit)
+        b = asv_run(bench_dir, work / f"t{i}-B", machine, commit, {"HARNESS_CANARY_EXTRA": "1"})
+        c = asv_run(bench_dir, work / f"t{i}-C", machine, commit)
         t0 = time.perf_counter()
         reg = run_gate(str(a), str(b), root=root, threshold=threshold, noise_file=str(npath))
         gate_seconds.append(time.perf_counter() - t0)

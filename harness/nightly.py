@@ -21,7 +21,6 @@ Exit codes: 0 done (and gate passed), the gate's 1/2/3 with --gate, 4 no GPU wit
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import shutil
@@ -32,19 +31,6 @@ import time
 from harness.results import REPO, asv_dir, result_files
 
 RUNNER_FAILED = 5
-
-
-def asv_config(root: pathlib.Path, html_dir: pathlib.Path, work: pathlib.Path) -> pathlib.Path:
-    """The repo's asv config with results_dir and html_dir redirected under `root`."""
-    from asv import util
-
-    conf = util.load_json(str(REPO / "asv.conf.json"), js_comments=True)
-    conf.update(repo=str(REPO), benchmark_dir=str(REPO / conf.get("benchmark_dir", "suites/benchmarks")),
-                results_dir=str(asv_dir(root)), html_dir=str(html_dir))
-    work.mkdir(parents=True, exist_ok=True)
-    path = work / "asv.nightly.conf.json"
-    path.write_text(json.dumps(conf))
-    return path
 
 
 def archive_existing(root: pathlib.Path, machine: str, commit: str, stamp: str) -> list[pathlib.Path]:
@@ -71,10 +57,16 @@ def run_bench(cmd: list[str]) -> int:
     return subprocess.run(cmd, cwd=REPO).returncode
 
 
-def publish(config: pathlib.Path) -> int:
-    env = dict(os.environ, PATH=f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(config)],
-                          env=env, capture_output=True, text=True, cwd=config.parent)
+def publish(root: pathlib.Path, html_dir: pathlib.Path) -> int:
+    """`asv publish` of RESULTS' asv directory into `html_dir` (config written by harness bench)."""
+    from harness import bench
+
+    config = bench.write_config(REPO, asv_dir(root).resolve(), html_dir=html_dir.resolve())
+    try:
+        proc = subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(config)],
+                              env=bench.asv_env(), capture_output=True, text=True, cwd=REPO)
+    finally:
+        config.unlink(missing_ok=True)
     if proc.returncode:
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
     return proc.returncode
@@ -114,8 +106,7 @@ def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, 
         if code:
             print(f"nightly: the benchmark runner exited {code}; results so far are kept", file=sys.stderr)
             return RUNNER_FAILED
-    config = asv_config(root, html_dir, root / ".nightly")
-    if publish(config):
+    if publish(root, html_dir):
         print(f"nightly: asv publish failed for {asv_dir(root)}", file=sys.stderr)
         return RUNNER_FAILED
     missing = vendor_dashboard(html_dir)

@@ -23,7 +23,6 @@ SUITES = {
     "amp": ("AMP / fp32 training-step time", "lower is better; < 1: AMP is faster"),
     "dataloader": ("samples/s with N workers / with 0 workers", "higher is better; > 1: workers help"),
 }
-WORKERS = "dataloader.LoadSyntheticImages.track_samples_per_second"
 
 
 @dataclasses.dataclass
@@ -49,18 +48,10 @@ def speedups(rs: ResultSet) -> dict[str, list[Bar]]:
         suite = name.split(".", 1)[0]
         if suite in out and e.unit == "ratio" and _ok(e.value):
             out[suite].append(Bar(_short(name), e.value))
-    by = {}
-    for name, e in rs.entries.items():
-        m = re.fullmatch(re.escape(WORKERS) + r"\((\d+), (.*)\)", name)
-        if m and _ok(e.value):
-            by[(int(m.group(1)), m.group(2))] = e.value
-    for (workers, rest), v in sorted(by.items()):
-        base = by.get((0, rest))
-        if workers and base:
-            parts = rest.split(", ")
-            if len(parts) == 3:
-                rest = f"pin_memory={parts[0]}, batch={parts[1]}, persistent={parts[2]}"
-            out["dataloader"].append(Bar(f"{workers} workers ({rest})", v / base))
+    from harness.bench import workers_scaling
+
+    for label, value in workers_scaling(rs):
+        out["dataloader"].append(Bar(label.replace(" samples/s", "").replace("pin=", "pin_memory="), value))
     return out
 
 

@@ -51,6 +51,25 @@ def measure(fn: Callable[[], object], device: torch.device | str = "cpu", *, war
     Stops after `samples` calls, or earlier once `budget_s` seconds of timed calls have passed
     and at least MIN_SAMPLES were taken (slow full-size workloads on small machines).
     """
+    return _timed_rounds([fn], device, warmup, samples, budget_s)[0]
+
+
+def measure_relative(fn: Callable[[], object], reference: Callable[[], object],
+                     device: torch.device | str = "cpu", *, warmup: int | None = None,
+                     samples: int | None = None, budget_s: float | None = None) -> list[float]:
+    """Per-call time of `fn()` divided by that of `reference()` run right after it, per round.
+
+    A shared or virtual machine changes speed between processes (on the 2-core CI machines the
+    median of the same chain moved by up to 45% from one asv run to the next) but hardly within
+    one round; the ratio to a fixed reference workload cancels that, so a 10% change in `fn`
+    stays visible. Unit: "ratio" (lower is better).
+    """
+    work, ref = _timed_rounds([fn, reference], device, warmup, samples, budget_s)
+    return [w / r for w, r in zip(work, ref) if r > 0]
+
+
+def _timed_rounds(fns, device, warmup, samples, budget_s) -> list[list[float]]:
+    """The one timing loop: per round, each of `fns` is called and timed in turn."""
     cfg = settings()
     warmup = cfg["warmup"] if warmup is None else warmup
     samples = cfg["samples"] if samples is None else samples
@@ -62,36 +81,41 @@ def measure(fn: Callable[[], object], device: torch.device | str = "cpu", *, war
         raise ValueError(f"measure() needs samples >= 1, got {samples}")
     device = torch.device(device)
     for _ in range(warmup):
-        fn()
+        for fn in fns:
+            fn()
     synchronize(device)
     if device.type == "cuda":
-        return _measure_cuda(fn, samples, budget_s)
-    out: list[float] = []
+        return _timed_rounds_cuda(fns, samples, budget_s)
+    out: list[list[float]] = [[] for _ in fns]
     spent = 0.0
     for _ in range(samples):
-        t0 = time.perf_counter()
-        fn()
-        dt = time.perf_counter() - t0
-        out.append(dt)
-        spent += dt
-        if spent > budget_s and len(out) >= MIN_SAMPLES:
+        for times, fn in zip(out, fns):
+            t0 = time.perf_counter()
+            fn()
+            dt = time.perf_counter() - t0
+            times.append(dt)
+            spent += dt
+        if spent > budget_s and len(out[0]) >= MIN_SAMPLES:
             break
     return out
 
 
-def _measure_cuda(fn, samples: int, budget_s: float) -> list[float]:
-    pairs = []
+def _timed_rounds_cuda(fns, samples: int, budget_s: float) -> list[list[float]]:
+    # Events are recorded on the stream, so queued kernels are timed where they run; one
+    # synchronise at the end, none inside the loop (that would time the launch gaps too).
+    events: list[list[tuple]] = [[] for _ in fns]
     wall0 = time.perf_counter()
     for _ in range(samples):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        pairs.append((start, end))
-        if len(pairs) >= MIN_SAMPLES and time.perf_counter() - wall0 > budget_s:
+        for pairs, fn in zip(events, fns):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            pairs.append((start, end))
+        if len(events[0]) >= MIN_SAMPLES and time.perf_counter() - wall0 > budget_s:
             break
     torch.cuda.synchronize()
-    return [s.elapsed_time(e) / 1000.0 for s, e in pairs]
+    return [[s.elapsed_time(e) / 1000.0 for s, e in pairs] for pairs in events]
 
 
 def asv_samples(samples: list[float]) -> dict:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 
 from harness import bench
+from harness.results import Entry, ResultSet
 from harness.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,17 +22,28 @@ def test_unknown_suite_is_a_clear_error(capsys, tmp_path):
     assert not any(tmp_path.iterdir()), "nothing may be written for bad input"
 
 
+def _entry(benchmark, params, value, unit="ratio"):
+    name = f"{benchmark}({', '.join(params)})" if params else benchmark
+    return Entry(name, unit, value, None)
+
+
 def test_failures_and_ratios_are_read_from_saved_results(tmp_path):
-    saved = {
-        "fusion.PointwiseChain.track_compiled_over_eager": [((), 0.5)],
-        "amp.AutocastOverFp32.track_autocast_over_fp32": [(("'alexnet'", "'bf16'"), 2.0),
-                                                          (("'alexnet'", "'fp16'"), float("nan")),
-                                                          (("'word_lm'", "'bf16'"), None)],
-    }
-    assert bench.failures(saved) == ["amp.AutocastOverFp32.track_autocast_over_fp32('word_lm', 'bf16')"]
-    table = bench.summary_table(saved)
+    amp = "amp.AutocastOverFp32.track_autocast_over_fp32"
+    workers = "dataloader.LoadSyntheticImages.track_samples_per_second"
+    entries = [
+        _entry("fusion.PointwiseChain.track_compiled_over_eager", (), 0.5),
+        _entry(amp, ("'alexnet'", "'bf16'"), 2.0),
+        _entry(amp, ("'alexnet'", "'fp16'"), float("nan")),
+        _entry(amp, ("'word_lm'", "'bf16'"), None),
+        _entry(workers, ("0", "False", "16", "False"), 100.0, "samples/s"),
+        _entry(workers, ("2", "False", "16", "True"), 150.0, "samples/s"),
+    ]
+    rs = ResultSet(tmp_path, "m", "0" * 40, "env", None, {e.name: e for e in entries})
+    assert bench.failures(rs) == [f"{amp}('word_lm', 'bf16')"]
+    table = bench.summary_table(rs)
     assert "compiled/eager, pointwise chain" in table and "0.5" in table
     assert "AMP/fp32 training step" in table and "(1 of 3 cases)" in table
+    assert bench.workers_scaling(rs) == [("workers 2/0 samples/s (pin=False, batch=16, persistent=True)", 1.5)]
 
 
 def test_quick_run_of_one_suite_saves_results_and_fingerprint(tmp_path):

@@ -23,11 +23,11 @@ MACHINE = "e2e-cpu"
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("e2e")
-    config = calibrate._asv_config(["canary"], work)
+    bench_dir = calibrate._benchmark_dir(["canary"], work)
     commit = calibrate.git_head()
-    a = calibrate.asv_run(config, work / "A", MACHINE, commit)
-    b = calibrate.asv_run(config, work / "B", MACHINE, commit, {"HARNESS_CANARY_EXTRA": "1"})
-    c = calibrate.asv_run(config, work / "C", MACHINE, commit)
+    a = calibrate.asv_run(bench_dir, work / "A", MACHINE, commit)
+    b = calibrate.asv_run(bench_dir, work / "B", MACHINE, commit, {"HARNESS_CANARY_EXTRA": "1"})
+    c = calibrate.asv_run(bench_dir, work / "C", MACHINE, commit)
     return work, a, b, c
 
 

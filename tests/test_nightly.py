@@ -27,8 +27,8 @@ def published(tmp_path_factory):
     """A results root with one real asv run of the canary, published by `harness nightly`."""
     root = tmp_path_factory.mktemp("results")
     work = tmp_path_factory.mktemp("work")
-    config = calibrate._asv_config(["canary"], work)
-    calibrate.asv_run(config, root / "asv", MACHINE, calibrate.git_head())
+    bench_dir = calibrate._benchmark_dir(["canary"], work)
+    calibrate.asv_run(bench_dir, root / "asv", MACHINE, calibrate.git_head())
     code = main(["nightly", "--skip-bench", "--results-dir", str(root), "--machine", MACHINE])
     assert code == 0
     return root
@@ -44,7 +44,7 @@ def test_nightly_runs_the_benchmark_runner_then_gates(tmp_path, monkeypatch, cap
     """Full mode goes through `harness bench --full` into this results root; --gate follows."""
     calls = []
     monkeypatch.setattr(nightly, "run_bench", lambda cmd: calls.append(cmd) or 0)
-    monkeypatch.setattr(nightly, "publish", lambda config: 0)
+    monkeypatch.setattr(nightly, "publish", lambda root, html_dir: 0)
     monkeypatch.setattr(nightly, "vendor_dashboard", lambda html: [])
     code = main(["nightly", "--results-dir", str(tmp_path), "--machine", MACHINE, "--gate", "baseline"])
     assert calls and calls[0][3:] == ["bench", "--results-dir", str(tmp_path / "asv"), "--machine",

@@ -28,7 +28,7 @@ def test_report_writes_markdown_and_plots(tmp_path, capsys):
     md = (out / "report.md").read_text()
     assert "# Benchmark report: cccccccc on m1-cpu" in md
     assert "| PointwiseChain.compiled_over_eager | 0.5 |" in md
-    assert "2 workers (pin_memory=False, batch=16, persistent=False) | 1.8 |" in md
+    assert "workers 2/0 (pin_memory=False, batch=16, persistent=False) | 1.8 |" in md
     assert "## transfer" in md and "No results for this suite" in md
     assert md.count("| aaaaaaaa |") + md.count("| bbbbbbbb |") + md.count("| cccccccc |") == 3
     for png in ("speedups-fusion.png", "speedups-amp.png", "speedups-dataloader.png",
