@@ -32,10 +32,12 @@ def run(args) -> int:
     if args.trials:
         out = calibrate.trials(args.trials, root, machine, work,
                                args.threshold if args.threshold is not None else DEFAULT_THRESHOLD)
-        print(f"caught {out['caught']}/{out['trials']} injected regressions "
-              f"(timing row alone: {out['timing_row_caught']}/{out['trials']}); "
+        print(f"caught {out['caught']}/{out['trials']} injected regressions; "
               f"false alarms {out['false_alarms']}/{out['trials']} A/A; "
               f"gate run time {out['gate_seconds_median']:.2f} s (median)")
+        for name, counts in sorted(out["per_benchmark"].items()):
+            print(f"  {name:<45} flagged in {counts['caught']}/{out['trials']} regression trials, "
+                  f"{counts['false_alarms']}/{out['trials']} A/A trials")
     else:
         out = calibrate.calibrate(args.bench or ["canary"], args.runs, root, machine, work)
         for name, rec in out.items():
