@@ -70,7 +70,7 @@ def plot_speedups(suite: str, bars: list[Bar], path: pathlib.Path) -> None:
     ax.text(1.0, len(bars) - 0.45, " 1 = no change", fontsize=8, va="bottom")
     for y, b in zip(ys, bars):
         ax.text(b.value, y, f" {b.value:.3g}×", va="center", fontsize=8)
-    ax.set_xlabel(f"{xlabel} (×, {hint})")
+    ax.set_xlabel(f"{xlabel}\n(×, {hint})")  # two lines: long case labels leave little width
     ax.set_ylabel("benchmark case")
     ax.set_title(f"{suite}: key ratios")
     ax.set_xlim(0, max(max(b.value for b in bars), 1.0) * 1.25)
@@ -85,7 +85,7 @@ def _save(fig, path: pathlib.Path) -> None:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")  # never clip a long label
     plt.close(fig)
     write_text_atomic(path, buf.getvalue())
 
