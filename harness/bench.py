@@ -72,9 +72,13 @@ def check_suites(names: list[str] | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def results_dir(root: Path, override: str | None = None) -> Path:
-    chosen = override or os.environ.get("HARNESS_RESULTS_DIR")
-    return Path(chosen).resolve() if chosen else root / "results" / "asv"
+def results_dir(override: str | None = None) -> Path:
+    """asv's results directory: ROOT/asv for `--results-dir ROOT` (the same root every harness
+    command takes), else $HARNESS_RESULTS_DIR, else results/asv (see harness.results)."""
+    from harness.results import asv_dir
+    from harness.results import results_dir as results_root
+
+    return asv_dir(results_root(override)).resolve()
 
 
 def head_commit(root: Path) -> str:
@@ -174,7 +178,7 @@ def run(suites: list[str] | None = None, *, quick: bool = False, full: bool = Fa
 
     names = check_suites(suites)
     root = repo_root()
-    res = results_dir(root, results)
+    res = results_dir(results)
     sha = head_commit(root)
     machine = machine or machine_name()
     method = launch_method(launch)

@@ -48,7 +48,7 @@ def archive_existing(root: pathlib.Path, machine: str, commit: str, stamp: str) 
 def bench_command(root: pathlib.Path, machine: str, full: bool) -> list[str]:
     """The suites run through the benchmark runner (`harness bench`), not asv directly; it saves
     the fingerprint too (harness.bench.fingerprint_path)."""
-    return ([sys.executable, "-m", "harness.cli", "bench", "--results-dir", str(asv_dir(root)),
+    return ([sys.executable, "-m", "harness.cli", "bench", "--results-dir", str(root),
              "--machine", machine] + (["--full"] if full else []))
 
 

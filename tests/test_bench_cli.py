@@ -48,10 +48,11 @@ def test_failures_and_ratios_are_read_from_saved_results(tmp_path):
 
 def test_quick_run_of_one_suite_saves_results_and_fingerprint(tmp_path):
     # transfer is the cheapest suite on CPU (every case n/a); on CUDA it times real copies
-    results = tmp_path / "results"
+    root = tmp_path / "results"
+    results = root / "asv"
     env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "bench", "--quick", "--suite", "transfer",
-                           "--results-dir", str(results), "--machine", "testmachine-cpu"],
+                           "--results-dir", str(root), "--machine", "testmachine-cpu"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600,
                           env={**__import__("os").environ, **env})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -73,7 +74,7 @@ def test_quick_run_of_one_suite_saves_results_and_fingerprint(tmp_path):
         if not torch.cuda.is_available():
             assert all(math.isnan(v) for v in values), f"{name} should be n/a on CPU"
     fp_file = bench.fingerprint_path(results, "testmachine-cpu", sha)
-    assert fp_file == tmp_path / "fingerprints" / "testmachine-cpu" / f"{sha[:8]}.json"
+    assert fp_file == root / "fingerprints" / "testmachine-cpu" / f"{sha[:8]}.json"
     fp = json.loads(fp_file.read_text())
     assert fp["commit"] == sha and fp["machine_name"] == "testmachine-cpu" and fp["torch"]
     assert fp["suites"] == ["transfer"] and fp["quick"] is True and fp["mode"] == "fast"

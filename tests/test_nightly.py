@@ -47,7 +47,7 @@ def test_nightly_runs_the_benchmark_runner_then_gates(tmp_path, monkeypatch, cap
     monkeypatch.setattr(nightly, "publish", lambda root, html_dir: 0)
     monkeypatch.setattr(nightly, "vendor_dashboard", lambda html: [])
     code = main(["nightly", "--results-dir", str(tmp_path), "--machine", MACHINE, "--gate", "baseline"])
-    assert calls and calls[0][3:] == ["bench", "--results-dir", str(tmp_path / "asv"), "--machine",
+    assert calls and calls[0][3:] == ["bench", "--results-dir", str(tmp_path), "--machine",
                                       MACHINE, "--full"]
     assert code == 3 and "run `harness bench` first" in capsys.readouterr().err  # no results here
 

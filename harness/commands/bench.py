@@ -13,7 +13,8 @@ def add_arguments(parser):
     parser.add_argument("--suite", action="append", metavar="NAME",
                         help=f"suite to run (repeatable; default all): {', '.join(AREAS)}")
     parser.add_argument("--results-dir", metavar="DIR",
-                        help="asv results directory (default $HARNESS_RESULTS_DIR, else results/asv)")
+                        help="results root: asv results go to DIR/asv, fingerprints to DIR/fingerprints "
+                             "(default: $HARNESS_RESULTS_DIR names the asv directory, else results/asv)")
     parser.add_argument("--launch-method", choices=["auto", "spawn", "forkserver"], default="auto",
                         help="asv launch method; auto: spawn on CUDA, forkserver on CPU")
     parser.add_argument("--machine", help="asv machine name (default: host name + GPU model)")
