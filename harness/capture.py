@@ -80,11 +80,9 @@ def _fx(model, inputs):
     from torch.fx.passes.shape_prop import ShapeProp
 
     gm = torch.fx.symbolic_trace(model)
-    flat = pytree.tree_leaves(inputs)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) == len(inputs):  # ShapeProp wants the forward's own arguments
         ShapeProp(gm).propagate(*inputs)
-    del flat
     return canonical.fx_graph_text(gm), gm
 
 

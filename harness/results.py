@@ -185,10 +185,9 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
 
 
 def result_files(directory: pathlib.Path) -> list[pathlib.Path]:
-    """asv result files in a machine directory (not machine.json, not `harness bench`'s
-    `<sha>.fingerprint.json`)."""
-    return sorted(p for p in directory.glob("*.json")
-                  if p.name not in SKIP_FILES and not p.name.endswith(".fingerprint.json"))
+    """asv result files in a machine directory (not machine.json). Fingerprints live outside
+    asv's results directory (harness.bench.fingerprint_path), so nothing else is here."""
+    return sorted(p for p in directory.glob("*.json") if p.name not in SKIP_FILES)
 
 
 def newest(files: list[pathlib.Path]) -> pathlib.Path:
