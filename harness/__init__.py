@@ -1,13 +1,17 @@
 """harness: graph goldens, benchmarks and a regression gate for PyTorch.
 
-The three jobs live in their own modules and import downwards only:
+One house, three rooms, imports flowing one way (checked by tests/test_layers.py):
 
-    env, zoo             -- shared ground: seeds, devices, fingerprints, the model registry
-    capture, canonical,  -- job 1, graph goldens (pytest plugin in plugin.py)
-    expect
-    timing, workloads    -- job 2, benchmarks (asv suites in suites/benchmarks)
-    gate, report         -- job 3, the regression gate and reports
-    cli                  -- the `harness` command, on top of everything
+    cli, commands/     the `harness` command: argument wiring and printing, on top of everything
+    golden/            job 1, graph goldens: capture, canonical printers, expect store, pytest plugin
+    measure/           job 2, benchmarks: workloads, timing, the asv runner
+    verdict/           job 3, the verdict: results, comparison, gate, calibrate, report, nightly
+    core/              shared ground: exit codes, switches, project root, seeds/devices/fingerprint,
+                       atomic files, units, tables, dynamo counters, the model zoo
+
+golden and measure import only core; verdict imports core and measure (to run asv); commands
+import any of them; nothing imports commands. `harness.zoo` and `harness.gate` are compatibility
+names for users (DECISIONS §7).
 """
 
 __version__ = "0.1.0"

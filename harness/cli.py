@@ -1,7 +1,10 @@
-"""The `harness` command. Each subcommand lives in the module that does its job; this file only
-dispatches, importing that one module (and so torch) only when the subcommand runs.
+"""The `harness` command. Each subcommand lives in harness/commands/; this file only dispatches,
+importing that one module (and so torch) only when the subcommand runs, and turns errors into the
+exit codes of harness.core.exits (DECISIONS §5).
 
-Each command module provides `add_arguments(parser)` and `run(args) -> int` (the exit code).
+Each command module provides `add_arguments(parser)` and `run(args) -> int` (the exit code). A
+command reports bad input by raising a HarnessError; anything else that escapes is an internal
+error: traceback on stderr, exit 70 (never 0 or 1, which CI reads as pass or regression).
 """
 
 from __future__ import annotations
@@ -9,6 +12,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
+
+from harness.core import exits
 
 # name -> (module, one-line help). Order is the order shown by `harness --help`.
 COMMANDS = {
@@ -23,31 +29,60 @@ COMMANDS = {
 }
 
 
-def _top_parser() -> argparse.ArgumentParser:
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is bad input (exit 3), as DECISIONS §5 says, not argparse's 2."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        raise exits.BadInput(message)
+
+
+def _top_parser() -> Parser:
     epilog = "\n".join(f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items())
-    parser = argparse.ArgumentParser(
+    codes = "\n".join(f"  {code:<3} {meaning}" for code, meaning in exits.MEANING.items())
+    parser = Parser(
         prog="harness", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Graph goldens, benchmarks and a regression gate for PyTorch.",
-        epilog="commands:\n" + epilog + "\n\nRun `harness COMMAND --help` for a command's options.")
+        epilog="commands:\n" + epilog + "\n\nexit codes:\n" + codes +
+               "\n\nRun `harness COMMAND --help` for a command's options.")
     parser.add_argument("command", choices=list(COMMANDS), metavar="COMMAND")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _run(argv: list[str]) -> int:
     top = _top_parser()
     if not argv or argv[0] in ("-h", "--help"):
         top.print_help()
-        return 0 if argv else 2
+        return exits.PASS if argv else exits.BAD_INPUT
     if argv[0] not in COMMANDS:
         top.error(f"unknown command {argv[0]!r}; choose from {', '.join(COMMANDS)}")
     name, rest = argv[0], argv[1:]
     module_name, help_ = COMMANDS[name]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"harness {name}", description=help_)
+    parser = Parser(prog=f"harness {name}", description=help_)
     module.add_arguments(parser)
     args = parser.parse_args(rest)
     return int(module.run(args) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    name = f"harness {argv[0]}" if argv and argv[0] in COMMANDS else "harness"
+    try:
+        return _run(argv)
+    except exits.HarnessError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as exc:  # --help and --version exit 0 through argparse
+        return exc.code if isinstance(exc.code, int) else exits.INTERNAL
+    except Exception:
+        traceback.print_exc()
+        print(f"{name}: internal error (exit {exits.INTERNAL}); please report the traceback above",
+              file=sys.stderr)
+        return exits.INTERNAL
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
     pytest suites/test_benchmarks.py --benchmark-only --benchmark-autosave
     pytest suites/test_benchmarks.py --benchmark-only --benchmark-compare   # against the last save
 
-The workloads are the ones the asv suites run (harness.workloads), not a copy. Each case keeps
+The workloads are the ones the asv suites run (harness.measure.workloads), not a copy. Each case keeps
 one warm-up call (it absorbs torch.compile compilation) and times single calls; on CUDA every
 call ends with a device synchronise. A plain `pytest` run skips these (their bodies are
 already run once by tests/test_workloads.py); pass --benchmark-only or --benchmark-enable.
@@ -13,10 +13,10 @@ HARNESS_FULL=1 selects full sizes, as for asv.
 
 import pytest
 
-from harness.env import synchronize
-from harness.workloads import NotApplicable, device, full_mode
-from harness.workloads import amp, dataloader, fusion, models, transfer
-from harness.zoo import model_names
+from harness.core.env import synchronize
+from harness.measure.workloads import NotApplicable, device, full_mode
+from harness.measure.workloads import amp, dataloader, fusion, models, transfer
+from harness.core.zoo import model_names
 
 ROUNDS = 30 if full_mode() else 5
 
@@ -85,5 +85,5 @@ def test_dataloader_epoch(bench, num_workers, pin_memory, persistent_workers):
     def build():
         loader = dataloader.build_loader(num_workers, pin_memory, 16, persistent_workers, bench.device)
         step = dataloader.build_step(bench.device)
-        return lambda: dataloader.run_epochs(loader, step, bench.device, epochs=1, warmup_epochs=0)
+        return lambda: dataloader.epoch(loader, step, bench.device)
     bench(build)

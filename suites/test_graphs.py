@@ -15,8 +15,8 @@ import pytest
 import torch
 import torch.utils._pytree as pytree
 
-from harness.capture import capture_model, cases
-from harness.zoo import get_model
+from harness.golden.capture import capture_model, cases
+from harness.core.zoo import get_model
 
 # Captured programs run the same float32 ops in a possibly different order (AOT decomposes
 # LSTMs, for instance); anything past this is a wrong program, not rounding.

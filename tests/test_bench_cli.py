@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 
-from harness import bench
-from harness.results import Entry, ResultSet
+from harness.measure import bench
+from harness.verdict import summary
+from harness.verdict.results import Entry, ResultSet
 from harness.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_unknown_suite_is_a_clear_error(capsys, tmp_path):
     rc = main(["bench", "--suite", "fusion", "--suite", "nonsense", "--results-dir", str(tmp_path)])
     err = capsys.readouterr().err
-    assert rc == 2
-    assert "'nonsense'" in err and "fusion, transfer, amp, dataloader, models" in err
+    assert rc == 3
+    assert "'nonsense'" in err and "amp, canary, dataloader, fusion, models, transfer" in err
     assert not any(tmp_path.iterdir()), "nothing may be written for bad input"
 
 
@@ -39,11 +40,11 @@ def test_failures_and_ratios_are_read_from_saved_results(tmp_path):
         _entry(workers, ("2", "False", "16", "True"), 150.0, "samples/s"),
     ]
     rs = ResultSet(tmp_path, "m", "0" * 40, "env", None, {e.name: e for e in entries})
-    assert bench.failures(rs) == [f"{amp}('word_lm', 'bf16')"]
-    table = bench.summary_table(rs)
+    assert summary.failures(rs) == [f"{amp}('word_lm', 'bf16')"]
+    table = summary.summary_table(rs)
     assert "compiled/eager, pointwise chain" in table and "0.5" in table
     assert "AMP/fp32 training step" in table and "(1 of 3 cases)" in table
-    assert bench.workers_scaling(rs) == [("workers 2/0 samples/s (pin=False, batch=16, persistent=True)", 1.5)]
+    assert summary.workers_scaling(rs) == [("workers 2/0 samples/s (pin=False, batch=16, persistent=True)", 1.5)]
 
 
 def test_quick_run_of_one_suite_saves_results_and_fingerprint(tmp_path):

@@ -12,8 +12,9 @@ import expecttest
 import torch
 from torch import nn
 
-from harness import canonical
-from harness.capture import capture
+from harness.golden import canonical
+from harness.golden.normalize import normalize, op_counts
+from harness.golden.capture import capture
 
 
 class TinyNet(nn.Module):
@@ -35,18 +36,18 @@ class TestNormalize(expecttest.TestCase):
     def test_strips_paths_addresses_mangles_and_crlf(self):
         raw = ("%x : __torch__.Net___torch_mangle_15 = prim::GetAttr  # /home/me/src/net.py:50:0\r\n"
                "obj at 0x7f3a2b4c5d60   \r\n\r\n")
-        self.assertExpectedInline(canonical.normalize(raw), """\
+        self.assertExpectedInline(normalize(raw), """\
 %x : __torch__.Net = prim::GetAttr  # <path>
 obj at 0x?
 """)
 
     def test_is_idempotent(self):
-        text = canonical.normalize("a  \r\nb /x/y.py:3\n\n")
-        self.assertEqual(canonical.normalize(text), text)
+        text = normalize("a  \r\nb /x/y.py:3\n\n")
+        self.assertEqual(normalize(text), text)
 
     def test_op_counts(self):
         text = "%0: f32[2] = aten::relu_(x)\n%1: f32[2] = aten::relu_(%0)\ny: f32[2] = aten.add.Tensor(a, b)\n"
-        self.assertEqual(dict(canonical.op_counts(text)), {"aten::relu_": 2, "aten.add.Tensor": 1})
+        self.assertEqual(dict(op_counts(text)), {"aten::relu_": 2, "aten.add.Tensor": 1})
 
 
 class TestPrinters(expecttest.TestCase):

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from harness import expect
-from harness.capture import FRONTENDS, CaptureError, capture, capture_model, cases
-from harness.zoo import get_model, register_model
+from harness.golden import store
+from harness.golden.capture import FRONTENDS, CaptureError, capture, capture_model, cases
+from harness.core.zoo import get_model, register_model
 
 
 def _swap_relu_for_gelu(module: nn.Module) -> None:
@@ -33,8 +33,8 @@ def test_swapping_relu_for_gelu_changes_the_graph_and_the_op_counts(frontend, be
     changed = capture(model, spec.inputs(), frontend).text
 
     path = tmp_path / f"alexnet.{frontend}.expect"
-    expect.write_atomic(path, expect.render(original, {"frontend": frontend, "model": "alexnet (small)"}))
-    message = expect.mismatch_message(expect.read(path), changed, "alexnet", "pytest --accept")
+    store.save(path, store.render(original, {"frontend": frontend, "model": "alexnet (small)"}))
+    message = store.mismatch_message(store.read(path), changed, "alexnet", "pytest --accept")
     assert re.search(rf"^\s+{re.escape(before)}\s+7 -> 0$", message, re.M), message
     assert re.search(rf"^\s+{re.escape(after)}\s+0 -> 7$", message, re.M), message
     assert "\n-" in message and "\n+" in message  # a unified diff follows
@@ -66,7 +66,7 @@ def test_declared_unsupported_front_end_becomes_a_skip_with_its_reason():
         with pytest.raises(NotImplementedError, match="data-dependent control flow"):
             capture_model("toy_no_fx", "fx")
     finally:
-        from harness import zoo
+        from harness.core import zoo
 
         zoo._REGISTRY.pop("toy_no_fx", None)
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import math
 
 import pytest
 from test_gate_support import draw, write_set
 
-from harness import gate, stats
+from harness.verdict import compare, gate
 from harness.cli import main
 
 
@@ -26,7 +27,7 @@ def verdicts(out: str) -> dict[str, str]:
     for line in lines[start:]:
         if line.startswith("gate:"):
             break
-        for v in (stats.OK, stats.IMPROVED, stats.REGRESSION, stats.FAILED, stats.MISSING, stats.SKIPPED, stats.BAD):
+        for v in (compare.OK, compare.IMPROVED, compare.REGRESSION, compare.FAILED, compare.MISSING, compare.SKIPPED, compare.BAD):
             if f"  {v}" in line:
                 found[line.split()[0]] = v
     return found
@@ -103,7 +104,7 @@ def test_table_always_printed_and_markdown(tmp_path, capsys):
     assert code == 1
     for word in ("benchmark", "base", "head", "ratio", "verdict", "a.time", "b.k"):
         assert word in out
-    text = md.read_text()
+    text = re.sub(r" +", " ", md.read_text())
     assert text.count("\n|") >= 3 and "**REGRESSION**" in text and "| b.k |" in text
 
 
@@ -182,7 +183,7 @@ def test_unknown_bench_name_exit_3(tmp_path, capsys):
 
 def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):
     root = tmp_path / "results"
-    monkeypatch.setenv("HARNESS_RESULTS_DIR", str(root / "asv"))  # as for `harness bench`
+    monkeypatch.setenv("HARNESS_RESULTS_DIR", str(root))  # the results root, as --results-dir
     write_set(root / "asv", "aaaaaaaa11", {"a.time": draw(30, seed=1)}, date=1)
     write_set(root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3)}, date=2)
     assert run_cli(capsys, "aaaa", "latest")[0] == 1
@@ -198,8 +199,23 @@ def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):
 
 
 def test_render_one_table_two_formats():
-    rows = [stats.Row("x.time", "seconds", 1e-3, 1.1e-3, 1.1, stats.REGRESSION, "p=1e-05"),
-            stats.Row("x.mem", "bytes", 2**20, 2**20, 1.0, stats.OK)]
-    text, md = gate.render(rows, "text"), gate.render(rows, "markdown")
+    rows = [compare.Row("x.time", "seconds", 1e-3, 1.1e-3, 1.1, compare.REGRESSION, "p=1e-05"),
+            compare.Row("x.mem", "bytes", 2**20, 2**20, 1.0, compare.OK)]
+    text, md = gate.table(rows, "text"), gate.table(rows, "markdown")
     assert "1 ms" in text and "1.1 ms" in text and "1 MiB" in text
+    md = re.sub(r" +", " ", md)  # column padding aside
     assert "| x.time | 1 ms | 1.1 ms | 1.100 | **REGRESSION** | p=1e-05 |" in md
+    assert "**" not in text, "bold is for Markdown only"
+
+
+def test_environment_differences_are_listed_above_the_table(tmp_path, capsys):
+    """The fingerprint saved with each run is read: a torch change is listed, not hidden."""
+    b, h = pair(tmp_path, {"k": 5}, {"k": 5})
+    for f, torch_version in ((b, "2.14.1"), (h, "2.15.0.dev")):
+        (f.parent / "fingerprint.json").write_text(json.dumps(
+            {"torch": torch_version, "cpu": "same cpu", "torch_threads": 1}))
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 0
+    env = out.partition("base aaaaaaaa")[0]
+    assert "environment differences" in env and "2.14.1" in env and "2.15.0.dev" in env
+    assert "same cpu" not in env and "torch_threads" not in env, "equal settings are not listed"

@@ -11,10 +11,12 @@ import pathlib
 
 import pytest
 
-from harness import calibrate
+from harness.core.project import head_commit
+from harness.verdict import calibrate
 from harness.cli import main
 
 DATA = pathlib.Path(__file__).parent / "data"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 # one xdist worker runs both tests, so the three asv runs happen once (tox: --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("canary-e2e")
 MACHINE = "e2e-cpu"
@@ -23,11 +25,11 @@ MACHINE = "e2e-cpu"
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("e2e")
-    bench_dir = calibrate._benchmark_dir(["canary"], work)
-    commit = calibrate.git_head()
-    a = calibrate.asv_run(bench_dir, work / "A", MACHINE, commit)
-    b = calibrate.asv_run(bench_dir, work / "B", MACHINE, commit, {"HARNESS_CANARY_EXTRA": "1"})
-    c = calibrate.asv_run(bench_dir, work / "C", MACHINE, commit)
+    bench_dir = calibrate._benchmark_dir(ROOT, ["canary"], work)
+    commit = head_commit(ROOT)
+    a = calibrate.asv_run(ROOT, bench_dir, work / "A", MACHINE, commit)
+    b = calibrate.asv_run(ROOT, bench_dir, work / "B", MACHINE, commit, {"HARNESS_CANARY_EXTRA": "1"})
+    c = calibrate.asv_run(ROOT, bench_dir, work / "C", MACHINE, commit)
     return work, a, b, c
 
 

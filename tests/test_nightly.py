@@ -14,10 +14,12 @@ import threading
 
 import pytest
 
-from harness import calibrate, nightly
+from harness.core.project import head_commit
+from harness.verdict import calibrate, nightly
 from harness.cli import main
 
 MACHINE = "nightly-cpu"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.xdist_group("nightly")  # the published fixture is built once
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -27,8 +29,8 @@ def published(tmp_path_factory):
     """A results root with one real asv run of the canary, published by `harness nightly`."""
     root = tmp_path_factory.mktemp("results")
     work = tmp_path_factory.mktemp("work")
-    bench_dir = calibrate._benchmark_dir(["canary"], work)
-    calibrate.asv_run(bench_dir, root / "asv", MACHINE, calibrate.git_head())
+    bench_dir = calibrate._benchmark_dir(ROOT, ["canary"], work)
+    calibrate.asv_run(ROOT, bench_dir, root / "asv", MACHINE, head_commit(ROOT))
     code = main(["nightly", "--skip-bench", "--results-dir", str(root), "--machine", MACHINE])
     assert code == 0
     return root
@@ -116,7 +118,7 @@ def test_dashboard_renders_in_headless_chromium(published):
 
 
 def test_gpu_runner_without_gpu_exits_4(capsys, tmp_path):
-    from harness.env import cuda_available
+    from harness.core.env import cuda_available
 
     if cuda_available():
         pytest.skip("this machine has a GPU")

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import metrics, timing
-from harness.workloads import AREAS, NotApplicable
+from harness.measure import timing
+from harness.verdict import metrics
+from harness.measure.workloads import AREAS, NotApplicable
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
 PREFIXES = ("track_", "time_", "peakmem_", "mem_", "timeraw_")
@@ -52,7 +53,7 @@ def _combos(cls):
 def _one_sample(monkeypatch):
     monkeypatch.setattr(timing, "FAST", {"warmup": 1, "samples": 1, "budget_s": 0.0})
     monkeypatch.delenv("HARNESS_FULL", raising=False)
-    from harness.workloads import dataloader
+    from harness.measure.workloads import dataloader
 
     monkeypatch.setattr(dataloader, "sizes", lambda: {"length": 8, "image": 64, "epochs": 1})
     yield
@@ -117,7 +118,7 @@ def test_measure_keeps_a_warm_up_call():
 
 
 def test_pointwise_chain_counts_two_ops_eager():
-    from harness.workloads import fusion
+    from harness.measure.workloads import fusion
 
     case = fusion.build("pointwise_chain", torch.device("cpu"))
     assert timing.ops_per_call(case.eager(), "cpu") == 2
@@ -140,7 +141,7 @@ def test_peak_memory_sees_a_large_allocation():
 
 def test_not_applicable_is_a_skip_for_asv():
     # asv skips a case whose setup raises NotImplementedError; the reason must reach the user
-    from harness.workloads import transfer
+    from harness.measure.workloads import transfer
 
     if torch.cuda.is_available():
         pytest.skip("CUDA present: transfer cases apply")
@@ -149,7 +150,7 @@ def test_not_applicable_is_a_skip_for_asv():
 
 
 def test_unknown_workload_names_the_choices():
-    from harness.workloads import fusion
+    from harness.measure.workloads import fusion
 
     with pytest.raises(ValueError, match="pointwise_chain"):
         fusion.build("nope", torch.device("cpu"))

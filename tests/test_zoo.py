@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from harness import zoo
+from harness.core import zoo
 
 
 def test_builds_are_seeded_and_repeatable():

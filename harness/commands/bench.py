@@ -2,7 +2,8 @@
 
 import sys
 
-from harness.workloads import AREAS
+from harness.commands import options
+from harness.core import exits
 
 
 def add_arguments(parser):
@@ -11,21 +12,42 @@ def add_arguments(parser):
     parser.add_argument("--full", action="store_true",
                         help="full sizes and grids (sets HARNESS_FULL=1 for every suite); default: fast")
     parser.add_argument("--suite", action="append", metavar="NAME",
-                        help=f"suite to run (repeatable; default all): {', '.join(AREAS)}")
-    parser.add_argument("--results-dir", metavar="DIR",
-                        help="results root: asv results go to DIR/asv, fingerprints to DIR/fingerprints "
-                             "(default: $HARNESS_RESULTS_DIR names the asv directory, else results/asv)")
+                        help="suite to run (repeatable): a module in suites/benchmarks/; default all "
+                             "but the canary")
+    options.results_dir(parser)
     parser.add_argument("--launch-method", choices=["auto", "spawn", "forkserver"], default="auto",
                         help="asv launch method; auto: spawn on CUDA, forkserver on CPU")
-    parser.add_argument("--machine", help="asv machine name (default: host name + GPU model)")
+    options.machine(parser)
 
 
 def run(args) -> int:
-    from harness import bench
+    from harness.core.project import head_commit, project_root
+    from harness.measure import bench
+    from harness.verdict.results import asv_dir, load, results_root
+    from harness.verdict.summary import failures, summary_table
 
-    try:
-        return bench.run(args.suite, quick=args.quick, full=args.full, results=args.results_dir,
-                         launch=args.launch_method, machine=args.machine)
-    except bench.BenchError as e:
-        print(f"harness bench: error: {e}", file=sys.stderr)
-        return bench.EXIT_BAD_INPUT
+    root = project_root()
+    results = asv_dir(results_root(args.results_dir))
+    names = bench.check_suites(root, args.suite)  # bad names fail before anything is written
+    ran = bench.run(root, results, names, sha=head_commit(root), machine=options.machine_name(args),
+                    quick=args.quick, full=args.full, launch=args.launch_method)
+    if ran.result_file is None:
+        print(f"harness bench: asv saved no results under {results} (asv exit code {ran.asv_exit})")
+        return exits.RUNNER_FAILED
+    saved = load(ran.result_file)
+    saved.entries = {k: e for k, e in saved.entries.items() if k.split(".", 1)[0] in ran.suites}
+    print()
+    print(summary_table(saved))
+    print(f"\nresults: {ran.result_file}\nfingerprint: {ran.fingerprint}\nasv run took {ran.wall_s:.1f} s")
+    failed = failures(saved)
+    if failed:
+        print(f"\nharness bench: {len(failed)} benchmark case(s) failed (the others ran):")
+        for name in failed:
+            print(f"  FAILED {name}")
+        print("its traceback is in the asv output above; rerun one alone with "
+              "`asv run --python=same --quick --show-stderr --bench <name>` (saves nothing)")
+        return exits.FAILED
+    if ran.asv_exit != 0:
+        print(f"harness bench: asv exited with {ran.asv_exit}", file=sys.stderr)
+        return exits.RUNNER_FAILED
+    return exits.PASS

@@ -2,9 +2,11 @@
 
 import sys
 
+from harness.core import exits
+
 
 def add_arguments(parser):
-    from harness.capture import FRONTEND_HELP
+    from harness.golden.capture import FRONTEND_HELP
 
     parser.add_argument("model", help="a model name from `harness models`")
     parser.add_argument("--frontend", "-f", required=True, metavar="F",
@@ -13,24 +15,19 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from harness.capture import FRONTENDS, CaptureError, capture_model
-    from harness.zoo import model_names
+    from harness.core.zoo import model_names
+    from harness.golden.capture import FRONTENDS, CaptureError, capture_model
 
     if args.model not in model_names():
-        print(f"harness graph: unknown model {args.model!r}; choose from {', '.join(model_names())}",
-              file=sys.stderr)
-        return 2
+        raise exits.BadInput(f"unknown model {args.model!r}; choose from {', '.join(model_names())}")
     if args.frontend not in FRONTENDS:
-        print(f"harness graph: unknown front end {args.frontend!r}; choose from {', '.join(FRONTENDS)}",
-              file=sys.stderr)
-        return 2
+        raise exits.BadInput(f"unknown front end {args.frontend!r}; choose from {', '.join(FRONTENDS)}")
     try:
         captured = capture_model(args.model, args.frontend, "full" if args.full else "small")
     except NotImplementedError as exc:
+        raise exits.BadInput(str(exc)) from None
+    except CaptureError as exc:  # the model itself failed under this front end
         print(f"harness graph: {exc}", file=sys.stderr)
-        return 2
-    except CaptureError as exc:
-        print(f"harness graph: {exc}", file=sys.stderr)
-        return 1
+        return exits.FAILED
     sys.stdout.write(captured.text)
-    return 0
+    return exits.PASS

@@ -1,7 +1,8 @@
 """`harness report`: Markdown summary and PNG plots (speedups per suite, a benchmark's history)."""
 
 import pathlib
-import sys
+
+from harness.commands import options
 
 
 def add_arguments(parser):
@@ -10,20 +11,16 @@ def add_arguments(parser):
     parser.add_argument("--out", help="output directory (default RESULTS/report)")
     parser.add_argument("--history", action="append", metavar="NAME",
                         help="also plot this benchmark's history over stored commits (repeatable)")
-    parser.add_argument("--results-dir", help="root of results/ (default $HARNESS_RESULTS_DIR's parent or ./results)")
+    options.results_dir(parser)
     parser.add_argument("--machine", help="machine name for commits/latest (default: the only one)")
 
 
 def run(args) -> int:
-    from harness.report import write_report
-    from harness.results import BadInput, load, resolve, results_dir
+    from harness.verdict.report import write_report
+    from harness.verdict.results import load, resolve, results_root
 
-    root = results_dir(args.results_dir)
-    try:
-        rs = load(resolve(args.result, root, args.machine))
-        md = write_report(rs, pathlib.Path(args.out) if args.out else root / "report", root, args.history)
-    except BadInput as exc:
-        print(f"harness report: {exc}", file=sys.stderr)
-        return 3
+    root = results_root(args.results_dir)
+    rs = load(resolve(args.result, root, args.machine))
+    md = write_report(rs, pathlib.Path(args.out) if args.out else root / "report", root, args.history)
     print(f"report written to {md}")
     return 0

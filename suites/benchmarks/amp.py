@@ -1,9 +1,9 @@
 """Mixed precision: fp32 vs autocast training steps for AlexNet and the word-language-model LSTM
 (bf16 on CPU; fp16 with GradScaler and bf16 on CUDA)."""
 
-from harness import timing
-from harness.workloads import amp as wl
-from harness.workloads import device
+from harness.measure import timing
+from harness.measure.workloads import amp as wl
+from harness.measure.workloads import device
 
 
 class TrainingStep:

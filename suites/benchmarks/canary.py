@@ -14,8 +14,6 @@ Three views of the same chain:
 - track_ops: aten ops per call, exact.
 """
 
-import os
-
 N = 1 << 16          # floats per tensor: ~0.4 ms per chain on one core
 WARMUP = 50
 SAMPLES = 400        # per-call samples per run (~0.15 s) for the gate's Mann-Whitney test
@@ -23,7 +21,9 @@ BUDGET_S = 2.0
 
 
 def _extra() -> bool:
-    return os.environ.get("HARNESS_CANARY_EXTRA", "0") not in ("", "0", "false")
+    from harness.core.switches import flag
+
+    return flag("HARNESS_CANARY_EXTRA")
 
 
 def chain(x):
@@ -57,14 +57,14 @@ class Canary:
         self.reference = lambda: reference_chain(self.ref)
 
     def track_time(self):
-        from harness import timing
+        from harness.measure import timing
 
         return timing.asv_samples(timing.measure(self.fn, "cpu", warmup=WARMUP, samples=SAMPLES,
                                                  budget_s=BUDGET_S))
     track_time.unit = "seconds"
 
     def track_time_over_reference(self):
-        from harness import timing
+        from harness.measure import timing
 
         return timing.asv_samples(timing.measure_relative(self.fn, self.reference, "cpu", warmup=WARMUP,
                                                           samples=SAMPLES, budget_s=BUDGET_S))
@@ -72,7 +72,7 @@ class Canary:
 
     def track_ops(self):
         """Top-level aten ops per call (one kernel each): the deterministic side of the canary."""
-        from harness import timing
+        from harness.measure import timing
 
         return timing.ops_per_call(self.fn, "cpu")
     track_ops.unit = "ops"

@@ -2,8 +2,8 @@
 synthetic JPEG dataset decoded and transformed with torchvision, feeding AlexNet training steps.
 Reports samples/s and compute efficiency = compute / (compute + waiting for data)."""
 
-from harness.workloads import dataloader as wl
-from harness.workloads import device, grid
+from harness.measure.workloads import dataloader as wl
+from harness.measure.workloads import device, grid
 
 
 class LoadSyntheticImages:

@@ -9,9 +9,9 @@ import torch
 import torch._dynamo  # noqa: F401  (imported once by asv's forkserver, not per benchmark)
 import torch._inductor.compile_fx  # noqa: F401
 
-from harness import timing
-from harness.workloads import NotApplicable, device, full_mode, grid
-from harness.workloads import fusion as wl
+from harness.measure import timing
+from harness.measure.workloads import NotApplicable, device, full_mode, grid
+from harness.measure.workloads import fusion as wl
 
 
 class _EagerVsCompiled:

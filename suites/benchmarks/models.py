@@ -1,10 +1,10 @@
 """Zoo models: inference and training-step time with cudnn.benchmark and channels_last on/off
 where they apply, and peak memory (CUDA allocator peak on GPU, peak RSS on CPU)."""
 
-from harness import timing
-from harness.workloads import device
-from harness.workloads import models as wl
-from harness.zoo import model_names
+from harness.measure import timing
+from harness.measure.workloads import device
+from harness.measure.workloads import models as wl
+from harness.core.zoo import model_names
 
 _GRID = (model_names(), [False, True], [False, True])
 _NAMES = ["model", "cudnn_benchmark", "channels_last"]

@@ -1,9 +1,9 @@
 """Host-to-device copies: pageable vs pinned memory, non_blocking, uint8-then-convert vs float32.
 CUDA only: on a CPU machine every case is skipped (n/a) with the reason."""
 
-from harness import timing
-from harness.workloads import device
-from harness.workloads import transfer as wl
+from harness.measure import timing
+from harness.measure.workloads import device
+from harness.measure.workloads import transfer as wl
 
 
 class HostToDeviceCopy:

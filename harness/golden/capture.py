@@ -16,7 +16,8 @@ from collections.abc import Callable
 import torch
 import torch.utils._pytree as pytree
 
-from harness import canonical
+from harness.golden import canonical
+from harness.golden.normalize import normalize
 
 FRONTENDS = ("jit", "fx", "export", "dynamo", "aot")
 
@@ -38,7 +39,6 @@ class Capture:
     frontend: str
     text: str  # canonical printout, normalised
     program: Callable | None  # runs like the model, or None if the front end yields nothing runnable
-    op_counts: dict = dataclasses.field(default_factory=dict)
 
 
 def input_names(model: torch.nn.Module, inputs: tuple, flatten: bool = True) -> list[str]:
@@ -115,8 +115,7 @@ def dynamo_graphs(model, inputs) -> tuple[list[tuple], dict[str, int]]:
     """Run `torch.compile` on a module or function with a recording backend. Returns each graph with its placeholder
     names and kinds, and the graph-break reasons (first line of each -> how often). Dynamo's own
     counters are the source of truth: `explain` reports -1 breaks for a frame it skips whole."""
-    import torch._dynamo
-    from torch._dynamo.utils import counters
+    from harness.core.dynamo import compile_and_count
 
     known = _state_names(model, inputs)
     graphs = []
@@ -129,17 +128,8 @@ def dynamo_graphs(model, inputs) -> tuple[list[tuple], dict[str, int]]:
             if id(value) in known:
                 names[node.name], kinds[node.name] = known[id(value)]
         graphs.append((gm, names, kinds))
-        return gm.forward
 
-    torch._dynamo.reset()
-    counters.clear()
-    torch.compile(model, backend=record)(*inputs)
-    breaks: dict[str, int] = {}
-    for group in ("graph_break", "unimplemented"):
-        for reason, count in counters[group].items():
-            first = str(reason).strip().splitlines()[0] if str(reason).strip() else "unknown"
-            breaks[first] = breaks.get(first, 0) + count
-    torch._dynamo.reset()
+    _, breaks = compile_and_count(model, inputs, record)
     return graphs, breaks
 
 
@@ -204,13 +194,13 @@ def capture(model: torch.nn.Module, inputs: tuple, frontend: str, label: str = "
                            f"{str(exc).splitlines()[0] if str(exc) else ''}. If this front end cannot "
                            f"support the model, declare it with register_model(..., "
                            f"unsupported={{{frontend!r}: 'why'}}).") from exc
-    text = canonical.normalize(text)
-    return Capture(frontend, text, program, dict(canonical.op_counts(text)))
+    text = normalize(text)
+    return Capture(frontend, text, program)
 
 
 def cases() -> list[tuple[str, str, str | None]]:
     """Every (model, front end) pair of the zoo, with the reason it is skipped or None."""
-    from harness.zoo import get_model, model_names
+    from harness.core.zoo import get_model, model_names
 
     out = []
     for model in model_names():
@@ -223,7 +213,7 @@ def cases() -> list[tuple[str, str, str | None]]:
 
 def capture_model(name: str, frontend: str, size: str = "small") -> Capture:
     """Capture a zoo model by name, built and fed exactly as the goldens expect."""
-    from harness.zoo import get_model
+    from harness.core.zoo import get_model
 
     spec = get_model(name)
     if frontend in spec.unsupported:

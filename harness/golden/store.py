@@ -23,8 +23,8 @@ import difflib
 import re
 from pathlib import Path
 
-from harness import files
-from harness.normalize import NORMALISER_VERSION, normalize, op_counts
+from harness.core import files
+from harness.golden.normalize import NORMALISER_VERSION, normalize, op_counts
 
 
 def torch_version() -> str:
@@ -57,7 +57,7 @@ class GoldenError(Exception):
 
 
 @dataclasses.dataclass
-class Golden:
+class GoldenFile:
     path: Path
     header: dict[str, str]
     body: str
@@ -89,7 +89,7 @@ def render(body: str, fields: dict[str, str]) -> str:
     return "\n".join(lines) + "\n" + body
 
 
-def parse(path: Path, raw: bytes) -> Golden:
+def parse(path: Path, raw: bytes) -> GoldenFile:
     where = f"golden {path}"
     fix = f"Restore it with `git checkout -- {path}`, or delete it and run `pytest --accept` to re-record it."
     if b"\0" in raw:
@@ -121,10 +121,10 @@ def parse(path: Path, raw: bytes) -> Golden:
     if body.count("\n") != int(expected):
         raise GoldenError(f"{where} is truncated or was edited by hand: the header promises {expected} "
                           f"lines, the file has {body.count(chr(10))}. {fix}")
-    return Golden(path, header, body)
+    return GoldenFile(path, header, body)
 
 
-def read(path: Path) -> Golden | None:
+def read(path: Path) -> GoldenFile | None:
     """The golden at `path`, None if there is none; GoldenError if it is unusable."""
     try:
         raw = Path(path).read_bytes()
@@ -135,8 +135,8 @@ def read(path: Path) -> Golden | None:
     return parse(Path(path), raw)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write a golden atomically (harness.files), turning an unwritable place into a GoldenError."""
+def save(path: Path, text: str) -> None:
+    """Write a golden atomically (harness.core.files), turning an unwritable place into a GoldenError."""
     try:
         files.write_atomic(path, text)
     except OSError as exc:
@@ -165,7 +165,7 @@ def unified_diff(expected: str, actual: str, label: str) -> list[str]:
     return diff
 
 
-def mismatch_message(golden: Golden, actual: str, what: str, accept_hint: str) -> str:
+def mismatch_message(golden: GoldenFile, actual: str, what: str, accept_hint: str) -> str:
     lines = [f"{what} does not match golden {golden.path}."]
     if golden.torch_version and golden.torch_version != torch_version():
         lines.append(f"Note: the golden was recorded with torch {golden.torch_version}; this run uses "

@@ -118,6 +118,24 @@ def fingerprint(seed: int = DEFAULT_SEED) -> dict:
     return fp
 
 
+def gpu_missing_message() -> str | None:
+    """None when a CUDA GPU is usable, else why not (for --require-gpu, exit 4)."""
+    if cuda_available():
+        return None
+    return ("no CUDA GPU on this machine (torch.cuda.is_available() is False): this is a "
+            "GPU-runner job; run it on a self-hosted GPU runner. Exit 4, not a pass.")
+
+
+def require_gpu() -> str:
+    """The GPU's name; raises NoGPU (exit 4) on a machine without one. The one --require-gpu check."""
+    from harness.core.exits import NoGPU
+
+    why = gpu_missing_message()
+    if why:
+        raise NoGPU(why)
+    return gpu_name()
+
+
 def machine_name() -> str:
     """Host name plus GPU model: asv's machine record has no GPU field, so the name carries it."""
     host = platform.node().split(".")[0] or "machine"

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import torch
 
-from harness.env import seed_everything
-from harness.workloads import full_mode, require_cuda
+from harness.core.env import seed_everything
+from harness.measure.workloads import full_mode, require_cuda
 
 MEMORY = ("pageable", "pinned")
 PAYLOADS = ("float32", "uint8")

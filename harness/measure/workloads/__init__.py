@@ -3,7 +3,7 @@
 The asv suites (suites/benchmarks/*.py) and the pytest-benchmark tests
 (suites/test_benchmarks.py) only pick parameters and call into these modules; no workload is
 written twice. Each module builds ready-to-call, argument-free callables for one parameter
-combination; harness.timing measures them.
+combination; harness.measure.timing measures them.
 
 Fast/full switch: `HARNESS_FULL=1` (set by `harness bench --full`) selects full sizes and full
 parameter grids in every suite; the default is fast (small models, small grids, few samples).
@@ -16,19 +16,15 @@ the same reason.
 
 from __future__ import annotations
 
-import os
-
 import torch
+
+from harness.core.switches import full_mode
 
 AREAS = ("fusion", "transfer", "amp", "dataloader", "models")
 
 
 class NotApplicable(NotImplementedError):
     """This case cannot run here; the message says why (shown by asv and pytest)."""
-
-
-def full_mode() -> bool:
-    return os.environ.get("HARNESS_FULL", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def size() -> str:
@@ -42,7 +38,7 @@ def grid(fast, full):
 
 
 def device() -> torch.device:
-    from harness.env import pick_device
+    from harness.core.env import pick_device
 
     return pick_device()
 

@@ -21,50 +21,43 @@ import subprocess
 import tempfile
 import time
 
-from harness import metrics
-from harness.results import REPO, ResultSet, load, noise_path, result_files, save_noise
+from harness.core.exits import RunnerFailed
+from harness.measure import asv
+from harness.measure.bench import check_suites
+from harness.verdict import metrics
+from harness.verdict.results import ResultSet, load, noise_path, result_files, save_noise
 
 
-def _benchmark_dir(bench_modules: list[str], work: pathlib.Path) -> pathlib.Path:
+def _benchmark_dir(root: pathlib.Path, bench_modules: list[str], work: pathlib.Path) -> pathlib.Path:
     """A scratch benchmark folder with only the chosen modules (asv imports every module of
     benchmark_dir at discovery: ~15 s for the full suites, per run)."""
-    src = REPO / "suites" / "benchmarks"
+    src = root / "suites" / "benchmarks"
     bench = work / "benchmarks"
     bench.mkdir(parents=True, exist_ok=True)
     (bench / "__init__.py").write_text("")
-    for mod in bench_modules:
-        f = src / f"{mod}.py"
-        if not f.is_file():
-            raise SystemExit(f"harness calibrate: no benchmark module {f}; choose from "
-                             + ", ".join(p.stem for p in src.glob("*.py") if p.stem != "__init__"))
-        shutil.copy(f, bench / f.name)
+    for mod in check_suites(root, bench_modules):
+        shutil.copy(src / f"{mod}.py", bench / f"{mod}.py")
     return bench
 
 
-def asv_run(bench_dir: pathlib.Path, results: pathlib.Path, machine: str, commit: str,
-            extra_env: dict | None = None) -> pathlib.Path:
-    """One `asv run` of the modules in `bench_dir` into `results`; returns the result file.
-    The config and command are harness bench's (one definition of how asv is run)."""
-    from harness import bench
-
-    config = bench.write_config(REPO, results, benchmark_dir=bench_dir)
-    try:
-        env = bench.asv_env(extra_env)
-        bench.record_machine(config, machine, env)
-        cmd = bench.run_command(config, commit, machine, bench.launch_method())
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
-    finally:
-        config.unlink(missing_ok=True)
+def asv_run(root: pathlib.Path, bench_dir: pathlib.Path, results: pathlib.Path, machine: str,
+            commit: str, extra_env: dict | None = None) -> pathlib.Path:
+    """One `asv run` of the modules in `bench_dir` into `results`; returns the result file."""
+    env = asv.environment(extra_env)
+    with asv.config(root, results, benchmark_dir=bench_dir) as config:
+        asv.record_machine(config, machine, env)
+        cmd = asv.run_command(config, commit, machine, asv.launch_method())
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=root)
     files = result_files(results / machine)
     if proc.returncode != 0 or not files:
-        raise SystemExit(f"harness calibrate: asv run failed (exit {proc.returncode}) for {results}:\n"
-                         + proc.stdout[-2000:] + proc.stderr[-2000:])
+        raise RunnerFailed(f"asv run failed (exit {proc.returncode}) for {results}:\n"
+                           + proc.stdout[-2000:] + proc.stderr[-2000:])
     return files[0]
 
 
 def noise_bands(runs: list[ResultSet]) -> dict[str, dict]:
     """Per statistical benchmark: band = max/min - 1 over the run medians."""
-    from harness.stats import central
+    from harness.verdict.compare import central
 
     out = {}
     for name in sorted(set.intersection(*(set(r.entries) for r in runs))):
@@ -84,40 +77,35 @@ def noise_bands(runs: list[ResultSet]) -> dict[str, dict]:
     return out
 
 
-def git_head() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "0" * 40
-
-
-def calibrate(modules: list[str], runs: int, root: pathlib.Path, machine: str,
+def calibrate(project: pathlib.Path, modules: list[str], runs: int, root: pathlib.Path, machine: str,
               work: pathlib.Path | None = None) -> dict[str, dict]:
+    from harness.core.project import head_commit
+
     work = pathlib.Path(work or tempfile.mkdtemp(prefix="harness-calibrate-"))
-    bench_dir = _benchmark_dir(modules, work)
-    commit = git_head()
-    sets = [load(asv_run(bench_dir, work / f"aa{i}", machine, commit)) for i in range(runs)]
+    bench_dir = _benchmark_dir(project, modules, work)
+    commit = head_commit(project)
+    sets = [load(asv_run(project, bench_dir, work / f"aa{i}", machine, commit)) for i in range(runs)]
     bands = noise_bands(sets)
     save_noise(noise_path(root, machine), machine, bands)
     return bands
 
 
-def trials(n: int, root: pathlib.Path, machine: str, work: pathlib.Path, threshold: float,
-           log=print) -> dict:
+def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work: pathlib.Path,
+           threshold: float, log=print) -> dict:
     """The end-to-end proof on the canary: n regression trials and n A/A trials."""
-    from harness.gate import run_gate
+    from harness.core.project import head_commit
+    from harness.verdict.gate import run_gate
 
-    bench_dir = _benchmark_dir(["canary"], work)
-    commit = git_head()
+    bench_dir = _benchmark_dir(project, ["canary"], work)
+    commit = head_commit(project)
     npath = noise_path(root, machine)
     caught = false_alarms = 0
     per_bench: dict[str, dict[str, int]] = {}  # benchmark -> regression trials caught, A/A alarms
     gate_seconds, rows = [], []
     for i in range(n):
-        a = asv_run(bench_dir, work / f"t{i}-A", machine, commit)
-        b = asv_run(bench_dir, work / f"t{i}-B", machine, commit, {"HARNESS_CANARY_EXTRA": "1"})
-        c = asv_run(bench_dir, work / f"t{i}-C", machine, commit)
+        a = asv_run(project, bench_dir, work / f"t{i}-A", machine, commit)
+        b = asv_run(project, bench_dir, work / f"t{i}-B", machine, commit, {"HARNESS_CANARY_EXTRA": "1"})
+        c = asv_run(project, bench_dir, work / f"t{i}-C", machine, commit)
         t0 = time.perf_counter()
         reg = run_gate(str(a), str(b), root=root, threshold=threshold, noise_file=str(npath))
         gate_seconds.append(time.perf_counter() - t0)

@@ -1,6 +1,6 @@
 """How to measure: one timing path for every benchmark, plus the deterministic counters.
 
-In the spirit of `torch.utils.benchmark.Timer`, *what* runs (harness.workloads) is kept apart
+In the spirit of `torch.utils.benchmark.Timer`, *what* runs (harness.measure.workloads) is kept apart
 from *how* it is measured (this module). Every timing goes through `measure`:
 
 - at least one warm-up call first (never zero, also in quick mode): it absorbs lazy
@@ -30,17 +30,16 @@ from collections.abc import Callable
 
 import torch
 
-from harness.env import synchronize
+from harness.core.env import synchronize
+from harness.core.switches import full_mode
 
-# fast (default) and full settings for the sampling loop; harness.workloads.full_mode() picks one
+# fast (default) and full settings for the sampling loop; full_mode() (HARNESS_FULL) picks one
 FAST = {"warmup": 2, "samples": 30, "budget_s": 0.5}
 FULL = {"warmup": 3, "samples": 30, "budget_s": 5.0}
 MIN_SAMPLES = 3
 
 
 def settings() -> dict:
-    from harness.workloads import full_mode
-
     return dict(FULL if full_mode() else FAST)
 
 
@@ -52,6 +51,16 @@ def measure(fn: Callable[[], object], device: torch.device | str = "cpu", *, war
     and at least MIN_SAMPLES were taken (slow full-size workloads on small machines).
     """
     return _timed_rounds([fn], device, warmup, samples, budget_s)[0]
+
+
+def measure_returning(fn: Callable[[], object], device: torch.device | str = "cpu", *,
+                      warmup: int | None = None, samples: int | None = None,
+                      budget_s: float | None = None) -> tuple[list[float], list]:
+    """`measure`, also keeping what each timed call returned (e.g. an epoch's sample count and
+    compute time, from which the DataLoader benchmarks derive throughput and efficiency)."""
+    returned: list = []
+    times = _timed_rounds([lambda: returned.append(fn())], device, warmup, samples, budget_s)[0]
+    return times, returned[len(returned) - len(times):]
 
 
 def measure_relative(fn: Callable[[], object], reference: Callable[[], object],
@@ -162,12 +171,11 @@ def compile_seconds(make_compiled: Callable[[], Callable[[], object]], device: t
 
 
 def graph_breaks(fn: Callable, *args) -> int:
-    """Graph breaks dynamo takes in `fn(*args)`, from dynamo's own counters: the same count the
-    dynamo goldens record (harness.capture.dynamo_graphs), so the two never disagree. Unlike
-    `explain().graph_break_count` it is not -1 for a frame dynamo skips whole."""
-    from harness.capture import dynamo_graphs
+    """Graph breaks dynamo takes in `fn(*args)`, counted as the dynamo goldens count them
+    (harness.core.dynamo), so the two never disagree."""
+    from harness.core.dynamo import compile_and_count
 
-    _, breaks = dynamo_graphs(fn, args)
+    _, breaks = compile_and_count(fn, args)
     return sum(breaks.values())
 
 

@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 import torch
 
-from harness.workloads import NotApplicable, size, to_device
+from harness.measure.workloads import NotApplicable, size, to_device
 
 
 def check(model_name: str, cudnn_benchmark: bool, channels_last: bool, device: torch.device) -> None:
-    from harness.zoo import get_model
+    from harness.core.zoo import get_model
 
     spec = get_model(model_name)
     if cudnn_benchmark and device.type != "cuda":
@@ -24,7 +24,7 @@ def check(model_name: str, cudnn_benchmark: bool, channels_last: bool, device: t
 
 class _Prepared:
     def __init__(self, model_name, channels_last, device):
-        from harness.zoo import get_model
+        from harness.core.zoo import get_model
 
         self.spec = get_model(model_name)
         fmt = torch.channels_last if channels_last else torch.contiguous_format

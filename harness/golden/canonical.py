@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.normalize import MANGLE as _MANGLE
-from harness.normalize import NORMALISER_VERSION, normalize, op_counts  # noqa: F401  (re-exported)
+from harness.golden.normalize import MANGLE as _MANGLE
 
 _DTYPE_ABBR = {
     torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",

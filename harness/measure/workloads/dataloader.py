@@ -7,7 +7,7 @@ zoo's AlexNet, so the loader competes with real compute for the same cores.
 
 `run_epochs` reports throughput (samples/s) and compute efficiency per epoch:
 compute / (compute + waiting for data); 1.0 means the model never waited for the loader.
-A warm-up epoch comes first; with persistent_workers=False the measured epochs pay worker
+Epochs are timed by harness.measure.timing (one sample per epoch), after at least one warm-up epoch; with persistent_workers=False the measured epochs pay worker
 start-up each time, which is exactly what persistent_workers saves.
 """
 
@@ -20,8 +20,8 @@ import warnings
 
 import torch
 
-from harness.env import seed_everything, synchronize
-from harness.workloads import NotApplicable, full_mode, size, to_device
+from harness.core.env import seed_everything, synchronize
+from harness.measure.workloads import NotApplicable, full_mode, size, to_device
 
 NUM_CLASSES = 10
 
@@ -94,7 +94,7 @@ def build_loader(num_workers: int, pin_memory: bool, batch_size: int, persistent
 
 
 def build_step(device: torch.device):
-    from harness.zoo import get_model
+    from harness.core.zoo import get_model
 
     spec = get_model("alexnet")
     cfg = spec.config(size())
@@ -112,27 +112,30 @@ def build_step(device: torch.device):
     return step
 
 
-def run_epochs(loader, step, device: torch.device, epochs: int | None = None, warmup_epochs: int = 1) -> EpochStats:
-    """Iterate the loader `warmup_epochs` + `epochs` times, stepping the model on every batch."""
-    epochs = sizes()["epochs"] if epochs is None else epochs
+def epoch(loader, step, device: torch.device) -> tuple[int, float]:
+    """One pass over the loader, a training step per batch: (samples, seconds spent computing).
+    The rest of the epoch's time was spent waiting for data."""
     non_blocking = bool(loader.pin_memory)
-    stats = EpochStats([], [])
-    for epoch in range(warmup_epochs + epochs):
-        waiting = computing = 0.0
-        n = 0
-        t_epoch = time.perf_counter()
-        t = t_epoch
-        for images, labels in loader:
-            t_got = time.perf_counter()
-            waiting += t_got - t
-            images = to_device(images, device, non_blocking)
-            labels = to_device(labels, device, non_blocking)
-            step(images, labels)
-            synchronize(device)
-            t = time.perf_counter()
-            computing += t - t_got
-            n += len(labels)
-        if epoch >= warmup_epochs:
-            stats.samples_per_s.append(n / (time.perf_counter() - t_epoch))
-            stats.efficiency.append(computing / (computing + waiting))
-    return stats
+    computing = 0.0
+    n = 0
+    for images, labels in loader:
+        t_got = time.perf_counter()
+        images = to_device(images, device, non_blocking)
+        labels = to_device(labels, device, non_blocking)
+        step(images, labels)
+        synchronize(device)
+        computing += time.perf_counter() - t_got
+        n += len(labels)
+    return n, computing
+
+
+def run_epochs(loader, step, device: torch.device, epochs: int | None = None, warmup_epochs: int = 1) -> EpochStats:
+    """`warmup_epochs` (>= 1) + `epochs` passes, each epoch one sample of harness.measure.timing."""
+    from harness.measure import timing
+
+    epochs = sizes()["epochs"] if epochs is None else epochs
+    times, returned = timing.measure_returning(lambda: epoch(loader, step, device), device,
+                                               warmup=max(warmup_epochs, 1), samples=epochs,
+                                               budget_s=float("inf"))
+    return EpochStats([n / t for t, (n, _) in zip(times, returned)],
+                      [min(c / t, 1.0) for t, (_, c) in zip(times, returned)])

@@ -15,7 +15,11 @@ import pathlib
 import re
 import statistics
 
-from harness.results import BadInput, ResultSet, asv_dir, load, result_files, write_text_atomic
+from harness.core.files import write_atomic
+from harness.core.table import render
+from harness.core.units import scale
+from harness.verdict.results import BadInput, ResultSet, asv_dir, load, result_files
+from harness.verdict.summary import workers_scaling
 
 SUITES = {
     "fusion": ("compiled / eager time", "lower is better; < 1: compiled is faster"),
@@ -48,8 +52,6 @@ def speedups(rs: ResultSet) -> dict[str, list[Bar]]:
         suite = name.split(".", 1)[0]
         if suite in out and e.unit == "ratio" and _ok(e.value):
             out[suite].append(Bar(_short(name), e.value))
-    from harness.bench import workers_scaling
-
     for label, value in workers_scaling(rs):
         out["dataloader"].append(Bar(label.replace(" samples/s", "").replace("pin=", "pin_memory="), value))
     return out
@@ -87,19 +89,7 @@ def _save(fig, path: pathlib.Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")  # never clip a long label
     plt.close(fig)
-    write_text_atomic(path, buf.getvalue())
-
-
-_SCALES = {"seconds": [(1, "s"), (1e-3, "ms"), (1e-6, "µs")], "bytes": [(2**30, "GiB"), (2**20, "MiB"), (1, "B")]}
-
-
-def _scale(unit: str, values: list[float]) -> tuple[float, str]:
-    for factor, label in _SCALES.get(unit, []):
-        if max(values) >= factor:
-            return factor, label
-    if unit in _SCALES:
-        return _SCALES[unit][-1]
-    return 1.0, unit
+    write_atomic(path, buf.getvalue())
 
 
 def history(root: pathlib.Path, machine: str, name: str) -> list[tuple[str, int, float, float, float]]:
@@ -122,7 +112,7 @@ def plot_history(name: str, unit: str, points, path: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    factor, label = _scale(unit, [p[4] for p in points])
+    factor, label = scale(unit, max(p[4] for p in points))
     xs = list(range(len(points)))
     med = [p[2] / factor for p in points]
     lo = [(p[2] - p[3]) / factor for p in points]
@@ -154,8 +144,9 @@ def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
             continue
         png = out / f"speedups-{suite}.png"
         plot_speedups(suite, bars, png)
-        lines += [f"![{suite} ratios]({png.name})", "", f"| case | ratio ({hint}) |", "|---|--:|"]
-        lines += [f"| {b.label} | {b.value:.3g} |" for b in bars] + [""]
+        lines += [f"![{suite} ratios]({png.name})", ""]
+        lines += [render(["case", f"ratio ({hint})"], [(b.label, f"{b.value:.3g}") for b in bars],
+                         "markdown", ("left", "right"))]
     for name in history_names or []:
         e = rs.entries.get(name)
         if e is None:
@@ -168,8 +159,9 @@ def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
             continue
         png = out / f"history-{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
         plot_history(name, e.unit, points, png)
-        lines += [f"![history of {name}]({png.name})", "", f"| commit | median ({e.unit}) |", "|---|--:|"]
-        lines += [f"| {p[0]} | {p[2]:.4g} |" for p in points] + [""]
+        lines += [f"![history of {name}]({png.name})", ""]
+        lines += [render(["commit", f"median ({e.unit})"], [(p[0], f"{p[2]:.4g}") for p in points],
+                         "markdown", ("left", "right"))]
     md = out / "report.md"
-    write_text_atomic(md, "\n".join(lines))
+    write_atomic(md, "\n".join(lines))
     return md

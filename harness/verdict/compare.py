@@ -1,6 +1,6 @@
 """Compare two result sets benchmark by benchmark: a verdict per row, no I/O, no printing.
 
-How each kind of metric (harness.metrics) is compared:
+How each kind of metric (harness.verdict.metrics) is compared:
 
 - counters (kernels, ops, graph breaks, graphs, recompiles): exactly. More is a regression,
   fewer is an improvement (update the baseline).
@@ -20,8 +20,8 @@ import dataclasses
 import math
 import statistics
 
-from harness import metrics
-from harness.results import Entry, ResultSet
+from harness.verdict import metrics
+from harness.verdict.results import Entry, ResultSet
 
 OK, IMPROVED, REGRESSION = "ok", "improved", "REGRESSION"
 FAILED, MISSING, SKIPPED, BAD = "FAILED", "MISSING", "skipped", "BAD INPUT"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from harness.workloads import NotApplicable, size, to_device
+from harness.measure.workloads import NotApplicable, size, to_device
 
 MODELS = ("alexnet", "word_lm")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -24,7 +24,7 @@ def check(precision: str, device: torch.device) -> None:
 
 def build(model_name: str, precision: str, device: torch.device) -> Callable[[], object]:
     """One training step (zero_grad, forward under autocast, loss, backward, SGD step)."""
-    from harness.zoo import get_model
+    from harness.core.zoo import get_model
 
     check(precision, device)
     spec = get_model(model_name)

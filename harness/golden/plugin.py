@@ -1,4 +1,4 @@
-"""pytest plugin: wires the options and the `golden` fixture; the store lives in expect.py.
+"""pytest plugin: wires the options and the `golden` fixture; the store lives in store.py.
 
 Options: `--accept` (or EXPECTTEST_ACCEPT=1) writes goldens; `--full` (or HARNESS_FULL=1) uses the
 full model configurations and their goldens under `expect/full/`. With CI set, accepting is
@@ -18,19 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import expect
-
-_TRUE = {"1", "true", "yes", "on"}
-
-
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in _TRUE
-
-
-def _accept_env() -> bool:
-    # expecttest's rule: any non-empty value except 0/false accepts.
-    value = os.environ.get("EXPECTTEST_ACCEPT", "").strip().lower()
-    return value not in ("", "0", "false")
+from harness.core import switches
+from harness.golden import store
 
 
 def pytest_addoption(parser):
@@ -49,8 +38,8 @@ class GoldenSession:
 
     def __init__(self, config):
         self.config = config
-        self.accept = config.getoption("accept") or _accept_env()
-        self.full = config.getoption("full") or _env_true("HARNESS_FULL")
+        self.accept = config.getoption("accept") or switches.flag("EXPECTTEST_ACCEPT")
+        self.full = config.getoption("full") or switches.full_mode()
         root = Path(os.environ.get("HARNESS_EXPECT_DIR") or
                     Path(config.rootpath) / config.getini("harness_expect_dir"))
         self.directory = root / "full" if self.full else root
@@ -81,11 +70,11 @@ class GoldenSession:
         if not self.directory.is_dir():
             return []
         known = self.declared | self.produced
-        return sorted(p for p in self.directory.glob("*" + expect.SUFFIX)
-                      if p.name[: -len(expect.SUFFIX)] not in known)
+        return sorted(p for p in self.directory.glob("*" + store.SUFFIX)
+                      if p.name[: -len(store.SUFFIX)] not in known)
 
 
-class Golden:
+class GoldenFixture:
     """The `golden` fixture: `golden.check(text, frontend=..., model=...)` compares or accepts."""
 
     def __init__(self, session: GoldenSession, node):
@@ -107,26 +96,26 @@ class Golden:
         try:
             self._check(text, name, fields)
             return
-        except expect.GoldenError as exc:
+        except store.GoldenError as exc:
             problem = str(exc)
         pytest.fail(problem, pytrace=False)  # outside the except: one message, no chained traceback
 
     def _check(self, text: str, name: str | None, fields: dict) -> None:
         session = self._session
         golden_id = name or self._default_id()
-        path = expect.golden_path(session.directory, golden_id)
+        path = store.golden_path(session.directory, golden_id)
         session.produced.add(golden_id)
-        actual = expect.normalize(text)
+        actual = store.normalize(text)
         try:
-            existing = expect.read(path)
-        except expect.GoldenError:
+            existing = store.read(path)
+        except store.GoldenError:
             if not session.accept:
                 raise
             existing = None  # accepting rewrites an unreadable golden; git still has the old one
         if session.accept:
             # Leave an equal golden alone, so accepting twice gives byte-identical files.
             if existing is None or existing.body != actual:
-                expect.write_atomic(path, expect.render(actual, fields))
+                store.save(path, store.render(actual, fields))
             return
         if existing is None:
             pytest.fail(f"no golden {_display(path, self._node.config)} yet for {golden_id}. Create it with:\n"
@@ -136,7 +125,7 @@ class Golden:
             existing.path = _display(path, self._node.config)
             what = ", ".join(f"{k} {v}" for k, v in fields.items()) or golden_id
             hint = f"pytest --accept {self._node.nodeid!r}{' --full' if session.full else ''}"
-            pytest.fail(expect.mismatch_message(existing, actual, what, hint), pytrace=False)
+            pytest.fail(store.mismatch_message(existing, actual, what, hint), pytrace=False)
 
 
 def _display(path: Path, config) -> Path:
@@ -152,8 +141,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "golden(id): this test produces the golden expect/<id>.expect")
     session = GoldenSession(config)
     config.stash[_KEY] = session
-    if session.accept and _env_true("CI") and not (config.getoption("force_accept") or
-                                                   _env_true("HARNESS_FORCE_ACCEPT")):
+    if session.accept and switches.in_ci() and not (config.getoption("force_accept") or
+                                                 switches.flag("HARNESS_FORCE_ACCEPT")):
         raise pytest.UsageError(
             "refusing to accept goldens because CI is set: in CI goldens are only compared. Run "
             "`pytest --accept` locally and commit the reviewed goldens, or pass --force-accept "
@@ -163,8 +152,8 @@ def pytest_configure(config):
 
 
 @pytest.fixture
-def golden(request) -> Golden:
-    return Golden(request.config.stash[_KEY], request.node)
+def golden(request) -> GoldenFixture:
+    return GoldenFixture(request.config.stash[_KEY], request.node)
 
 
 @pytest.fixture(scope="session")

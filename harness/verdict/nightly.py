@@ -9,14 +9,14 @@ Steps, in order:
 3. Run the suites through `harness bench --full` (the benchmark runner; `--fast` for the
    quick CI pass; `--skip-bench` to only publish what is there). It saves the environment
    fingerprint in RESULTS/fingerprints/<machine>/<sha8>.json (outside asv's results_dir, which
-   `asv publish` scans), see harness.bench.fingerprint_path.
+   `asv publish` scans), see harness.measure.bench.fingerprint_path.
 4. Publish the asv dashboard (`asv publish`) to RESULTS/html, or --html-dir, with its CDN
    scripts replaced by local copies (Debian libjs-* packages) so it renders offline.
 5. `--save-baseline`: copy this run into RESULTS/baselines/<machine>/ (commit it).
 6. `--gate BASE` (e.g. `baseline`): run the gate BASE vs this run; its exit code is returned.
 
-Exit codes: 0 done (and gate passed), the gate's 1/2/3 with --gate, 4 no GPU with
---require-gpu, 5 the benchmark runner or asv publish failed.
+Exit codes (harness.core.exits): 0 done (and gate passed), the gate's 1/2/3 with --gate, 4 no
+GPU with --require-gpu, 5 the benchmark runner or asv publish failed.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ import subprocess
 import sys
 import time
 
-from harness.results import REPO, asv_dir, result_files
-
-RUNNER_FAILED = 5
+from harness.core import exits
+from harness.core.files import write_atomic
+from harness.measure import asv
+from harness.verdict.results import BadInput, asv_dir, result_files
 
 
 def archive_existing(root: pathlib.Path, machine: str, commit: str, stamp: str) -> list[pathlib.Path]:
@@ -47,26 +48,24 @@ def archive_existing(root: pathlib.Path, machine: str, commit: str, stamp: str) 
 
 def bench_command(root: pathlib.Path, machine: str, full: bool) -> list[str]:
     """The suites run through the benchmark runner (`harness bench`), not asv directly; it saves
-    the fingerprint too (harness.bench.fingerprint_path)."""
+    the fingerprint too (harness.measure.bench.fingerprint_path)."""
     return ([sys.executable, "-m", "harness.cli", "bench", "--results-dir", str(root),
              "--machine", machine] + (["--full"] if full else []))
 
 
 def run_bench(cmd: list[str]) -> int:
     print("nightly: harness " + " ".join(cmd[3:]), flush=True)
-    return subprocess.run(cmd, cwd=REPO).returncode
+    return subprocess.run(cmd).returncode
 
 
 def publish(root: pathlib.Path, html_dir: pathlib.Path) -> int:
-    """`asv publish` of RESULTS' asv directory into `html_dir` (config written by harness bench)."""
-    from harness import bench
+    """`asv publish` of RESULTS' asv directory into `html_dir`."""
+    from harness.core.project import project_root
 
-    config = bench.write_config(REPO, asv_dir(root).resolve(), html_dir=html_dir.resolve())
-    try:
-        proc = subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(config)],
-                              env=bench.asv_env(), capture_output=True, text=True, cwd=REPO)
-    finally:
-        config.unlink(missing_ok=True)
+    project = project_root()
+    with asv.config(project, asv_dir(root).resolve(), html_dir=html_dir.resolve()) as config:
+        proc = subprocess.run(asv.publish_command(config), env=asv.environment(), capture_output=True,
+                              text=True, cwd=project)
     if proc.returncode:
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
     return proc.returncode
@@ -75,12 +74,12 @@ def publish(root: pathlib.Path, html_dir: pathlib.Path) -> int:
 def save_baseline(root: pathlib.Path, machine: str, stamp: str) -> pathlib.Path:
     """Copy the newest result for `machine`, with benchmarks.json and machine.json, into
     RESULTS/baselines/<machine>/ (the gate's `baseline`); a replaced file goes to history/."""
-    from harness.results import baselines_dir, newest
+    from harness.verdict.results import baselines_dir, newest
 
     src_dir = asv_dir(root) / machine
     files = result_files(src_dir)
     if not files:
-        raise SystemExit(f"harness nightly: no results in {src_dir} to save as the baseline")
+        raise BadInput(f"no results in {src_dir} to save as the baseline; run `harness bench` first")
     dest = baselines_dir(root) / machine
     dest.mkdir(parents=True, exist_ok=True)
     for old in result_files(dest):
@@ -105,10 +104,10 @@ def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, 
         code = run_bench(bench_command(root, machine, full))
         if code:
             print(f"nightly: the benchmark runner exited {code}; results so far are kept", file=sys.stderr)
-            return RUNNER_FAILED
+            return exits.RUNNER_FAILED
     if publish(root, html_dir):
         print(f"nightly: asv publish failed for {asv_dir(root)}", file=sys.stderr)
-        return RUNNER_FAILED
+        return exits.RUNNER_FAILED
     missing = vendor_dashboard(html_dir)
     if missing:
         print("nightly: the dashboard still loads these from the internet (install Debian's "
@@ -118,14 +117,16 @@ def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, 
     if baseline:
         print(f"nightly: baseline saved as {save_baseline(root, machine, stamp)}; commit it")
     if gate_base:
-        from harness.commands import gate as gate_cmd
-        import argparse
+        from harness.verdict.gate import run_gate
 
-        args = argparse.Namespace(base=gate_base, head="latest", results_dir=str(root), machine=machine,
-                                  threshold=None, alpha=None, noise=None, bench=None, markdown=markdown,
-                                  allow_machine_mismatch=False, require_gpu=False)
-        return gate_cmd.run_with_defaults(args)
-    return 0
+        outcome = run_gate(gate_base, "latest", root=root, machine=machine)
+        print(outcome.render("text"), end="")
+        if outcome.code == exits.BAD_INPUT and outcome.message:
+            print(f"harness nightly: {outcome.message}", file=sys.stderr)
+        if markdown:
+            write_atomic(markdown, outcome.render("markdown"))
+        return outcome.code
+    return exits.PASS
 
 
 # ---- offline dashboard: asv's index.html loads jQuery, flot, bootstrap... from CDNs ----
@@ -178,6 +179,5 @@ def vendor_dashboard(html_dir: pathlib.Path, js_dir: pathlib.Path = JS_DIR) -> l
     if (vendor / "jquery.flot.min.js").is_file() and (html_dir / "jquery.flot.axislabels.js").is_file():
         # flot 4 draws axis labels itself; asv's plugin for flot 0.8 would draw them twice
         (html_dir / "jquery.flot.axislabels.js").write_text("")
-    from harness.results import write_text_atomic
-    write_text_atomic(index, text)
+    write_atomic(index, text)
     return missing

@@ -10,8 +10,8 @@ A *result set* is one asv result file (one commit, one environment, one machine)
 - `latest`: the newest result file in `results/asv/<machine>/`;
 - a commit hash or prefix: that commit's result file in `results/asv/<machine>/`.
 
-Everything wrong with the input raises `BadInput`, whose message names the file or benchmark
-and says what to do; the gate turns it into exit code 3.
+Everything wrong with the input raises `BadInput` (harness.core.exits), whose message names the
+file or benchmark and says what to do: exit code 3.
 """
 
 from __future__ import annotations
@@ -22,39 +22,31 @@ import math
 import os
 import pathlib
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+from harness.core.exits import BadInput
+from harness.core.files import write_json_atomic
+
 SKIP_FILES = {"machine.json", "benchmarks.json"}
 
 
-class BadInput(Exception):
-    """Input the gate cannot trust: corrupt, missing, unknown or inconsistent."""
+def results_root(override: str | os.PathLike | None = None) -> pathlib.Path:
+    """The results root (asv/, baselines/, noise/, html/ below it), the one meaning of
+    `--results-dir` on every command: the override, else $HARNESS_RESULTS_DIR, else the
+    project's `results/` (harness.core.project finds the project from the working directory)."""
+    given = override or os.environ.get("HARNESS_RESULTS_DIR")
+    if given:
+        return pathlib.Path(given).resolve()
+    from harness.core.project import project_root
 
-
-def results_dir(override: str | os.PathLike | None = None) -> pathlib.Path:
-    """The results root (asv/, baselines/, noise/, history/ below it): `--results-dir`, else the
-    parent of $HARNESS_RESULTS_DIR (which names the asv results directory, as for `harness
-    bench`), else the repository's `results/`."""
-    if override:
-        return pathlib.Path(override)
-    env = os.environ.get("HARNESS_RESULTS_DIR")
-    return pathlib.Path(env).resolve().parent if env else REPO / "results"
+    return project_root() / "results"
 
 
 def asv_dir(root: pathlib.Path) -> pathlib.Path:
-    """asv's results directory under `root`: $HARNESS_RESULTS_DIR when it lies there, else asv/."""
-    env = os.environ.get("HARNESS_RESULTS_DIR")
-    if env and pathlib.Path(env).resolve().parent == pathlib.Path(root).resolve():
-        return pathlib.Path(env).resolve()
-    return root / "asv"
+    """asv's own results directory under the results root."""
+    return pathlib.Path(root) / "asv"
 
 
 def baselines_dir(root: pathlib.Path) -> pathlib.Path:
-    return root / "baselines"
-
-
-# One atomic writer for the whole harness (harness/files.py); re-exported under the names used here.
-from harness.files import write_atomic as write_text_atomic  # noqa: E402,F401
-from harness.files import write_json_atomic  # noqa: E402,F401
+    return pathlib.Path(root) / "baselines"
 
 
 @dataclasses.dataclass
@@ -186,7 +178,7 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
 
 def result_files(directory: pathlib.Path) -> list[pathlib.Path]:
     """asv result files in a machine directory (not machine.json). Fingerprints live outside
-    asv's results directory (harness.bench.fingerprint_path), so nothing else is here."""
+    asv's results directory (harness.measure.bench.fingerprint_path), so nothing else is here."""
     return sorted(p for p in directory.glob("*.json") if p.name not in SKIP_FILES)
 
 
@@ -256,6 +248,34 @@ def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathli
         raise BadInput(f"{spec!r} matches several result files in {adir / name}: "
                        f"{', '.join(f.name for f in matches)}; pass the file path")
     return matches[0]
+
+
+# ---- the environment fingerprint saved with each run (harness.measure.bench) ----
+
+# What the gate lists above its table when the two sides differ (DECISIONS §2).
+FINGERPRINT_KEYS = ("torch", "torchvision", "cuda_build", "cudnn", "driver", "gpu", "cpu",
+                    "torch_threads", "python", "commit")
+
+
+def fingerprint_of(rs: ResultSet) -> dict | None:
+    """The fingerprint saved with this run, or None when there is none (an older run, or a bare
+    result file): `fingerprint.json` beside the result file, else ROOT/fingerprints/<machine>/."""
+    candidates = [rs.path.parent / "fingerprint.json",
+                  rs.path.parent.parent.parent / "fingerprints" / rs.machine / f"{rs.commit[:8]}.json"]
+    for path in candidates:
+        if path.is_file():
+            return _load_json(path, "fingerprint")
+    return None
+
+
+def environment_differences(base: ResultSet, head: ResultSet) -> list[tuple[str, str, str]]:
+    """(setting, base value, head value) for every fingerprint setting that differs."""
+    fb, fh = fingerprint_of(base), fingerprint_of(head)
+    if fb is None or fh is None:
+        missing = [side for side, fp in (("base", fb), ("head", fh)) if fp is None]
+        return [("fingerprint", "missing" if fb is None else "saved",
+                 "missing" if fh is None else "saved")] if missing else []
+    return [(k, str(fb.get(k)), str(fh.get(k))) for k in FINGERPRINT_KEYS if fb.get(k) != fh.get(k)]
 
 
 # ---- noise bands (written by `harness calibrate`, read by the gate) ----

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.env import seed_everything
-from harness.workloads import full_mode, size, to_device
+from harness.core.env import seed_everything
+from harness.measure.workloads import full_mode, size, to_device
 
 WORKLOADS = ("pointwise_chain", "norm_activation", "training_step")
 
@@ -69,7 +69,7 @@ def build(name: str, device: torch.device) -> FusionCase:
 
         return FusionCase(name, device, make_call, block, (x,))
     # training_step
-    from harness.zoo import get_model
+    from harness.core.zoo import get_model
 
     spec = get_model("mlp")
     model = spec.build(size()).to(device).train()

@@ -1,0 +1,40 @@
+"""Exit codes of every `harness` command, and the errors that carry them (DECISIONS §5).
+
+A command raises one of these errors; `harness.cli.main` prints its message to stderr and returns
+its code. Any other exception is an internal error: traceback on stderr, exit 70 — never 0 or 1,
+which CI would read as "pass" or "regression".
+"""
+
+from __future__ import annotations
+
+PASS = 0            # pass / done
+REGRESSION = 1      # regression (gate, ab), a new step (history, nightly), a failed check
+FAILED = 2          # a benchmark failed, or is present on one side only
+BAD_INPUT = 3       # unknown suite/model/benchmark, missing or corrupt file, not comparable
+NO_GPU = 4          # no CUDA GPU where --require-gpu was given
+RUNNER_FAILED = 5   # an external runner (asv run, asv publish, torchrun) failed
+INTERNAL = 70       # an unexpected exception
+
+MEANING = {PASS: "pass", REGRESSION: "regression", FAILED: "benchmark failed or missing",
+           BAD_INPUT: "bad input", NO_GPU: "no CUDA GPU", RUNNER_FAILED: "external runner failed",
+           INTERNAL: "internal error"}
+
+
+class HarnessError(Exception):
+    """An error a command reports with a clear message and a fixed exit code."""
+
+    code = INTERNAL
+
+
+class BadInput(HarnessError):
+    """Input that cannot be used: the message names the file, model or benchmark and what to do."""
+
+    code = BAD_INPUT
+
+
+class NoGPU(HarnessError):
+    code = NO_GPU
+
+
+class RunnerFailed(HarnessError):
+    code = RUNNER_FAILED

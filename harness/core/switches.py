@@ -1,0 +1,31 @@
+"""Environment switches, parsed one way everywhere.
+
+A switch is on for any value except empty, 0, false, no and off (case-insensitive), so that
+`CI=true`, `CI=woodpecker` and `HARNESS_FULL=1` are on, and `HARNESS_FULL=off` is off for the
+goldens, the workloads and the canary alike.
+"""
+
+from __future__ import annotations
+
+import os
+
+OFF = frozenset({"", "0", "false", "no", "off"})
+
+
+def is_on(value: str | None) -> bool:
+    return (value or "").strip().lower() not in OFF
+
+
+def flag(name: str) -> bool:
+    """Whether the environment variable `name` is set to an "on" value."""
+    return is_on(os.environ.get(name))
+
+
+def full_mode() -> bool:
+    """Full sizes and grids (`--full`, HARNESS_FULL): nightly runs. Off: the fast CI sizes."""
+    return flag("HARNESS_FULL")
+
+
+def in_ci() -> bool:
+    """CI is set (any CI system's value): goldens are compared, never accepted."""
+    return flag("CI")

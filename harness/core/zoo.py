@@ -1,0 +1,274 @@
+"""The model zoo: every model the harness captures or benchmarks, with seeded weights and inputs.
+
+Each model has a *small* configuration (seconds on two CPU cores; used by tests and quick
+benchmarks) and a *full* one (the real sizes; used by `--full` and nightly runs). Register your
+own with one call:
+
+    from harness.zoo import register_model   (or harness.core.zoo)
+    register_model("tiny_cnn", build=lambda cfg: TinyCNN(cfg["width"]),
+                   inputs=lambda cfg, g: (torch.randn(cfg["batch"], 3, 32, 32, generator=g),),
+                   small={"width": 8, "batch": 2, "num_classes": 10},
+                   full={"width": 64, "batch": 32, "num_classes": 10})
+
+Every model is a classifier here: its first output is log-probabilities or logits over
+`cfg["num_classes"]` classes, which is what `ModelSpec.loss` assumes for training steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from harness.core.env import DEFAULT_SEED, seed_everything
+
+SIZES = ("small", "full")
+
+# Seed offsets keep weights, capture inputs and check inputs on separate streams: a check input
+# that equals the capture input could not catch a value that tracing baked in as a constant.
+_INPUT_SEED_OFFSET = 1
+_CHECK_SEED_OFFSET = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    build_fn: Callable[[Mapping[str, Any]], nn.Module]
+    inputs_fn: Callable[[Mapping[str, Any], torch.Generator], tuple]
+    small: Mapping[str, Any]
+    full: Mapping[str, Any]
+    description: str = ""
+    # front end name -> why this model cannot be captured by it (the test is skipped with it)
+    unsupported: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # which conv-style settings apply to it (channels_last only helps 4-d image inputs)
+    image_model: bool = False
+
+    def config(self, size: str = "small") -> dict:
+        if size not in SIZES:
+            raise ValueError(f"unknown size {size!r} for model {self.name!r}; use one of {SIZES}")
+        return dict(self.small if size == "small" else self.full)
+
+    def build(self, size: str = "small", seed: int = DEFAULT_SEED) -> nn.Module:
+        """The model with seeded weights, in eval mode (dropout off, batch norm on running stats)."""
+        seed_everything(seed)
+        model = self.build_fn(self.config(size))
+        return model.eval()
+
+    def inputs(self, size: str = "small", seed: int = DEFAULT_SEED, check: bool = False) -> tuple:
+        """Seeded example inputs; `check=True` gives a second, different set for semantic checks."""
+        gen = torch.Generator().manual_seed(seed + (_CHECK_SEED_OFFSET if check else _INPUT_SEED_OFFSET))
+        return tuple(self.inputs_fn(self.config(size), gen))
+
+    def targets(self, size: str = "small", seed: int = DEFAULT_SEED) -> torch.Tensor:
+        """Seeded class labels matching the first output of the model, for training steps."""
+        cfg = self.config(size)
+        gen = torch.Generator().manual_seed(seed + 3)
+        model_out_rows = self._output_rows(cfg)
+        return torch.randint(0, cfg["num_classes"], (model_out_rows,), generator=gen)
+
+    def _output_rows(self, cfg) -> int:
+        return cfg["batch"] * cfg.get("seq_len", 1) if cfg.get("per_token") else cfg["batch"]
+
+    @staticmethod
+    def loss(outputs, targets: torch.Tensor) -> torch.Tensor:
+        logits = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+        return F.cross_entropy(logits.float(), targets.to(logits.device))
+
+    def parameter_count(self, size: str = "small") -> int:
+        # Built on the meta device: counting the full AlexNet must not allocate 240 MB.
+        with torch.device("meta"):
+            model = self.build_fn(self.config(size))
+        return sum(p.numel() for p in model.parameters())
+
+
+_REGISTRY: dict[str, ModelSpec] = {}
+
+
+def register_model(name: str, *, build, inputs, small, full, description: str = "",
+                   unsupported: Mapping[str, str] | None = None, image_model: bool = False,
+                   replace: bool = False) -> ModelSpec:
+    """Add a model to the zoo. `build(cfg) -> nn.Module`, `inputs(cfg, generator) -> tuple`.
+
+    `small` and `full` are config dicts; each needs `batch` and `num_classes`.
+    """
+    if not name or not name.replace("_", "").isalnum():
+        raise ValueError(f"model name {name!r} must be letters, digits and underscores "
+                         "(it becomes part of golden file names)")
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"model {name!r} is already registered; pass replace=True to override it")
+    for size, cfg in (("small", small), ("full", full)):
+        missing = {"batch", "num_classes"} - set(cfg)
+        if missing:
+            raise ValueError(f"model {name!r}: the {size} config lacks {sorted(missing)}")
+    spec = ModelSpec(name, build, inputs, dict(small), dict(full), description,
+                     dict(unsupported or {}), image_model)
+    _REGISTRY[name] = spec
+    return spec
+
+
+def get_model(name: str) -> ModelSpec:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown model {name!r}; registered models: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def model_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+# --------------------------------------------------------------------------------------------
+# Built-in models
+
+
+def _alexnet(cfg):
+    import torchvision
+
+    model = torchvision.models.alexnet(num_classes=cfg["num_classes"])
+    if cfg["hidden"] != 4096:
+        # Same layer sequence as torchvision's head, narrower: the graph keeps its shape of ops
+        # while the small configuration stays fast on two cores.
+        h = cfg["hidden"]
+        model.classifier = nn.Sequential(
+            nn.Dropout(0.5), nn.Linear(256 * 6 * 6, h), nn.ReLU(inplace=True),
+            nn.Dropout(0.5), nn.Linear(h, h), nn.ReLU(inplace=True), nn.Linear(h, cfg["num_classes"]))
+    return model
+
+
+def _image_inputs(cfg, gen):
+    return (torch.randn(cfg["batch"], 3, cfg["image"], cfg["image"], generator=gen),)
+
+
+register_model(
+    "alexnet", build=_alexnet, inputs=_image_inputs, image_model=True,
+    small={"batch": 2, "image": 64, "num_classes": 10, "hidden": 128},
+    full={"batch": 16, "image": 224, "num_classes": 1000, "hidden": 4096},
+    description="torchvision AlexNet (small: 64 px, narrow classifier head)")
+
+
+def _resnet18(cfg):
+    import torchvision
+
+    return torchvision.models.resnet18(num_classes=cfg["num_classes"])
+
+
+register_model(
+    "resnet18", build=_resnet18, inputs=_image_inputs, image_model=True,
+    small={"batch": 2, "image": 32, "num_classes": 10},
+    full={"batch": 16, "image": 224, "num_classes": 1000},
+    description="torchvision ResNet-18 (small: 32 px, 10 classes)")
+
+
+class WordLanguageModel(nn.Module):
+    """pytorch/examples word_language_model: Embedding -> LSTM -> Linear, hidden state in and out."""
+
+    def __init__(self, ntoken, ninp, nhid, nlayers, dropout=0.2):
+        super().__init__()
+        self.ntoken = ntoken
+        self.drop = nn.Dropout(dropout)
+        self.encoder = nn.Embedding(ntoken, ninp)
+        self.rnn = nn.LSTM(ninp, nhid, nlayers, dropout=dropout)
+        self.decoder = nn.Linear(nhid, ntoken)
+
+    def forward(self, input, hidden):
+        emb = self.drop(self.encoder(input))
+        output, hidden = self.rnn(emb, hidden)
+        output = self.drop(output)
+        decoded = self.decoder(output).view(-1, self.ntoken)
+        return F.log_softmax(decoded, dim=1), hidden
+
+
+def _word_lm(cfg):
+    return WordLanguageModel(cfg["num_classes"], cfg["emsize"], cfg["nhid"], cfg["nlayers"])
+
+
+def _word_lm_inputs(cfg, gen):
+    tokens = torch.randint(0, cfg["num_classes"], (cfg["seq_len"], cfg["batch"]), generator=gen)
+    shape = (cfg["nlayers"], cfg["batch"], cfg["nhid"])
+    return (tokens, (torch.zeros(shape), torch.zeros(shape)))
+
+
+register_model(
+    "word_lm", build=_word_lm, inputs=_word_lm_inputs,
+    # num_classes is the vocabulary: the decoder classifies every token position.
+    small={"batch": 2, "seq_len": 5, "num_classes": 50, "emsize": 16, "nhid": 16, "nlayers": 2,
+           "per_token": True},
+    full={"batch": 20, "seq_len": 35, "num_classes": 33278, "emsize": 650, "nhid": 650,
+          "nlayers": 2, "per_token": True},
+    description="word-language-model LSTM (full: WikiText-2 vocabulary, 650 units, bptt 35)")
+
+
+class TransformerClassifier(nn.Module):
+    def __init__(self, d_model, nhead, dim_ff, nlayers, num_classes):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_ff, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, nlayers, enable_nested_tensor=False)
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, x):
+        return self.head(self.encoder(x).mean(dim=1))
+
+
+def _transformer(cfg):
+    return TransformerClassifier(cfg["d_model"], cfg["nhead"], cfg["dim_ff"], cfg["nlayers"],
+                                 cfg["num_classes"])
+
+
+def _sequence_inputs(cfg, gen):
+    return (torch.randn(cfg["batch"], cfg["seq_len"], cfg["d_model"], generator=gen),)
+
+
+register_model(
+    "transformer", build=_transformer, inputs=_sequence_inputs,
+    small={"batch": 2, "seq_len": 8, "d_model": 32, "nhead": 2, "dim_ff": 64, "nlayers": 2,
+           "num_classes": 10},
+    full={"batch": 16, "seq_len": 128, "d_model": 512, "nhead": 8, "dim_ff": 2048, "nlayers": 6,
+          "num_classes": 1000},
+    description="nn.TransformerEncoder (post-norm) with a mean-pooled linear head")
+
+
+class GRUClassifier(nn.Module):
+    def __init__(self, d_model, hidden, nlayers, num_classes):
+        super().__init__()
+        self.rnn = nn.GRU(d_model, hidden, nlayers, batch_first=True)
+        self.head = nn.Linear(hidden, num_classes)
+
+    def forward(self, x):
+        output, _ = self.rnn(x)
+        return self.head(output[:, -1])
+
+
+def _gru(cfg):
+    return GRUClassifier(cfg["d_model"], cfg["hidden"], cfg["nlayers"], cfg["num_classes"])
+
+
+register_model(
+    "gru", build=_gru, inputs=_sequence_inputs,
+    small={"batch": 2, "seq_len": 6, "d_model": 8, "hidden": 16, "nlayers": 2, "num_classes": 10},
+    full={"batch": 32, "seq_len": 100, "d_model": 256, "hidden": 512, "nlayers": 2,
+          "num_classes": 1000},
+    description="2-layer GRU over a sequence, classifying from the last step")
+
+
+def _mlp(cfg):
+    w, layers = cfg["width"], []
+    dims = [cfg["features"]] + [w] * cfg["depth"]
+    for d_in, d_out in zip(dims, dims[1:]):
+        layers += [nn.Linear(d_in, d_out), nn.BatchNorm1d(d_out), nn.ReLU(), nn.Dropout(0.1)]
+    layers.append(nn.Linear(w, cfg["num_classes"]))
+    return nn.Sequential(*layers)
+
+
+def _mlp_inputs(cfg, gen):
+    return (torch.randn(cfg["batch"], cfg["features"], generator=gen),)
+
+
+register_model(
+    "mlp", build=_mlp, inputs=_mlp_inputs,
+    small={"batch": 4, "features": 16, "width": 32, "depth": 2, "num_classes": 10},
+    full={"batch": 256, "features": 1024, "width": 4096, "depth": 4, "num_classes": 1000},
+    description="MLP: (Linear -> BatchNorm1d -> ReLU -> Dropout) x depth -> Linear")

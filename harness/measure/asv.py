@@ -1,0 +1,103 @@
+"""How asv is invoked: the one place that writes asv configs, names the interpreter, records the
+machine and builds `asv run` / `asv publish` command lines. `harness bench`, `harness calibrate`
+and `harness nightly` all go through here.
+
+The interpreter path: asv names an existing environment after its interpreter path
+(`existing-py_<path>`), so the same suites run from a venv at another path would start a new
+history. Runs go through a fixed launcher, `$XDG_CACHE_HOME/harness/asv-python` (a shell script
+exec'ing $HARNESS_PYTHON, set to the current interpreter for each run), so the environment name
+is the same for every venv of a user on a machine. What differs between venvs (torch version,
+flags) is in the fingerprint saved with each result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from harness.core.files import write_atomic
+
+
+def python_launcher() -> Path:
+    """A fixed path for asv's `existing` environment (see the module docstring)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness"
+    path = cache / "asv-python"
+    text = ('#!/bin/sh\n# written by `harness bench`: asv names its environment after this path\n'
+            'exec "${HARNESS_PYTHON:?}" "$@"\n')
+    if not path.is_file() or path.read_text() != text:
+        write_atomic(path, text)
+        path.chmod(0o755)
+    return path
+
+
+@contextlib.contextmanager
+def config(root: Path, results: Path, *, benchmark_dir: Path | None = None,
+           html_dir: Path | None = None):
+    """A run-time copy of the project's asv.conf.json with absolute paths, results in `results`;
+    yields its path and removes it afterwards (it lies in ROOT/.asv/, which only asv uses).
+
+    `harness calibrate` points `benchmark_dir` at a scratch folder holding only the modules it
+    calibrates (asv imports every module at discovery); `harness nightly` sets `html_dir`.
+    """
+    from asv import util
+
+    conf = util.load_json(str(root / "asv.conf.json"), js_comments=True)
+    html_dir = html_dir or results.parent / "html"
+    bench = benchmark_dir or (root / conf["benchmark_dir"])
+    conf.update(repo=str(root), benchmark_dir=str(Path(bench).resolve()), results_dir=str(results),
+                html_dir=str(html_dir), env_dir=str(root / ".asv" / "env"))
+    # Not inside results_dir: `asv publish` would try to load every .json there as a result.
+    (root / ".asv").mkdir(exist_ok=True)
+    fd, path = tempfile.mkstemp(dir=root / ".asv", prefix="harness-run-", suffix=".conf.json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(conf, f, indent=2)
+    try:
+        yield Path(path)
+    finally:
+        Path(path).unlink(missing_ok=True)
+
+
+def environment(extra: dict | None = None) -> dict:
+    """The environment asv runs in: this interpreter behind the fixed launcher, its bin on PATH."""
+    env = dict(os.environ, HARNESS_PYTHON=sys.executable)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra or {})
+    return env
+
+
+def record_machine(config_path: Path, machine: str, env: dict) -> None:
+    """asv's machine.json, written without questions, under the name that carries the GPU."""
+    subprocess.run([sys.executable, "-m", "asv", "machine", "--config", str(config_path), "--yes",
+                    "--machine", machine], env=env, check=True, stdout=subprocess.DEVNULL)
+
+
+def run_command(config_path: Path, sha: str, machine: str, method: str, *, quick: bool = False,
+                benches: list[str] = ()) -> list[str]:
+    """The `asv run` command line: existing environment behind the launcher, commit hash set
+    (asv saves nothing otherwise), samples recorded for the gate's statistics."""
+    cmd = [sys.executable, "-m", "asv", "run", "--config", str(config_path),
+           "-E", f"existing:{python_launcher()}", "--set-commit-hash", sha, "--machine", machine,
+           "--launch-method", method, "--record-samples", "--show-stderr"]
+    if quick:
+        cmd.append("--quick")
+    for regex in benches:
+        cmd += ["--bench", regex]
+    return cmd
+
+
+def publish_command(config_path: Path) -> list[str]:
+    return [sys.executable, "-m", "asv", "publish", "--config", str(config_path)]
+
+
+def launch_method(requested: str | None = None) -> str:
+    """spawn on CUDA (a forked CUDA context is unusable), forkserver on CPU (suites imported once)."""
+    if requested and requested != "auto":
+        return requested
+    from harness.core.env import cuda_available
+
+    return "spawn" if cuda_available() else "forkserver"

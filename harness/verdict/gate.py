@@ -1,0 +1,125 @@
+"""The regression gate: `harness gate BASE HEAD` compares two asv result sets.
+
+BASE and HEAD are result files, directories, commits, `latest` or `baseline[:MACHINE]`
+(see harness.verdict.results). The full table (benchmark, base, head, ratio, verdict) is always
+printed, also when the gate fails; `--markdown FILE` writes the same table for a
+pull-request comment. How each metric is compared is in harness.verdict.compare.
+
+Exit codes (harness.core.exits; the highest that applies wins):
+
+  0  pass: no regression (improvements and benchmarks skipped on both sides are listed)
+  1  regression: a counter grew, memory grew beyond tolerance, or a timing is slower
+     (significant Mann-Whitney test *and* beyond max(threshold, noise band))
+  2  a benchmark failed, or is present (or skipped) on one side only
+  3  bad input: missing, corrupt or truncated file, unknown benchmark name or unit, empty
+     sample list, NaN/inf value, results from different machines (unless
+     --allow-machine-mismatch), or nothing to compare
+  4  --require-gpu was given and this machine has no CUDA GPU
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+from harness.core import exits
+from harness.core.table import render
+from harness.core.units import format_ratio, format_value
+from harness.verdict import compare
+from harness.verdict.results import (BadInput, ResultSet, environment_differences, load, load_noise,
+                                     noise_path, resolve, results_root)
+
+CODE_OF = {compare.REGRESSION: exits.REGRESSION, compare.FAILED: exits.FAILED,
+           compare.MISSING: exits.FAILED, compare.BAD: exits.BAD_INPUT}
+HEADER = ("benchmark", "base", "head", "ratio", "verdict", "note")
+ALIGN = ("left", "right", "right", "right", "center", "left")
+CALM = (compare.OK, compare.SKIPPED, compare.IMPROVED)
+
+
+def table(rows: list[compare.Row], fmt: str = "text", title: str = "", footer: str = "") -> str:
+    """The gate table as aligned text (terminal) or Markdown (pull-request comment)."""
+    cells = []
+    for r in rows:
+        verdict = r.verdict if fmt == "text" or r.verdict in CALM else f"**{r.verdict}**"
+        cells.append((r.name, format_value(r.base, r.unit), format_value(r.head, r.unit),
+                      format_ratio(r.ratio), verdict, r.note))
+    body = render(HEADER, cells, fmt, ALIGN)
+    head = (f"### {title}\n\n" if fmt == "markdown" else f"{title}\n") if title else ""
+    tail = ("\n" if fmt == "markdown" else "") + footer + "\n" if footer else ""
+    return head + body + tail
+
+
+@dataclasses.dataclass
+class Outcome:
+    code: int
+    rows: list[compare.Row]
+    base: ResultSet | None = None
+    head: ResultSet | None = None
+    message: str = ""
+    env_diff: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for r in self.rows:
+            counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        parts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+        return (f"gate: exit {self.code} ({exits.MEANING[self.code]}); {len(self.rows)} benchmarks: "
+                f"{parts or 'none'}")
+
+    @property
+    def title(self) -> str:
+        if not (self.base and self.head):
+            return ""
+        return f"base {self.base.label}  vs  head {self.head.label}  on {self.head.machine}"
+
+    def render(self, fmt: str = "text") -> str:
+        """Environment differences, then the table with its title and footer (summary, message)."""
+        if fmt == "markdown":
+            footer = f"**{self.summary()}**" + (f"\n\n{self.message}" if self.message else "")
+        else:
+            footer = self.summary() + (f"\n{self.message}" if self.message else "")
+        env = ""
+        if self.env_diff:
+            env = ("environment differences (from each run's fingerprint):\n"
+                   + render(["setting", "base", "head"], self.env_diff, fmt) + "\n")
+        return env + table(self.rows, fmt, self.title, footer)
+
+
+def exit_code(rows: list[compare.Row]) -> int:
+    return max([CODE_OF.get(r.verdict, exits.PASS) for r in rows], default=exits.PASS)
+
+
+def run_gate(base_spec: str, head_spec: str, *, root=None, machine: str | None = None,
+             threshold: float = compare.DEFAULT_THRESHOLD, alpha: float = compare.DEFAULT_ALPHA,
+             noise_file: str | None = None, only: list[str] | None = None,
+             allow_machine_mismatch: bool = False) -> Outcome:
+    """Resolve, load and compare; bad input comes back as an Outcome with code 3, not raised."""
+    try:
+        root = results_root(root)
+        head = load(resolve(head_spec, root, machine))
+        base = load(resolve(base_spec, root, machine or head.machine))
+        if base.machine != head.machine and not allow_machine_mismatch:
+            raise BadInput(f"results come from different machines: base {base.path} is from "
+                           f"{base.machine!r}, head {head.path} from {head.machine!r}; timings do "
+                           "not compare across machines (--allow-machine-mismatch to override)")
+        npath = pathlib.Path(noise_file) if noise_file else noise_path(root, head.machine)
+        noise = load_noise(npath)
+        if only:
+            known = set(base.entries) | set(head.entries)
+            unknown = [o for o in only if not any(n == o or n.startswith(o + "(") for n in known)]
+            if unknown:
+                raise BadInput(f"unknown benchmark name(s): {', '.join(unknown)}; neither "
+                               f"{base.path} nor {head.path} has them")
+    except BadInput as exc:
+        return Outcome(exits.BAD_INPUT, [], message=str(exc))
+    rows = compare.compare(base, head, threshold, alpha, noise, only)
+    code = exit_code(rows)
+    message = ""
+    if all(r.verdict == compare.SKIPPED for r in rows):
+        code, message = exits.BAD_INPUT, "nothing was compared: every benchmark was skipped on both sides"
+    wide = [r.name for r in rows if r.threshold and r.unit != "bytes" and r.threshold > 2 * threshold]
+    if wide:
+        message = (message + "\n" if message else "") + (
+            f"warning: calibrated noise bands above {2 * threshold:.0%} hide smaller timing changes "
+            f"for: {', '.join(wide)} (counters are still exact); recalibrate on a quieter machine")
+    return Outcome(code, rows, base, head, message, environment_differences(base, head))
