@@ -26,6 +26,7 @@ COMMANDS = {
     "calibrate": ("harness.commands.calibrate", "measure per-benchmark noise bands (A/A runs)"),
     "report": ("harness.commands.report", "write a Markdown summary and plots"),
     "nightly": ("harness.commands.nightly", "run the full suites, save results, publish the dashboard"),
+    "prune": ("harness.commands.prune", "remove old run records (dry run unless --yes; never baselines)"),
 }
 
 
@@ -62,6 +63,9 @@ def _run(argv: list[str]) -> int:
     parser = Parser(prog=f"harness {name}", description=help_)
     module.add_arguments(parser)
     args = parser.parse_args(rest)
+    from harness.commands.options import apply_project
+
+    apply_project(args)
     return int(module.run(args) or 0)
 
 

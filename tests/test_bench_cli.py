@@ -47,20 +47,28 @@ def test_failures_and_ratios_are_read_from_saved_results(tmp_path):
     assert summary.workers_scaling(rs) == [("workers 2/0 samples/s (pin=False, batch=16, persistent=True)", 1.5)]
 
 
-def test_quick_run_of_one_suite_saves_results_and_fingerprint(tmp_path):
-    # transfer is the cheapest suite on CPU (every case n/a); on CUDA it times real copies
-    root = tmp_path / "results"
-    results = root / "asv"
+def _bench(tmp_path, root, *extra):
     env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "bench", "--quick", "--suite", "transfer",
-                           "--results-dir", str(root), "--machine", "testmachine-cpu"],
+    return subprocess.run([sys.executable, "-m", "harness.cli", "bench", "--quick", "--suite", "transfer",
+                           "--results-dir", str(root), "--machine", "testmachine-cpu", *extra],
                           cwd=ROOT, capture_output=True, text=True, timeout=600,
                           env={**__import__("os").environ, **env})
+
+
+def test_quick_runs_are_kept_as_immutable_run_records(tmp_path):
+    """Two runs of one commit: two run records, the first untouched; the asv view holds the newest."""
+    # transfer is the cheapest suite on CPU (every case n/a); on CUDA it times real copies
+    root = tmp_path / "results"
+    proc = _bench(tmp_path, root)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    files = list((results / "testmachine-cpu").glob(f"{sha[:8]}-existing-*.json"))
-    assert len(files) == 1, list((results / "testmachine-cpu").iterdir())
-    data = json.loads(files[0].read_text())
+    runs = sorted((root / "runs" / "testmachine-cpu").iterdir())
+    assert len(runs) == 1 and runs[0].name.endswith(f"-{sha[:8]}"), runs
+    first = runs[0]
+    files = list((first / "asv" / "testmachine-cpu").glob(f"{sha[:8]}-existing-*.json"))
+    assert len(files) == 1, list(first.rglob("*"))
+    first_bytes = files[0].read_bytes()
+    data = json.loads(first_bytes)
     assert data["commit_hash"] == sha
     assert data["env_name"].endswith("harness_asv-python")  # the stable launcher, not the venv path
     names = set(data["results"])
@@ -68,20 +76,30 @@ def test_quick_run_of_one_suite_saves_results_and_fingerprint(tmp_path):
             "transfer.Uint8ThenConvertOverFloat32.track_uint8_over_float32"} <= names
     assert not any(n.startswith("fusion.") for n in names), "only the asked-for suite runs"
     cols = data["result_columns"]
+    import torch
     for name, row in data["results"].items():
         values = dict(zip(cols, row))["result"]
         assert None not in values, f"{name} failed"
-        import torch
         if not torch.cuda.is_available():
             assert all(math.isnan(v) for v in values), f"{name} should be n/a on CPU"
-    fp_file = bench.fingerprint_path(results, "testmachine-cpu", sha)
-    assert fp_file == root / "fingerprints" / "testmachine-cpu" / f"{sha[:8]}.json"
-    fp = json.loads(fp_file.read_text())
+    fp = json.loads((first / "fingerprint.json").read_text())
     assert fp["commit"] == sha and fp["machine_name"] == "testmachine-cpu" and fp["torch"]
     assert fp["suites"] == ["transfer"] and fp["quick"] is True and fp["mode"] == "fast"
+    meta = json.loads((first / "run.json").read_text())
+    assert meta["run_id"] == first.name and meta["commit"] == sha and meta["complete"] is True
     assert "pinned/pageable copy" in proc.stdout
     assert "needs CUDA" in proc.stdout + proc.stderr or torch.cuda.is_available()
+
+    again = _bench(tmp_path, root, "--label", "again")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    runs = sorted((root / "runs" / "testmachine-cpu").iterdir())
+    assert len(runs) == 2 and runs[0] == first and runs[1].name.endswith(f"-{sha[:8]}-again"), runs
+    assert files[0].read_bytes() == first_bytes, "a rerun never rewrites an earlier run"
+    view = list((root / "asv" / "testmachine-cpu").glob(f"{sha[:8]}-existing-*.json"))
+    second = list((runs[1] / "asv" / "testmachine-cpu").glob("*-existing-*.json"))
+    assert len(view) == 1 and view[0].read_bytes() == second[0].read_bytes(), "the view shows the newest"
     assert not list(tmp_path.rglob("*.tmp")), "atomic writes leave no temp files"
-    assert not [p for p in (results / "testmachine-cpu").glob("*.json")
+    assert not list((root / "runs" / "testmachine-cpu").glob(".staging-*")), "no half-written run left"
+    assert not [p for p in (root / "asv" / "testmachine-cpu").glob("*.json")
                 if p.name != "machine.json" and not p.name.startswith(sha[:8] + "-existing")], \
-        "nothing but asv's own files in results_dir (asv publish loads every .json there)"
+        "nothing but asv's own files in the view (asv publish loads every .json there)"

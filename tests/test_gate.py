@@ -130,7 +130,7 @@ def test_skipped_on_both_sides_is_visible_and_nothing_compared_is_bad(tmp_path, 
 
 @pytest.mark.parametrize("damage, needle", [
     ("truncate", "corrupt or truncated JSON"),
-    ("missing", "result file or directory not found"),
+    ("missing", "result file or folder not found"),
     ("empty-samples", "empty sample list"),
     ("nan-sample", "sample is nan"),
     ("no-benchmarks-json", "no benchmarks.json"),
@@ -191,7 +191,7 @@ def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):
     code, _, err = run_cli(capsys, "cccc", "latest")
     assert code == 3 and "cccc" in err and "aaaaaaaa" in err
     code, _, err = run_cli(capsys, "baseline", "latest")
-    assert code == 3 and "no committed baseline" in err
+    assert code == 3 and "no baseline for machine" in err
     bl = root / "baselines"
     write_set(bl, "aaaaaaaa11", {"a.time": draw(30, seed=1)})
     assert run_cli(capsys, "baseline", "latest")[0] == 1

@@ -50,7 +50,7 @@ def test_nightly_runs_the_benchmark_runner_then_gates(tmp_path, monkeypatch, cap
     monkeypatch.setattr(nightly, "vendor_dashboard", lambda html: [])
     code = main(["nightly", "--results-dir", str(tmp_path), "--machine", MACHINE, "--gate", "baseline"])
     assert calls and calls[0][3:] == ["bench", "--results-dir", str(tmp_path), "--machine",
-                                      MACHINE, "--full"]
+                                      MACHINE, "--label", "nightly", "--full"]
     assert code == 3 and "run `harness bench` first" in capsys.readouterr().err  # no results here
 
 
@@ -58,26 +58,44 @@ def test_save_baseline_then_gate_against_it(published, capsys):
     """The published run becomes the committed baseline; the gate finds it by machine."""
     assert main(["nightly", "--skip-bench", "--save-baseline", "--results-dir", str(published),
                  "--machine", MACHINE]) == 0
-    bl = published / "baselines" / MACHINE
-    assert (bl / "benchmarks.json").is_file() and (bl / "machine.json").is_file()
+    (copy,) = (published / "baselines" / MACHINE).iterdir()  # a copy of the run record
+    run = published / "runs" / MACHINE / copy.name
+    assert (copy / "run.json").is_file() and (copy / "asv" / "benchmarks.json").is_file()
+    assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == sorted(p.relative_to(run) for p in run.rglob("*"))
     assert main(["gate", "baseline", "latest", "--results-dir", str(published)]) == 0
     assert "canary.Canary.track_ops" in capsys.readouterr().out
-    # saving again keeps the earlier baseline file under history/
+    # saving again keeps what is there (the same run is not copied twice)
     assert main(["nightly", "--skip-bench", "--save-baseline", "--results-dir", str(published),
                  "--machine", MACHINE]) == 0
-    assert list((published / "history" / "baselines" / MACHINE).glob("*.json"))
+    assert [p.name for p in (published / "baselines" / MACHINE).iterdir()] == [copy.name]
 
 
-def test_nightly_never_deletes_older_results(tmp_path):
-    d = tmp_path / "asv" / MACHINE
-    d.mkdir(parents=True)
-    f = d / "abcdef12-existing-py.json"
-    f.write_text("{}")
-    first = nightly.archive_existing(tmp_path, MACHINE, "abcdef1234", "20261129T000000")
-    f.write_text('{"rerun": 1}')
-    second = nightly.archive_existing(tmp_path, MACHINE, "abcdef1234", "20261130T000000")
-    assert first[0].read_text() == "{}" and second[0].read_text() == '{"rerun": 1}'
-    assert f.exists()
+@pytest.mark.parametrize("where", ["results-root", "parent-of-root", "foreign-folder", "a-file"])
+def test_html_dir_that_publish_would_empty_is_refused(tmp_path, capsys, where):
+    """asv publish empties its html_dir: only a new, empty or harness-made dashboard folder is used."""
+    root = tmp_path / "results"
+    (root / "runs").mkdir(parents=True)
+    keep = root / "runs" / "precious.txt"
+    keep.write_text("data")
+    html = {"results-root": root, "parent-of-root": tmp_path, "foreign-folder": tmp_path / "site",
+            "a-file": tmp_path / "file.html"}[where]
+    if where == "foreign-folder":
+        html.mkdir()
+        (html / "index.md").write_text("mine")
+    if where == "a-file":
+        html.write_text("x")
+    code = main(["nightly", "--skip-bench", "--results-dir", str(root), "--html-dir", str(html)])
+    assert code == 3, capsys.readouterr()
+    assert "--html-dir" in capsys.readouterr().err
+    assert keep.read_text() == "data"
+    if where == "foreign-folder":
+        assert (html / "index.md").read_text() == "mine", "nothing deleted"
+
+
+def test_dashboard_is_republished_in_place(published):
+    """A folder harness nightly made itself is refreshed without complaint."""
+    assert (published / "html" / nightly.DASHBOARD_MARK).is_file()
+    assert main(["nightly", "--skip-bench", "--results-dir", str(published), "--machine", MACHINE]) == 0
 
 
 def _serve(directory: pathlib.Path):

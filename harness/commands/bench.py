@@ -18,27 +18,30 @@ def add_arguments(parser):
     parser.add_argument("--launch-method", choices=["auto", "spawn", "forkserver"], default="auto",
                         help="asv launch method; auto: spawn on CUDA, forkserver on CPU")
     options.machine(parser)
+    parser.add_argument("--label", help="a word appended to the run id (e.g. nightly, base, head)")
 
 
 def run(args) -> int:
     from harness.core.project import head_commit, project_root
     from harness.measure import bench
-    from harness.verdict.results import asv_dir, load, results_root
+    from harness.verdict.results import load, results_root
     from harness.verdict.summary import failures, summary_table
 
-    root = project_root()
-    results = asv_dir(results_root(args.results_dir))
-    names = bench.check_suites(root, args.suite)  # bad names fail before anything is written
-    ran = bench.run(root, results, names, sha=head_commit(root), machine=options.machine_name(args),
-                    quick=args.quick, full=args.full, launch=args.launch_method)
-    if ran.result_file is None:
-        print(f"harness bench: asv saved no results under {results} (asv exit code {ran.asv_exit})")
+    project = project_root()
+    root = results_root(args.results_dir)
+    names = bench.check_suites(project, args.suite)  # bad names fail before anything is written
+    ran = bench.run(project, root, names, sha=head_commit(project), machine=options.machine_name(args),
+                    quick=args.quick, full=args.full, launch=args.launch_method, label=args.label)
+    if ran.record is None:
+        print(f"harness bench: asv saved no results (asv exit code {ran.asv_exit}); no run record kept",
+              file=sys.stderr)
         return exits.RUNNER_FAILED
-    saved = load(ran.result_file)
+    saved = load(ran.record.result_file())
     saved.entries = {k: e for k, e in saved.entries.items() if k.split(".", 1)[0] in ran.suites}
     print()
     print(summary_table(saved))
-    print(f"\nresults: {ran.result_file}\nfingerprint: {ran.fingerprint}\nasv run took {ran.wall_s:.1f} s")
+    print(f"\nrun record: {ran.record.path}\n(asv view for asv publish/compare: {root / 'asv'})"
+          f"\nasv run took {ran.wall_s:.1f} s")
     failed = failures(saved)
     if failed:
         print(f"\nharness bench: {len(failed)} benchmark case(s) failed (the others ran):")

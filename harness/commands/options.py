@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import os
+
 
 def results_dir(parser) -> None:
     parser.add_argument("--results-dir", metavar="ROOT",
-                        help="results root: asv/, baselines/, noise/, html/ below it "
+                        help="results root: runs/, asv/, baselines/, noise/, html/ below it "
                              "(default $HARNESS_RESULTS_DIR, else results/ of the checkout)")
+    project(parser)
+
+
+def project(parser) -> None:
+    parser.add_argument("--project", metavar="DIR",
+                        help="the harness checkout (default: found from the working directory; "
+                             "also $HARNESS_PROJECT)")
+
+
+def apply_project(args) -> None:
+    """--project DIR holds for this process and what it starts (asv, harness bench under nightly)."""
+    if getattr(args, "project", None):
+        from harness.core.project import project_root
+
+        os.environ["HARNESS_PROJECT"] = str(project_root(args.project))
 
 
 def machine(parser, what: str = "asv machine name") -> None:

@@ -50,7 +50,8 @@ def config(root: Path, results: Path, *, benchmark_dir: Path | None = None,
     html_dir = html_dir or results.parent / "html"
     bench = benchmark_dir or (root / conf["benchmark_dir"])
     conf.update(repo=str(root), benchmark_dir=str(Path(bench).resolve()), results_dir=str(results),
-                html_dir=str(html_dir), env_dir=str(root / ".asv" / "env"))
+                html_dir=str(html_dir), env_dir=str(root / ".asv" / "env"),
+                branches=branches(root, conf.get("branches") or ["main"]))
     # Not inside results_dir: `asv publish` would try to load every .json there as a result.
     (root / ".asv").mkdir(exist_ok=True)
     fd, path = tempfile.mkstemp(dir=root / ".asv", prefix="harness-run-", suffix=".conf.json")
@@ -60,6 +61,25 @@ def config(root: Path, results: Path, *, benchmark_dir: Path | None = None,
         yield Path(path)
     finally:
         Path(path).unlink(missing_ok=True)
+
+
+def branches(root: Path, configured: list[str]) -> list[str]:
+    """The configured branches that exist in this checkout, plus HEAD when it is on none of them.
+
+    asv resolves every configured branch on `asv run` and `asv publish` and fails on a missing
+    one ("Unknown branch main in configuration"): CI systems check pull requests out as a
+    detached HEAD without a local `main`, shallow, or with another default branch.
+    """
+    def rev(name):
+        proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", name + "^{commit}"], cwd=root,
+                              capture_output=True, text=True)
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    present = [b for b in configured if rev(b)]
+    head = rev("HEAD")
+    if head and head not in {rev(b) for b in present}:
+        present.append("HEAD")
+    return present or ["HEAD"]
 
 
 def environment(extra: dict | None = None) -> dict:

@@ -1,14 +1,14 @@
-"""`harness bench`: run the asv suites in the current environment and save what they measured.
+"""`harness bench`: run the asv suites in the current environment into a new run record.
 
 What it does, in order:
 1. checks the suite names against the modules in suites/benchmarks/ (an unknown one is bad
    input listing the valid ones; the canary runs only when named);
-2. writes a run-time asv config (harness.measure.asv) with absolute paths and the results
-   directory of the chosen results root;
-3. records the machine non-interactively under a name carrying the GPU model;
-4. runs `asv run --set-commit-hash <HEAD>` (asv saves nothing from an existing environment
+2. opens a new run record (harness.core.records: written once, never rewritten);
+3. writes a run-time asv config (harness.measure.asv) whose results directory is that record;
+4. records the machine non-interactively under a name carrying the GPU model;
+5. runs `asv run --set-commit-hash <HEAD>` (asv saves nothing from an existing environment
    without a commit hash), forkserver on CPU and spawn on CUDA;
-5. saves the environment fingerprint beside the results, atomically.
+6. saves the environment fingerprint in the record, then refreshes the asv view (results/asv/).
 
 Reading the saved results back and summarising them is the verdict's job (harness.verdict).
 """
@@ -16,74 +16,76 @@ Reading the saved results back and summarising them is the verdict's job (harnes
 from __future__ import annotations
 
 import dataclasses
-import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from harness.core import records
 from harness.core.exits import BadInput
-from harness.core.files import write_atomic
+from harness.core.files import write_json_atomic
 from harness.measure import asv
 
 # Suites that run only when named with --suite (DECISIONS §4).
 ONLY_WHEN_NAMED = ("canary",)
 
 
-def available_suites(root: Path) -> list[str]:
+def available_suites(project: Path) -> list[str]:
     """Every benchmark module in suites/benchmarks/: a new file there is a new suite."""
-    folder = root / "suites" / "benchmarks"
+    folder = project / "suites" / "benchmarks"
     return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
 
 
-def check_suites(root: Path, names: list[str] | None) -> list[str]:
-    known = available_suites(root)
+def check_suites(project: Path, names: list[str] | None) -> list[str]:
+    known = available_suites(project)
     if not names:
         return [n for n in known if n not in ONLY_WHEN_NAMED]
     unknown = [n for n in names if n not in known]
     if unknown:
         raise BadInput(f"unknown suite{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
-                       f"valid suites (modules in {root / 'suites' / 'benchmarks'}): {', '.join(known)}")
+                       f"valid suites (modules in {project / 'suites' / 'benchmarks'}): {', '.join(known)}")
     return list(dict.fromkeys(names))
-
-
-def fingerprint_path(results: Path, machine: str, sha: str) -> Path:
-    """Where the environment fingerprint of a run is saved: beside asv's results directory, not
-    inside it (asv publish would try to load it as a result file)."""
-    return results.parent / "fingerprints" / machine / f"{sha[:8]}.json"
 
 
 @dataclasses.dataclass
 class BenchRun:
-    result_file: Path | None  # None: asv saved nothing
-    fingerprint: Path
+    record: records.RunRecord | None  # None: asv saved nothing, so no run record was kept
     asv_exit: int
     wall_s: float
     suites: list[str]
 
 
-def run(root: Path, results: Path, suites: list[str] | None = None, *, sha: str, machine: str,
-        quick: bool = False, full: bool = False, launch: str | None = None, out=sys.stdout) -> BenchRun:
-    """Run the suites through asv into `results` (asv's results directory)."""
+def run(project: Path, root: Path, suites: list[str] | None = None, *, sha: str, machine: str,
+        quick: bool = False, full: bool = False, launch: str | None = None, label: str | None = None,
+        out=sys.stdout) -> BenchRun:
+    """Run the suites through asv into a new run record under the results root `root`."""
     from harness.core.env import fingerprint
 
-    names = check_suites(root, suites)
+    names = check_suites(project, suites)
     method = asv.launch_method(launch)
     env = asv.environment({"HARNESS_FULL": "1" if full else "0"})
-    with asv.config(root, results) as config:
-        asv.record_machine(config, machine, env)
-        cmd = asv.run_command(config, sha, machine, method, quick=quick, benches=[rf"^{n}\." for n in names])
-        print(f"harness bench: {'full' if full else 'fast'}{' quick' if quick else ''} run of "
-              f"{', '.join(names)} on {machine} ({method}), commit {sha[:8]}", file=out, flush=True)
-        print("$ " + " ".join(cmd[2:]), file=out, flush=True)
-        t0 = time.perf_counter()
-        asv_rc = subprocess.run(cmd, cwd=root, env=env).returncode
-        wall = time.perf_counter() - t0
-
-    fp = fingerprint()
-    fp.update(machine_name=machine, commit=sha, mode="full" if full else "fast", quick=quick,
-              suites=names, launch_method=method, asv_wall_s=round(wall, 1))
-    fp_path = fingerprint_path(results, machine, sha)
-    write_atomic(fp_path, json.dumps(fp, indent=2, sort_keys=True) + "\n")
-    files = sorted((results / machine).glob(f"{sha[:8]}-*.json"))
-    return BenchRun(files[-1] if files else None, fp_path, asv_rc, wall, names)
+    run_id = records.new_run_id(sha, label)
+    meta = {"commit": sha, "started": run_id.split("-")[0], "label": label or "", "suites": names,
+            "mode": "full" if full else "fast", "quick": quick, "launch_method": method}
+    asv_rc, wall = -1, 0.0
+    with records.writing(root, machine, run_id, meta) as staging:
+        with asv.config(project, staging / "asv") as config:
+            asv.record_machine(config, machine, env)
+            cmd = asv.run_command(config, sha, machine, method, quick=quick,
+                                  benches=[rf"^{n}\." for n in names])
+            print(f"harness bench: {'full' if full else 'fast'}{' quick' if quick else ''} run of "
+                  f"{', '.join(names)} on {machine} ({method}), commit {sha[:8]}, run {run_id}",
+                  file=out, flush=True)
+            print("$ " + " ".join(cmd[2:]), file=out, flush=True)
+            t0 = time.perf_counter()
+            asv_rc = subprocess.run(cmd, cwd=project, env=env).returncode
+            wall = time.perf_counter() - t0
+        fp = fingerprint()
+        fp.update(machine_name=machine, commit=sha, run_id=run_id, mode=meta["mode"], quick=quick,
+                  suites=names, launch_method=method, asv_wall_s=round(wall, 1))
+        write_json_atomic(staging / records.FINGERPRINT, fp)
+    final = records.runs_dir(root) / machine / run_id
+    record = records.load_record(final) if final.is_dir() else None
+    if record:
+        records.rebuild_view(root)
+    return BenchRun(record, asv_rc, wall, names)

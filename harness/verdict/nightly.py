@@ -1,22 +1,22 @@
-"""`harness nightly`: full suites, results kept for the commit with its fingerprint, dashboard.
+"""`harness nightly`: full suites into a new run record, the dashboard, optionally a baseline
+and the gate.
 
 Steps, in order:
 
 1. `--require-gpu` (GPU runners): exit 4 at once when this machine has no CUDA GPU.
-2. Archive: a result file already stored for this commit and machine is copied to
-   RESULTS/history/<machine>/<file>.<timestamp>.json before asv rewrites it. Nothing under
-   RESULTS is ever deleted.
-3. Run the suites through `harness bench --full` (the benchmark runner; `--fast` for the
-   quick CI pass; `--skip-bench` to only publish what is there). It saves the environment
-   fingerprint in RESULTS/fingerprints/<machine>/<sha8>.json (outside asv's results_dir, which
-   `asv publish` scans), see harness.measure.bench.fingerprint_path.
-4. Publish the asv dashboard (`asv publish`) to RESULTS/html, or --html-dir, with its CDN
-   scripts replaced by local copies (Debian libjs-* packages) so it renders offline.
-5. `--save-baseline`: copy this run into RESULTS/baselines/<machine>/ (commit it).
-6. `--gate BASE` (e.g. `baseline`): run the gate BASE vs this run; its exit code is returned.
+2. Run the suites through `harness bench --full --label nightly` (`--fast` for the quick CI
+   pass; `--skip-bench` to only publish what is there). Every run is its own run record
+   (harness.core.records): a rerun on the same commit adds a run, it overwrites nothing.
+3. Publish the asv dashboard (`asv publish`, from the asv view rebuilt out of the run records)
+   to RESULTS/html or --html-dir, with its CDN scripts replaced by local copies (Debian libjs-*
+   packages) so it renders offline. `asv publish` empties its folder first, so the harness only
+   publishes into a folder that is new, empty, or a dashboard it made itself (marked by
+   DASHBOARD_MARK); anything else is refused (exit 3) and nothing is deleted.
+4. `--save-baseline`: copy the newest run record into RESULTS/baselines/<machine>/ (commit it).
+5. `--gate BASE` (e.g. `baseline`): run the gate BASE vs this run; its exit code is returned.
 
-Exit codes (harness.core.exits): 0 done (and gate passed), the gate's 1/2/3 with --gate, 4 no
-GPU with --require-gpu, 5 the benchmark runner or asv publish failed.
+Exit codes (harness.core.exits): 0 done (and gate passed), the gate's 1/2/3 with --gate, 3 an
+unsafe --html-dir, 4 no GPU with --require-gpu, 5 the benchmark runner or asv publish failed.
 """
 
 from __future__ import annotations
@@ -26,31 +26,20 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import time
 
-from harness.core import exits
+from harness.core import exits, records
 from harness.core.files import write_atomic
 from harness.measure import asv
-from harness.verdict.results import BadInput, asv_dir, result_files
+from harness.verdict.results import BadInput, baselines_dir
 
-
-def archive_existing(root: pathlib.Path, machine: str, commit: str, stamp: str) -> list[pathlib.Path]:
-    """Copy this commit's stored result files aside before a rerun overwrites them."""
-    kept = []
-    for f in result_files(asv_dir(root) / machine):
-        if f.name.startswith(commit[:8]):
-            dest = root / "history" / machine / f"{f.stem}.{stamp}.json"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, dest)
-            kept.append(dest)
-    return kept
+DASHBOARD_MARK = ".harness-dashboard"
 
 
 def bench_command(root: pathlib.Path, machine: str, full: bool) -> list[str]:
-    """The suites run through the benchmark runner (`harness bench`), not asv directly; it saves
-    the fingerprint too (harness.measure.bench.fingerprint_path)."""
+    """The suites run through the benchmark runner (`harness bench`), not asv directly: it writes
+    the run record with its fingerprint (harness.measure.bench)."""
     return ([sys.executable, "-m", "harness.cli", "bench", "--results-dir", str(root),
-             "--machine", machine] + (["--full"] if full else []))
+             "--machine", machine, "--label", "nightly"] + (["--full"] if full else []))
 
 
 def run_bench(cmd: list[str]) -> int:
@@ -58,55 +47,61 @@ def run_bench(cmd: list[str]) -> int:
     return subprocess.run(cmd).returncode
 
 
+def check_html_dir(html_dir: pathlib.Path, root: pathlib.Path) -> None:
+    """Refuse a dashboard folder that `asv publish` must not empty (BadInput, exit 3)."""
+    html = html_dir.resolve()
+    res = pathlib.Path(root).resolve()
+    if html == res or html in res.parents or res in html.parents and html.name in ("runs", "asv", "baselines"):
+        raise BadInput(f"--html-dir {html_dir} would hold or replace the results root {root}; "
+                       "`asv publish` empties its folder first. Choose a separate folder, e.g. "
+                       f"{res / 'html'}")
+    if html.exists() and not html.is_dir():
+        raise BadInput(f"--html-dir {html_dir} is a file; choose a folder for the dashboard")
+    if html.is_dir() and any(html.iterdir()) and not (html / DASHBOARD_MARK).is_file():
+        raise BadInput(f"--html-dir {html_dir} is not empty and was not made by harness nightly "
+                       f"(no {DASHBOARD_MARK} in it); `asv publish` would delete everything in it. "
+                       "Choose a new or empty folder; nothing was deleted")
+
+
 def publish(root: pathlib.Path, html_dir: pathlib.Path) -> int:
-    """`asv publish` of RESULTS' asv directory into `html_dir`."""
+    """`asv publish` of the asv view (rebuilt from the run records) into `html_dir`."""
     from harness.core.project import project_root
 
+    check_html_dir(html_dir, root)
+    view = records.rebuild_view(root)
     project = project_root()
-    with asv.config(project, asv_dir(root).resolve(), html_dir=html_dir.resolve()) as config:
+    with asv.config(project, view.resolve(), html_dir=html_dir.resolve()) as config:
         proc = subprocess.run(asv.publish_command(config), env=asv.environment(), capture_output=True,
                               text=True, cwd=project)
     if proc.returncode:
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
+    else:
+        write_atomic(html_dir / DASHBOARD_MARK, "made by `harness nightly`; republished in place\n")
     return proc.returncode
 
 
-def save_baseline(root: pathlib.Path, machine: str, stamp: str) -> pathlib.Path:
-    """Copy the newest result for `machine`, with benchmarks.json and machine.json, into
-    RESULTS/baselines/<machine>/ (the gate's `baseline`); a replaced file goes to history/."""
-    from harness.verdict.results import baselines_dir, newest
-
-    src_dir = asv_dir(root) / machine
-    files = result_files(src_dir)
-    if not files:
-        raise BadInput(f"no results in {src_dir} to save as the baseline; run `harness bench` first")
-    dest = baselines_dir(root) / machine
-    dest.mkdir(parents=True, exist_ok=True)
-    for old in result_files(dest):
-        kept = root / "history" / "baselines" / machine / f"{old.stem}.{stamp}.json"
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(old, kept)  # moved into history, not deleted
-    src = newest(files)
-    shutil.copy2(src, dest / src.name)
-    shutil.copy2(src_dir / "machine.json", dest / "machine.json")
-    shutil.copy2(asv_dir(root) / "benchmarks.json", dest / "benchmarks.json")
-    return dest / src.name
+def save_baseline(root: pathlib.Path, machine: str) -> pathlib.Path:
+    """Copy the newest run record of `machine` into RESULTS/baselines/<machine>/ (the gate's
+    `baseline`: the newest copy there wins; earlier copies stay)."""
+    runs = records.list_runs(root, machine)
+    if not runs:
+        raise BadInput(f"no runs in {records.runs_dir(root) / machine} to save as the baseline; "
+                       "run `harness bench` first")
+    return records.copy_record(runs[-1], baselines_dir(root) / machine)
 
 
 def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, commit: str,
             full: bool = True, skip_bench: bool = False, gate_base: str | None = None,
             markdown: str | None = None, baseline: bool = False) -> int:
-    stamp = time.strftime("%Y%m%dT%H%M%S")
     html_dir = html_dir or root / "html"
+    check_html_dir(html_dir, root)  # before hours of benchmarks, not after
     if not skip_bench:
-        for k in archive_existing(root, machine, commit, stamp):
-            print(f"nightly: kept the earlier result as {k}")
         code = run_bench(bench_command(root, machine, full))
         if code:
             print(f"nightly: the benchmark runner exited {code}; results so far are kept", file=sys.stderr)
             return exits.RUNNER_FAILED
     if publish(root, html_dir):
-        print(f"nightly: asv publish failed for {asv_dir(root)}", file=sys.stderr)
+        print(f"nightly: asv publish failed for {records.view_dir(root)}", file=sys.stderr)
         return exits.RUNNER_FAILED
     missing = vendor_dashboard(html_dir)
     if missing:
@@ -115,7 +110,7 @@ def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, 
               + ", ".join(missing))
     print(f"nightly: dashboard published to {html_dir}/index.html")
     if baseline:
-        print(f"nightly: baseline saved as {save_baseline(root, machine, stamp)}; commit it")
+        print(f"nightly: baseline saved as {save_baseline(root, machine)}; commit it")
     if gate_base:
         from harness.verdict.gate import run_gate
 

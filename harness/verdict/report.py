@@ -18,7 +18,8 @@ import statistics
 from harness.core.files import write_atomic
 from harness.core.table import render
 from harness.core.units import scale
-from harness.verdict.results import BadInput, ResultSet, asv_dir, load, result_files
+from harness.core import records
+from harness.verdict.results import BadInput, ResultSet, load
 from harness.verdict.summary import workers_scaling
 
 SUITES = {
@@ -92,18 +93,20 @@ def _save(fig, path: pathlib.Path) -> None:
     write_atomic(path, buf.getvalue())
 
 
-def history(root: pathlib.Path, machine: str, name: str) -> list[tuple[str, int, float, float, float]]:
-    """(commit, date, median, q25, q75) per stored result of `name` on `machine`, oldest first."""
+def history(root: pathlib.Path, machine: str, name: str) -> list[tuple[str, str, float, float, float]]:
+    """(commit, run id, median, q25, q75) per run record holding `name` on `machine`, in the
+    order the runs started: every run is a point, also reruns of one commit."""
     points = []
-    for f in result_files(asv_dir(root) / machine):
-        rs = load(f)
-        e = rs.entries.get(name)
-        if e is None or not _ok(e.value):
-            continue
-        s = sorted(e.samples) if e.samples else [e.value]
-        q = statistics.quantiles(s, n=4) if len(s) >= 2 else [s[0], s[0], s[0]]
-        points.append((rs.commit[:8], rs.date or 0, statistics.median(s), q[0], q[2]))
-    return sorted(points, key=lambda p: p[1])
+    for rec in records.list_runs(root, machine):
+        for f in rec.result_files():
+            rs = load(f)
+            e = rs.entries.get(name)
+            if e is None or not _ok(e.value):
+                continue
+            s = sorted(e.samples) if e.samples else [e.value]
+            q = statistics.quantiles(s, n=4) if len(s) >= 2 else [s[0], s[0], s[0]]
+            points.append((rs.commit[:8], rec.run_id, statistics.median(s), q[0], q[2]))
+    return points
 
 
 def plot_history(name: str, unit: str, points, path: pathlib.Path) -> None:
@@ -120,7 +123,7 @@ def plot_history(name: str, unit: str, points, path: pathlib.Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.errorbar(xs, med, yerr=[lo, hi], marker="o", capsize=3, label="median (bars: 25th–75th percentile)")
     ax.set_xticks(xs, [p[0] for p in points], rotation=45, ha="right", fontsize=8)
-    ax.set_xlabel("commit (oldest → newest)")
+    ax.set_xlabel("run, by start time (labelled with its commit)")
     quantity = {"seconds": "time per call", "bytes": "memory"}.get(unit, unit)
     ax.set_ylabel(f"{quantity} [{label}]")
     ax.set_ylim(bottom=0)

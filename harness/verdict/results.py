@@ -1,14 +1,9 @@
-"""Where results live and how a result set is loaded: asv's own loader, checked strictly.
+"""How a result set is named and loaded: asv's own loader, checked strictly.
 
-A *result set* is one asv result file (one commit, one environment, one machine) plus the
-`benchmarks.json` that gives each benchmark its unit. `resolve(spec)` accepts:
-
-- a path to an asv result file (`results/asv/<machine>/<sha8>-<env>.json`);
-- a directory holding one machine's results (`results/asv/<machine>/` or a committed baseline
-  `results/baselines/<machine>/`): its newest result file;
-- `baseline` or `baseline:<machine>`: the committed baseline for that machine;
-- `latest`: the newest result file in `results/asv/<machine>/`;
-- a commit hash or prefix: that commit's result file in `results/asv/<machine>/`.
+A *result set* is one asv result file (one run: one commit, one environment, one machine) plus
+the `benchmarks.json` that gives each benchmark its unit. Runs live in run records
+(harness.core.records); `resolve(spec)` turns a name into a result file (see its docstring for
+the forms: paths, `latest`, `baseline[:MACHINE]`, commits, run ids).
 
 Everything wrong with the input raises `BadInput` (harness.core.exits), whose message names the
 file or benchmark and says what to do: exit code 3.
@@ -21,7 +16,9 @@ import json
 import math
 import os
 import pathlib
+import sys
 
+from harness.core import records
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 
@@ -177,77 +174,135 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
 
 
 def result_files(directory: pathlib.Path) -> list[pathlib.Path]:
-    """asv result files in a machine directory (not machine.json). Fingerprints live outside
-    asv's results directory (harness.measure.bench.fingerprint_path), so nothing else is here."""
+    """asv result files in an asv machine directory (not machine.json)."""
     return sorted(p for p in directory.glob("*.json") if p.name not in SKIP_FILES)
 
 
-def newest(files: list[pathlib.Path]) -> pathlib.Path:
-    """The result file with the newest commit date (asv's `date`), then modification time."""
+def _legacy_newest(files: list[pathlib.Path]) -> pathlib.Path:
+    """Newest of plain asv result files (a hand-made results tree): asv's `date`, then mtime."""
     def key(p):
         try:
             with open(p, encoding="utf-8") as f:
-                date = json.load(f).get("date") or 0
+                data = json.load(f)
+            date = data.get("date") if isinstance(data, dict) else None
         except (OSError, ValueError):
-            date = 0  # a corrupt file is reported when it is loaded, not skipped silently
-        return (date, p.stat().st_mtime)
+            date = None  # a corrupt file is reported when it is loaded, not skipped silently
+        return (date if isinstance(date, (int, float)) else 0, p.stat().st_mtime)
     return max(files, key=key)
 
 
-def _machine_dirs(root: pathlib.Path) -> list[str]:
-    return sorted(p.name for p in root.iterdir() if (p / "machine.json").is_file()) if root.is_dir() else []
-
-
-def _pick_machine(root: pathlib.Path, machine: str | None, spec: str) -> str:
+def _pick_machine(names: list[str], where: pathlib.Path, machine: str | None, spec: str) -> str:
     if machine:
         return machine
-    names = _machine_dirs(root)
     if len(names) == 1:
         return names[0]
-    raise BadInput(f"{spec!r}: cannot tell which machine under {root} "
+    raise BadInput(f"{spec!r}: cannot tell which machine under {where} "
                    f"(found: {', '.join(names) or 'none'}); pass --machine NAME")
 
 
+def _asv_machine_dirs(d: pathlib.Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir() if (p / "machine.json").is_file()) if d.is_dir() else []
+
+
+def _newest_baseline(root: pathlib.Path, name: str, spec: str) -> pathlib.Path:
+    """Baselines are copies of run records (newest wins); a plain asv tree there still works."""
+    d = baselines_dir(root) / name
+    runs = sorted(p for p in d.iterdir() if p.is_dir() and (p / records.RUN_JSON).is_file()) \
+        if d.is_dir() else []
+    if runs:
+        return records.load_record(runs[-1]).result_file()
+    files = result_files(d) if d.is_dir() else []
+    if not files:
+        raise BadInput(f"{spec!r}: no baseline for machine {name!r} in {d}; record one with "
+                       "`harness nightly --save-baseline` on that machine and commit it")
+    return _legacy_newest(files)
+
+
+def _by_commit(runs: list[records.RunRecord], prefix: str) -> list[records.RunRecord]:
+    return [r for r in runs if r.commit.lower().startswith(prefix.lower())]
+
+
+def _import_old_layout(root: pathlib.Path) -> None:
+    """Results of the old layout (plain files in results/asv/, results/history/) become run
+    records on first use; the files themselves stay where they are."""
+    if not (records.view_dir(root).is_dir() or (root / "history").is_dir()):
+        return
+    try:
+        for rec in records.import_foreign(root):
+            print(f"harness: imported {rec.meta.get('imported_from')} as run record {rec.path}",
+                  file=sys.stderr)
+    except OSError as exc:  # a read-only results folder can still be compared
+        print(f"harness: could not import old results under {root} ({exc}); using them as they are",
+              file=sys.stderr)
+
+
 def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathlib.Path:
-    """The result file a BASE or HEAD argument names (see the module docstring)."""
+    """The asv result file a BASE or HEAD argument names (DECISIONS §1):
+
+    - a path: a run-record folder, a result JSON file (a run record's, or the asv view's, which
+      maps back to its run), a folder of runs or a plain asv results folder (its newest result);
+    - `latest`: the newest run record;
+    - `baseline` or `baseline:<machine>`: the newest baseline copy of a run record;
+    - `commit:<sha-prefix>` or a bare hex prefix (4+ characters): that commit's newest run;
+      the whole prefix given is matched;
+    - a run id or a unique prefix of one (`20261130T1745`).
+    """
+    root = pathlib.Path(root)
+    _import_old_layout(root)
     p = pathlib.Path(spec)
     if p.is_file():
-        return p
+        rec = records.record_for_view_file(root, p)
+        return rec.result_file() if rec else p
     if p.is_dir():
+        if (p / records.RUN_JSON).is_file():
+            return records.load_record(p).result_file()
+        runs = [r for r in records.list_runs(p.parent.parent, p.name)] if p.parent.name == "runs" else []
+        if runs:
+            return runs[-1].result_file()
         if (p / "machine.json").is_file() or result_files(p):
             files = result_files(p)
         else:
-            files = result_files(p / _pick_machine(p, machine, spec))
+            files = result_files(p / _pick_machine(_asv_machine_dirs(p), p, machine, spec))
         if not files:
-            raise BadInput(f"{p}: directory holds no asv result files")
-        return newest(files)
+            raise BadInput(f"{p}: folder holds no asv result files or run records")
+        return _legacy_newest(files)
     if "/" in spec or spec.endswith(".json"):
-        raise BadInput(f"{spec}: result file or directory not found")
+        raise BadInput(f"{spec}: result file or folder not found")
     if spec == "baseline" or spec.startswith("baseline:"):
-        name = spec.partition(":")[2] or _pick_machine(baselines_dir(root), machine, spec)
-        d = baselines_dir(root) / name
-        files = result_files(d) if d.is_dir() else []
-        if not files:
-            raise BadInput(f"no committed baseline for machine {name!r} in {d}; record one with "
-                           f"`harness nightly --save-baseline` on that machine and commit it")
-        return newest(files)
-    adir = asv_dir(root)
-    name = _pick_machine(adir, machine, spec)
-    files = result_files(adir / name)
+        bdir = baselines_dir(root)
+        names = sorted(d.name for d in bdir.iterdir() if d.is_dir()) if bdir.is_dir() else []
+        name = spec.partition(":")[2] or _pick_machine(names, bdir, machine, spec)
+        return _newest_baseline(root, name, spec)
+    name = _pick_machine(records.machines(root), records.runs_dir(root), machine, spec)
+    runs = records.list_runs(root, name)
+    where = records.runs_dir(root) / name
+    if not runs:
+        raise BadInput(f"{spec!r}: no runs in {where}; run `harness bench` first")
     if spec == "latest":
-        if not files:
-            raise BadInput(f"no results in {adir / name}; run `harness bench` first")
-        return newest(files)
-    matches = [f for f in files if f.name.split("-")[0].startswith(spec[:8].lower())]
-    commits = sorted({f.name.split("-")[0] for f in matches})
-    if not matches:
-        known = ", ".join(sorted({f.name.split("-")[0] for f in files})) or "none"
-        raise BadInput(f"{spec!r}: no result file for that commit in {adir / name} "
-                       f"(commits with results: {known})")
-    if len(commits) > 1 or len(matches) > 1:
-        raise BadInput(f"{spec!r} matches several result files in {adir / name}: "
-                       f"{', '.join(f.name for f in matches)}; pass the file path")
-    return matches[0]
+        return runs[-1].result_file()
+    if spec.startswith("commit:"):
+        prefix, by_run = spec[len("commit:"):], []
+    else:
+        prefix, by_run = spec, [r for r in runs if r.run_id.startswith(spec)]
+    hexish = len(prefix) >= 4 and all(c in "0123456789abcdefABCDEF" for c in prefix)
+    by_commit = _by_commit(runs, prefix) if hexish else []
+    commits = sorted({r.commit for r in by_commit})
+    if by_run and commits:
+        raise BadInput(f"{spec!r} is both a run-id prefix and a commit prefix in {where}; write "
+                       f"commit:{spec} or a longer run id")
+    if by_run:
+        if len(by_run) > 1:
+            raise BadInput(f"{spec!r} matches several runs in {where}: "
+                           f"{', '.join(r.run_id for r in by_run[:6])}; give more of the run id")
+        return by_run[0].result_file()
+    if len(commits) > 1:
+        raise BadInput(f"{spec!r} matches several commits in {where}: {', '.join(c[:12] for c in commits)}; "
+                       "give more of the hash")
+    if not commits:
+        known = ", ".join(sorted({r.commit[:8] for r in runs})) or "none"
+        raise BadInput(f"{spec!r}: no run of that commit (or run id) in {where} "
+                       f"(commits with runs: {known}; run ids look like {runs[-1].run_id})")
+    return by_commit[-1].result_file()
 
 
 # ---- the environment fingerprint saved with each run (harness.measure.bench) ----
@@ -259,9 +314,9 @@ FINGERPRINT_KEYS = ("torch", "torchvision", "cuda_build", "cudnn", "driver", "gp
 
 def fingerprint_of(rs: ResultSet) -> dict | None:
     """The fingerprint saved with this run, or None when there is none (an older run, or a bare
-    result file): `fingerprint.json` beside the result file, else ROOT/fingerprints/<machine>/."""
-    candidates = [rs.path.parent / "fingerprint.json",
-                  rs.path.parent.parent.parent / "fingerprints" / rs.machine / f"{rs.commit[:8]}.json"]
+    result file): its run record's, else `fingerprint.json` beside the result file."""
+    rec = records.record_of(rs.path)
+    candidates = ([rec.fingerprint_path] if rec else []) + [rs.path.parent / "fingerprint.json"]
     for path in candidates:
         if path.is_file():
             return _load_json(path, "fingerprint")

@@ -1,0 +1,372 @@
+"""Run records: every benchmark run is written once and never rewritten (DECISIONS §1).
+
+    results/runs/<machine>/<run-id>/          <run-id> = 20261130T174512Z-<sha8>[-label]
+        run.json                              what ran: run id, machine, commit, start, label, ...
+        fingerprint.json                      the environment (harness.core.env.fingerprint)
+        asv/benchmarks.json                   asv's benchmark list (units, versions) of this run
+        asv/<machine>/machine.json            asv's machine record
+        asv/<machine>/<sha8>-<env>.json       asv's result file
+
+A run is written into a hidden staging folder beside its final place and renamed into place
+when it is complete, so a reader never sees half a run and a crashed run leaves only a folder
+starting with `.staging-`.
+
+`results/asv/` is a *view* for asv's own tools (`asv publish`, `asv compare`): the newest run per
+commit, environment and machine, copied there by `rebuild_view`. The view records what it wrote
+in `results/asv/.harness-view.json`; a result file found there that the view did not write (the
+old layout, or a hand-made `asv run`) is first imported as a run record, never dropped. Nothing in
+`runs/` is changed by the view.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+from harness.core.exits import BadInput
+from harness.core.files import write_atomic, write_json_atomic
+
+RUN_JSON = "run.json"
+FINGERPRINT = "fingerprint.json"
+VIEW_MANIFEST = ".harness-view.json"
+ASV_META = {"benchmarks.json", "machine.json"}
+_LABEL = re.compile(r"^[A-Za-z0-9_.]+$")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    path: Path
+    meta: dict
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def machine(self) -> str:
+        return self.meta.get("machine") or self.path.parent.name
+
+    @property
+    def commit(self) -> str:
+        return self.meta.get("commit", "")
+
+    @property
+    def label(self) -> str:
+        return self.meta.get("label") or ""
+
+    @property
+    def asv_dir(self) -> Path:
+        return self.path / "asv"
+
+    def result_files(self) -> list[Path]:
+        d = self.asv_dir / self.machine
+        return sorted(p for p in d.glob("*.json") if p.name not in ASV_META) if d.is_dir() else []
+
+    def result_file(self) -> Path:
+        files = self.result_files()
+        if not files:
+            raise BadInput(f"run record {self.path} holds no asv result file (asv saved nothing in "
+                           "that run); name another run")
+        return files[-1]
+
+    @property
+    def fingerprint_path(self) -> Path:
+        return self.path / FINGERPRINT
+
+
+def runs_dir(root: Path) -> Path:
+    return Path(root) / "runs"
+
+
+def view_dir(root: Path) -> Path:
+    return Path(root) / "asv"
+
+
+def new_run_id(commit: str, label: str | None = None, now: datetime.datetime | None = None) -> str:
+    """`<UTC start time>-<sha8>[-label]`: sorts by start time."""
+    if label and not _LABEL.match(label):
+        raise BadInput(f"run label {label!r} may hold only letters, digits, '_' and '.'")
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return f"{now:%Y%m%dT%H%M%SZ}-{commit[:8]}" + (f"-{label}" if label else "")
+
+
+def _read_meta(path: Path) -> dict | None:
+    try:
+        data = json.loads((path / RUN_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def load_record(path: Path) -> RunRecord:
+    meta = _read_meta(path)
+    if meta is None:
+        raise BadInput(f"{path} is not a run record (no readable {RUN_JSON}); name a folder under "
+                       "results/runs/<machine>/")
+    return RunRecord(Path(path), meta)
+
+
+def record_of(path: Path) -> RunRecord | None:
+    """The run record a file or folder lies in, if any."""
+    path = Path(path).resolve()
+    for d in (path, *path.parents):
+        if (d / RUN_JSON).is_file():
+            meta = _read_meta(d)
+            return RunRecord(d, meta) if meta is not None else None
+    return None
+
+
+def machines(root: Path) -> list[str]:
+    d = runs_dir(root)
+    return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
+
+
+def list_runs(root: Path, machine: str | None = None) -> list[RunRecord]:
+    """Every complete run record, oldest first (run ids sort by start time)."""
+    out = []
+    for m in ([machine] if machine else machines(root)):
+        d = runs_dir(root) / m
+        if not d.is_dir():
+            continue
+        for p in sorted(d.iterdir()):
+            if p.is_dir() and not p.name.startswith("."):
+                meta = _read_meta(p)
+                if meta is not None:
+                    out.append(RunRecord(p, meta))
+    return sorted(out, key=lambda r: (r.run_id, r.machine))
+
+
+@contextlib.contextmanager
+def writing(root: Path, machine: str, run_id: str, meta: dict):
+    """Yield a staging folder to write one run into; on exit it becomes runs/<machine>/<run_id>.
+
+    A run that saved a result file is kept even when the code inside raised (half a suite is
+    still data); a staging folder with no result is removed (the harness made it).
+    """
+    final = runs_dir(root) / machine / run_id
+    if final.exists():
+        raise BadInput(f"run record {final} already exists; run records are never overwritten")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f".staging-{run_id}-{os.getpid()}"
+    staging.mkdir()
+    ok = False
+    try:
+        yield staging
+        ok = True
+    finally:
+        has_result = any(p.name not in ASV_META for p in (staging / "asv" / machine).glob("*.json")) \
+            if (staging / "asv" / machine).is_dir() else False
+        if has_result:
+            meta = dict(meta, run_id=run_id, machine=machine, complete=ok,
+                        finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+            write_json_atomic(staging / RUN_JSON, meta)
+            os.rename(staging, final)
+        else:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def copy_record(record: RunRecord, dest_parent: Path) -> Path:
+    """A copy of a run record under `dest_parent` (baselines); never replaces an existing copy."""
+    dest = Path(dest_parent) / record.run_id
+    if dest.exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".staging-{record.run_id}-{os.getpid()}"
+    shutil.copytree(record.path, tmp)
+    os.rename(tmp, dest)
+    return dest
+
+
+# ---- importing results of the old layout, and anything else asv wrote itself ----
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _known_hashes(root: Path) -> set[str]:
+    """Contents already kept in some run record (so nothing is imported twice)."""
+    known = set()
+    for r in list_runs(root):
+        if r.meta.get("imported_sha256"):
+            known.add(r.meta["imported_sha256"])
+        known.update(_sha256(f) for f in r.result_files())
+    return known
+
+
+def _start_of(result_file: Path) -> datetime.datetime:
+    """When an old result's run started: asv's earliest `started_at`, else the file's mtime."""
+    stamps = []
+    try:
+        data = json.loads(result_file.read_text(encoding="utf-8"))
+        started = data.get("started_at") if isinstance(data, dict) else None
+        if isinstance(started, dict):
+            stamps = [v for v in started.values() if isinstance(v, (int, float))]
+    except (OSError, ValueError):
+        pass
+    seconds = min(stamps) / 1000 if stamps else result_file.stat().st_mtime
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+
+
+def import_result(root: Path, result_file: Path, machine: str, benchmarks_json: Path | None,
+                  fingerprint: Path | None, label: str = "imported") -> RunRecord | None:
+    """Copy one asv result file (with its benchmarks.json and fingerprint) into a new run record.
+    The source is left where it is. Returns None when that exact file was imported before."""
+    digest = _sha256(result_file)
+    if digest in _known_hashes(root):
+        return None
+    try:
+        commit = json.loads(result_file.read_text(encoding="utf-8")).get("commit_hash") or ""
+    except (ValueError, AttributeError):
+        commit = ""
+    commit = commit if isinstance(commit, str) and commit else result_file.name.split("-")[0]
+    run_id = new_run_id(commit, label, _start_of(result_file))
+    while (runs_dir(root) / machine / run_id).exists():
+        run_id += "_"
+    meta = {"commit": commit, "started": run_id.split("-")[0], "label": label,
+            "imported_from": str(result_file), "imported_sha256": digest}
+    with writing(root, machine, run_id, meta) as staging:
+        dest = staging / "asv" / machine
+        dest.mkdir(parents=True)
+        shutil.copy2(result_file, dest / result_file.name)
+        machine_json = result_file.parent / "machine.json"
+        if machine_json.is_file():
+            shutil.copy2(machine_json, dest / "machine.json")
+        if benchmarks_json and benchmarks_json.is_file():
+            shutil.copy2(benchmarks_json, staging / "asv" / "benchmarks.json")
+        if fingerprint and fingerprint.is_file():
+            shutil.copy2(fingerprint, staging / FINGERPRINT)
+    return load_record(runs_dir(root) / machine / run_id)
+
+
+def _manifest(root: Path) -> dict:
+    try:
+        data = json.loads((view_dir(root) / VIEW_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def import_foreign(root: Path) -> list[RunRecord]:
+    """Import result files the view did not write (old layout, hand-made asv runs, the old
+    nightly archive in results/history/) as run records. Sources are never removed."""
+    root = Path(root)
+    written = {k: v.get("sha256") for k, v in (_manifest(root).get("files") or {}).items()
+               if isinstance(v, dict)}
+    imported = []
+    view = view_dir(root)
+    candidates = []
+    if view.is_dir():
+        for mdir in sorted(p for p in view.iterdir() if p.is_dir()):
+            for f in sorted(mdir.glob("*.json")):
+                if f.name in ASV_META:
+                    continue
+                rel = f"{mdir.name}/{f.name}"
+                if written.get(rel) != _sha256(f):
+                    candidates.append((f, mdir.name, "imported"))
+    history = root / "history"
+    if history.is_dir():
+        for mdir in sorted(p for p in history.iterdir() if p.is_dir() and p.name != "baselines"):
+            candidates += [(f, mdir.name, "imported.history") for f in sorted(mdir.glob("*.json"))]
+    for f, machine, label in candidates:
+        sha8 = f.name.split("-")[0][:8]
+        rec = import_result(root, f, machine, view / "benchmarks.json",
+                            root / "fingerprints" / machine / f"{sha8}.json", label)
+        if rec:
+            imported.append(rec)
+    return imported
+
+
+def rebuild_view(root: Path) -> Path:
+    """Write results/asv/ from the run records: per machine, commit and asv environment the newest
+    run's result file; benchmarks.json the union (newest wins). Returns the view folder."""
+    root = Path(root)
+    import_foreign(root)
+    view = view_dir(root)
+    newest: dict[str, RunRecord] = {}
+    benchmarks: dict = {}
+    for rec in list_runs(root):  # oldest first: later runs win
+        for f in rec.result_files():
+            newest[f"{rec.machine}/{f.name}"] = rec
+        bj = rec.asv_dir / "benchmarks.json"
+        if bj.is_file():
+            try:
+                data = json.loads(bj.read_text(encoding="utf-8"))
+                if isinstance(data, dict):
+                    benchmarks.update(data)
+            except ValueError:
+                pass
+    files = {}
+    for rel, rec in sorted(newest.items()):
+        src = rec.asv_dir / rel
+        dest = view / rel
+        data = src.read_bytes()
+        if not dest.is_file() or dest.read_bytes() != data:
+            write_atomic(dest, data)
+        mj = rec.asv_dir / rec.machine / "machine.json"
+        if mj.is_file():
+            write_atomic(view / rec.machine / "machine.json", mj.read_bytes())
+        files[rel] = {"run": rec.run_id, "sha256": hashlib.sha256(data).hexdigest()}
+    if benchmarks:
+        write_json_atomic(view / "benchmarks.json", benchmarks)
+    # files this view wrote before and no longer holds (their run was pruned) go; nothing else
+    for rel in (_manifest(root).get("files") or {}):
+        if rel not in files and (view / rel).is_file():
+            (view / rel).unlink()
+    if files or view.is_dir():
+        write_json_atomic(view / VIEW_MANIFEST, {"files": files})
+    return view
+
+
+def record_for_view_file(root: Path, path: Path) -> RunRecord | None:
+    """The run a file in the asv view was copied from."""
+    path = Path(path).resolve()
+    view = view_dir(root).resolve()
+    try:
+        rel = path.relative_to(view).as_posix()
+    except ValueError:
+        return None
+    entry = (_manifest(root).get("files") or {}).get(rel)
+    if not isinstance(entry, dict):
+        return None
+    rec_path = runs_dir(root) / rel.split("/")[0] / str(entry.get("run"))
+    return load_record(rec_path) if (rec_path / RUN_JSON).is_file() else None
+
+
+# ---- pruning: the only deletion, asked for explicitly ----
+
+def plan_prune(root: Path, keep: int | None, older_than_days: float | None,
+               machine: str | None = None) -> list[RunRecord]:
+    """Run records that `harness prune` would remove: beyond the newest `keep` per machine and/or
+    started more than `older_than_days` ago. Baselines (copies elsewhere) are never candidates."""
+    if keep is None and older_than_days is None:
+        raise BadInput("say what to prune: --keep N (newest runs kept per machine) and/or "
+                       "--older-than DAYS")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    out = []
+    for m in ([machine] if machine else machines(root)):
+        runs = list_runs(root, m)
+        for i, rec in enumerate(runs):
+            beyond_keep = keep is not None and i < len(runs) - keep
+            try:
+                started = datetime.datetime.strptime(rec.run_id[:16], "%Y%m%dT%H%M%SZ").replace(
+                    tzinfo=datetime.timezone.utc)
+            except ValueError:
+                continue  # not a run id the harness made: never a candidate
+            old = older_than_days is not None and (now - started).total_seconds() > older_than_days * 86400
+            if (keep is None or beyond_keep) and (older_than_days is None or old):
+                out.append(rec)
+    return out
+
+
+def remove(record: RunRecord) -> None:
+    """Delete one run record (only folders holding run.json, under runs/)."""
+    if not (record.path / RUN_JSON).is_file() or record.path.parent.parent.name != "runs":
+        raise BadInput(f"{record.path} is not a run record under runs/; not removed")
+    shutil.rmtree(record.path)
