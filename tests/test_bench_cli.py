@@ -103,3 +103,14 @@ def test_quick_runs_are_kept_as_immutable_run_records(tmp_path):
     assert not [p for p in (root / "asv" / "testmachine-cpu").glob("*.json")
                 if p.name != "machine.json" and not p.name.startswith(sha[:8] + "-existing")], \
         "nothing but asv's own files in the view (asv publish loads every .json there)"
+
+
+def test_a_new_module_in_suites_benchmarks_is_a_suite(tmp_path):
+    """Suites are discovered from the folder; the canary runs only when named (DECISIONS §4)."""
+    folder = tmp_path / "suites" / "benchmarks"
+    folder.mkdir(parents=True)
+    for name in ("__init__", "fusion", "canary", "my_kernels"):
+        (folder / f"{name}.py").write_text("")
+    assert bench.available_suites(tmp_path) == ["canary", "fusion", "my_kernels"]
+    assert bench.check_suites(tmp_path, None) == ["fusion", "my_kernels"]
+    assert bench.check_suites(tmp_path, ["my_kernels", "canary"]) == ["my_kernels", "canary"]

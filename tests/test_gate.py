@@ -170,8 +170,37 @@ def test_different_machines_exit_3_unless_allowed(tmp_path, capsys):
     b = write_set(tmp_path / "b", "aaaaaaaa11", {"a.time": draw(30, seed=1)}, machine="m1-cpu")
     h = write_set(tmp_path / "h", "bbbbbbbb22", {"a.time": draw(30, seed=2)}, machine="m2-cpu")
     code, _, err = run_cli(capsys, b, h)
-    assert code == 3 and "different machines" in err and "m2-cpu" in err
-    assert run_cli(capsys, b, h, "--allow-machine-mismatch")[0] == 0
+    assert code == 3 and "not comparable" in err and "m2-cpu" in err
+    assert run_cli(capsys, b, h, "--allow-machine-mismatch")[0] == 0  # the older spelling
+    assert run_cli(capsys, b, h, "--allow-env-change")[0] == 0
+
+
+@pytest.mark.parametrize("key,base,head,blocks", [
+    ("cpu", "Xeon A", "Xeon B", True), ("gpu", "H100", "H200", True), ("torch_threads", 1, 2, True),
+    ("torch", "2.14.1", "2.15.0", False), ("driver", "550", "560", False)])
+def test_comparability_from_fingerprints(tmp_path, capsys, key, base, head, blocks):
+    """Another device or thread count makes timings meaningless (exit 3); software versions are
+    what nightlies and baselines compare, so they are only listed (DECISIONS §2)."""
+    b, h = pair(tmp_path, {"k": 5}, {"k": 5})
+    for f, value in ((b, base), (h, head)):
+        fp = {"cpu": "Xeon A", "gpu": None, "torch_threads": 1, "torch": "2.14.1", "cuda_available": False,
+              key: value}
+        (f.parent / "fingerprint.json").write_text(json.dumps(fp))
+    code, out, err = run_cli(capsys, b, h)
+    assert code == (3 if blocks else 0), (out, err)
+    assert str(head) in out + err
+    if blocks:
+        assert run_cli(capsys, b, h, "--allow-env-change")[0] == 0
+
+
+def test_changed_benchmark_is_shown_not_judged(tmp_path, capsys):
+    b, h = pair(tmp_path, {"a.time": draw(30, seed=1)}, {"a.time": draw(30, seed=2, scale=2.0)})
+    bj = h.parent.parent / "benchmarks.json"
+    data = json.loads(bj.read_text())
+    data["a.time"]["version"] = "2"
+    bj.write_text(json.dumps(data))
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 0 and "benchmark changed, not compared" in out
 
 
 def test_unknown_bench_name_exit_3(tmp_path, capsys):

@@ -24,8 +24,10 @@ def add_arguments(parser):
     parser.add_argument("--bench", action="append", metavar="NAME",
                         help="compare only this benchmark (repeatable); unknown names exit 3")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
-    parser.add_argument("--allow-machine-mismatch", action="store_true",
-                        help="compare results from different machines anyway")
+    parser.add_argument("--allow-env-change", "--allow-machine-mismatch", action="store_true",
+                        dest="allow_env_change",
+                        help="compare runs from another machine name, device model or CPU thread "
+                             "count anyway (normally exit 3)")
     options.require_gpu(parser)
 
 
@@ -37,7 +39,7 @@ def run(args) -> int:
     options.check_gpu(args)
     out = run_gate(args.base, args.head, root=args.results_dir, machine=args.machine,
                    threshold=args.threshold, alpha=args.alpha, noise_file=args.noise,
-                   only=args.bench, allow_machine_mismatch=args.allow_machine_mismatch)
+                   only=args.bench, allow_env_change=args.allow_env_change)
     print(out.render("text"), end="")
     if out.message and out.code == exits.BAD_INPUT:
         print(f"harness gate: {out.message}", file=sys.stderr)

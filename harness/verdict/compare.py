@@ -25,6 +25,7 @@ from harness.verdict.results import Entry, ResultSet
 
 OK, IMPROVED, REGRESSION = "ok", "improved", "REGRESSION"
 FAILED, MISSING, SKIPPED, BAD = "FAILED", "MISSING", "skipped", "BAD INPUT"
+CHANGED = "changed"  # the benchmark's code differs between the sides: not compared, exit unaffected
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.002
@@ -153,6 +154,10 @@ def compare(base: ResultSet, head: ResultSet, threshold: float = DEFAULT_THRESHO
             side = "head" if b else "base"
             rows.append(Row(name, e.unit or "?", central(b) if b else None, central(h) if h else None,
                             None, MISSING, f"not in {side} ({(head if b else base).path})"))
+            continue
+        if b.version and h.version and b.version != h.version:
+            rows.append(Row(name, h.unit, central(b), central(h), None, CHANGED,
+                            "benchmark changed, not compared (asv version differs)"))
             continue
         thr = max(threshold, noise.get(name, noise.get(name.split("(")[0], 0.0)))
         rows.append(compare_entry(b, h, thr, alpha))

@@ -12,8 +12,8 @@ Exit codes (harness.core.exits; the highest that applies wins):
      (significant Mann-Whitney test *and* beyond max(threshold, noise band))
   2  a benchmark failed, or is present (or skipped) on one side only
   3  bad input: missing, corrupt or truncated file, unknown benchmark name or unit, empty
-     sample list, NaN/inf value, results from different machines (unless
-     --allow-machine-mismatch), or nothing to compare
+     sample list, NaN/inf value, runs that are not comparable (another machine name, device
+     model or CPU thread count; --allow-env-change to override), or nothing to compare
   4  --require-gpu was given and this machine has no CUDA GPU
 """
 
@@ -27,13 +27,13 @@ from harness.core.table import render
 from harness.core.units import format_ratio, format_value
 from harness.verdict import compare
 from harness.verdict.results import (BadInput, ResultSet, environment_differences, load, load_noise,
-                                     noise_path, resolve, results_root)
+                                     noise_path, not_comparable, resolve, results_root)
 
 CODE_OF = {compare.REGRESSION: exits.REGRESSION, compare.FAILED: exits.FAILED,
            compare.MISSING: exits.FAILED, compare.BAD: exits.BAD_INPUT}
 HEADER = ("benchmark", "base", "head", "ratio", "verdict", "note")
 ALIGN = ("left", "right", "right", "right", "center", "left")
-CALM = (compare.OK, compare.SKIPPED, compare.IMPROVED)
+CALM = (compare.OK, compare.SKIPPED, compare.IMPROVED, compare.CHANGED)
 
 
 def table(rows: list[compare.Row], fmt: str = "text", title: str = "", footer: str = "") -> str:
@@ -92,16 +92,16 @@ def exit_code(rows: list[compare.Row]) -> int:
 def run_gate(base_spec: str, head_spec: str, *, root=None, machine: str | None = None,
              threshold: float = compare.DEFAULT_THRESHOLD, alpha: float = compare.DEFAULT_ALPHA,
              noise_file: str | None = None, only: list[str] | None = None,
-             allow_machine_mismatch: bool = False) -> Outcome:
+             allow_env_change: bool = False) -> Outcome:
     """Resolve, load and compare; bad input comes back as an Outcome with code 3, not raised."""
     try:
         root = results_root(root)
         head = load(resolve(head_spec, root, machine))
         base = load(resolve(base_spec, root, machine or head.machine))
-        if base.machine != head.machine and not allow_machine_mismatch:
-            raise BadInput(f"results come from different machines: base {base.path} is from "
-                           f"{base.machine!r}, head {head.path} from {head.machine!r}; timings do "
-                           "not compare across machines (--allow-machine-mismatch to override)")
+        why = not_comparable(base, head)
+        if why and not allow_env_change:
+            raise BadInput(f"not comparable: {'; '.join(why)} (base {base.path}, head {head.path}); "
+                           "timings do not compare across these (--allow-env-change to compare anyway)")
         npath = pathlib.Path(noise_file) if noise_file else noise_path(root, head.machine)
         noise = load_noise(npath)
         if only:

@@ -54,6 +54,7 @@ class Entry:
     unit: str
     value: float | None  # None: failed; NaN: skipped (asv's markers)
     samples: list[float] | None
+    version: str | None = None  # asv's benchmark version: a hash of the benchmark's code
 
     @property
     def failed(self) -> bool:
@@ -167,7 +168,8 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
                     raise BadInput(f"{where}: result is NaN but it has samples; the file is "
                                    "inconsistent — rerun the benchmark")
             entries[name] = Entry(name, unit, None if value is None else float(value),
-                                  [float(x) for x in samp] if samp is not None else None)
+                                  [float(x) for x in samp] if samp is not None else None,
+                                  info.get("version"))
     if not entries:
         raise BadInput(f"{path}: holds no benchmark results")
     return ResultSet(path, machine, res.commit_hash, res.env_name, res.date, entries)
@@ -321,6 +323,25 @@ def fingerprint_of(rs: ResultSet) -> dict | None:
         if path.is_file():
             return _load_json(path, "fingerprint")
     return None
+
+
+def not_comparable(base: ResultSet, head: ResultSet) -> list[str]:
+    """Why timings of these two runs mean nothing side by side (DECISIONS §2: another device
+    model, another CPU thread count for CPU runs, another machine name); empty if comparable.
+    Software versions are listed by environment_differences, never a reason here: comparing them
+    is the point of nightlies, baselines and `harness ab`."""
+    why = []
+    if base.machine != head.machine:
+        why.append(f"machine name {base.machine!r} vs {head.machine!r}")
+    fb, fh = fingerprint_of(base), fingerprint_of(head)
+    if fb and fh:
+        for key, what in (("gpu", "GPU model"), ("cpu", "CPU model")):
+            if fb.get(key) != fh.get(key):
+                why.append(f"{what} {fb.get(key)!r} vs {fh.get(key)!r}")
+        cpu_run = not fb.get("cuda_available") and not fh.get("cuda_available")
+        if cpu_run and fb.get("torch_threads") != fh.get("torch_threads"):
+            why.append(f"CPU threads {fb.get('torch_threads')} vs {fh.get('torch_threads')}")
+    return why
 
 
 def environment_differences(base: ResultSet, head: ResultSet) -> list[tuple[str, str, str]]:
