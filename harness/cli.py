@@ -23,6 +23,7 @@ COMMANDS = {
     "env": ("harness.commands.env", "print the environment fingerprint"),
     "bench": ("harness.commands.bench", "run the asv benchmark suites and summarise key ratios"),
     "gate": ("harness.commands.gate", "compare two result sets; exit 1 on a regression"),
+    "ab": ("harness.commands.ab", "run BASE and HEAD alternately in this job, then gate them"),
     "calibrate": ("harness.commands.calibrate", "measure per-benchmark noise bands (A/A runs)"),
     "report": ("harness.commands.report", "write a Markdown summary and plots"),
     "nightly": ("harness.commands.nightly", "run the full suites, save results, publish the dashboard"),

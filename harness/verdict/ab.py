@@ -1,0 +1,227 @@
+"""`harness ab BASE HEAD`: both sides measured in one job, in alternating processes, then gated.
+
+Each side is a git revision of this checkout (checked out into a temporary worktree whose
+harness package and suites that side's benchmark processes import, through ASV_PYTHONPATH) or a
+path to a Python interpreter (e.g. two venvs holding different torch builds, both running this
+checkout). Per suite, asv runs A B A B ... (`pairs` times each side), so frequency scaling, other
+load and thermal drift hit both sides alike — asv's own `--interleave-rounds` works only between
+environments asv builds itself, not for existing environments or two interpreters (asv issue 595).
+
+Each side's processes are merged into one asv result (samples appended, as asv's
+`append_samples` does) and kept as a run record labelled `base` / `head`; the verdict is the
+gate's (harness.verdict.gate) on those two records, with the same rules and exit codes.
+Worktrees are removed afterwards, also on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from harness.core import records
+from harness.core.exits import BadInput, RunnerFailed
+from harness.core.files import write_json_atomic
+from harness.measure import asv
+
+MIN_PAIRS = 5  # fewer gives the statistics too little to go on; allowed, with a warning
+
+
+@dataclasses.dataclass
+class Side:
+    label: str                # "base" or "head"
+    spec: str                 # what the user wrote
+    project: pathlib.Path     # checkout whose suites/ and harness/ the benchmarks import
+    python: str               # interpreter the benchmark processes run
+    commit: str
+    env: dict[str, str]       # extra environment for this side's processes
+
+
+def _git(root: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+
+
+@contextlib.contextmanager
+def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str, str]]):
+    """Yield {label: Side}; temporary worktrees live only inside the `with` block."""
+    from harness.core.project import head_commit
+
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="harness-ab-"))
+    made: list[pathlib.Path] = []
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        out = {}
+        for label, spec in specs.items():
+            path = pathlib.Path(spec)
+            if path.is_file() and os.access(path, os.X_OK):
+                out[label] = Side(label, spec, project, str(path.absolute()), head_commit(project),
+                                  envs.get(label, {}))
+                continue
+            rev = _git(project, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}")
+            if rev.returncode:
+                raise BadInput(f"{label} {spec!r} is neither a git revision of {project} nor an "
+                               "executable Python interpreter; give a commit, branch or tag, or a "
+                               "path like .venv-other/bin/python")
+            sha = rev.stdout.strip()
+            tree = scratch / f"{label}-{sha[:8]}"
+            added = _git(project, "worktree", "add", "--detach", str(tree), sha)
+            if added.returncode:
+                raise RunnerFailed(f"git worktree add failed for {spec}: {added.stderr.strip()}")
+            made.append(tree)
+            env = {"ASV_PYTHONPATH": str(tree), **envs.get(label, {})}
+            out[label] = Side(label, spec, tree, sys.executable, sha, env)
+        yield out
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for tree in made:
+            _git(project, "worktree", "remove", "--force", str(tree))
+        _git(project, "worktree", "prune")
+        shutil.rmtree(scratch, ignore_errors=True)  # the harness made it
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run_side(side: Side, suite: str, out_dir: pathlib.Path, machine: str, quick: bool,
+             benches: list[str], method: str) -> pathlib.Path:
+    """One asv process tree for one side and suite; returns its result file."""
+    env = asv.environment({**side.env, "HARNESS_PYTHON": side.python})
+    regexes = [rf"^{suite}\."] + list(benches)
+    with asv.config(side.project, out_dir) as config:
+        asv.record_machine(config, machine, env)
+        cmd = asv.run_command(config, side.commit, machine, method, quick=quick, benches=regexes)
+        proc = subprocess.run(cmd, cwd=side.project, env=env, capture_output=True, text=True)
+    files = sorted(p for p in (out_dir / machine).glob("*.json") if p.name != "machine.json") \
+        if (out_dir / machine).is_dir() else []
+    if not files:
+        raise RunnerFailed(f"asv saved nothing for {side.label} ({side.spec}), suite {suite} "
+                           f"(exit {proc.returncode}):\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
+    return files[0]
+
+
+_FINGERPRINT = """
+import json
+try:
+    from harness.core.env import fingerprint
+except ImportError:  # a revision from before the core/ layout
+    from harness.env import fingerprint
+print(json.dumps(fingerprint()))
+"""
+
+
+def side_fingerprint(side: Side) -> dict:
+    """The environment that side's benchmark processes ran in: its interpreter, its harness."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": str(side.project)}
+    proc = subprocess.run([side.python, "-c", _FINGERPRINT], env=env, capture_output=True, text=True,
+                          cwd=side.project)
+    if proc.returncode:
+        raise RunnerFailed(f"cannot read the environment of {side.label} ({side.python}): "
+                           f"{proc.stderr.strip()[-1500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def merge(result_files: list[pathlib.Path], benchmarks: dict, dest_dir: pathlib.Path) -> pathlib.Path:
+    """One asv result holding every process's samples (asv's append_samples); counters keep the
+    last process's value. Written to dest_dir/<machine>/ under the first file's name."""
+    from asv.results import Results
+    from asv.runner import BenchmarkResult
+
+    def wrapped(res, key, params):
+        # one entry per parameter combination (a single one for an unparametrised benchmark)
+        return list(res.get_result_value(key, params)), list(res.get_result_samples(key, params))
+
+    merged = Results.load(str(result_files[0]))
+    for path in result_files[1:]:
+        res = Results.load(str(path))
+        for key in res.get_result_keys(benchmarks):
+            bench = benchmarks[key]
+            params = res.get_result_params(key) or []
+            values, samples = wrapped(res, key, params)
+            if key in merged.get_result_keys(benchmarks):
+                _, old = wrapped(merged, key, params)
+                samples = [a + b if a is not None and b is not None else b
+                           for a, b in zip(old, samples)]
+            numbers = [1 if s is not None else None for s in samples]
+            merged.add_result(bench, BenchmarkResult(result=values, samples=samples, number=numbers,
+                                                     errcode=0, stderr="", profile=None),
+                              record_samples=True)
+    merged.save(str(dest_dir))
+    return dest_dir / merged._filename
+
+
+def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, suites: list[str],
+        benches: list[str], machine: str, pairs: int, quick: bool, budget_s: float | None,
+        envs: dict[str, dict[str, str]] | None = None, log=print) -> dict:
+    """Alternate the sides per suite; save each side as a run record. Returns what was run and
+    left out, and the two run records."""
+    import json
+
+    method = asv.launch_method()
+    started = time.perf_counter()
+    done: dict[str, list[pathlib.Path]] = {"base": [], "head": []}
+    ran_suites, left_out = [], []
+    work = pathlib.Path(tempfile.mkdtemp(prefix="harness-ab-runs-"))
+    with sides(project, specs, envs or {}) as side:
+        for suite in suites:
+            spent = time.perf_counter() - started
+            if budget_s is not None and ran_suites and spent >= budget_s:
+                left_out.append(suite)
+                continue
+            files: dict[str, list[pathlib.Path]] = {"base": [], "head": []}
+            for i in range(pairs):
+                t0 = time.perf_counter()
+                for label in ("base", "head") if i % 2 == 0 else ("head", "base"):
+                    files[label].append(run_side(side[label], suite, work / f"{suite}-{label}-{i}",
+                                                 machine, quick, benches, method))
+                pair_s = time.perf_counter() - t0
+                log(f"ab: {suite} pair {i + 1}/{pairs} took {pair_s:.0f} s")
+                spent = time.perf_counter() - started
+                if budget_s is not None and i + 1 < pairs and spent + pair_s > budget_s:
+                    log(f"ab: budget of {budget_s:.0f} s reached after {i + 1} pairs of {suite}")
+                    break
+            ran_suites.append(suite)
+            for label in files:
+                done[label] += files[label]
+        if not ran_suites:
+            raise BadInput("nothing ran within the budget; raise --budget")
+        saved = {}
+        for label in ("base", "head"):
+            s = side[label]
+            run_id = records.new_run_id(s.commit, label)
+            meta = {"commit": s.commit, "started": run_id.split("-")[0], "label": label,
+                    "suites": ran_suites, "mode": "fast", "quick": quick, "ab": {
+                        "spec": s.spec, "python": s.python, "pairs": pairs, "processes": len(done[label])}}
+            with records.writing(root, machine, run_id, meta) as staging:
+                by_suite: dict[str, dict] = {}
+                for f in done[label]:
+                    bj = json.loads((f.parent.parent / "benchmarks.json").read_text())
+                    by_suite.update(bj)
+                write_json_atomic(staging / "asv" / "benchmarks.json", by_suite)
+                suites_files: dict[str, list[pathlib.Path]] = {}
+                for f in done[label]:
+                    suites_files.setdefault(f.parent.parent.name.rsplit("-", 2)[0], []).append(f)
+                merged_dir = work / f"merged-{label}"
+                for group in suites_files.values():
+                    merge(group, by_suite, merged_dir)
+                # one result file per side: the suites' merged files folded into one
+                merge(sorted((merged_dir / machine).glob("*.json")), by_suite, staging / "asv")
+                shutil.copy2(done[label][0].parent / "machine.json",
+                             staging / "asv" / machine / "machine.json")
+                fp = side_fingerprint(s)
+                fp.update(machine_name=machine, commit=s.commit, run_id=run_id, ab_side=label)
+                write_json_atomic(staging / records.FINGERPRINT, fp)
+            saved[label] = records.load_record(records.runs_dir(root) / machine / run_id)
+    shutil.rmtree(work, ignore_errors=True)  # scratch the harness made; the records hold the data
+    records.rebuild_view(root)
+    return {"records": saved, "suites": ran_suites, "left_out": left_out,
+            "seconds": time.perf_counter() - started}

@@ -1,0 +1,57 @@
+"""`harness ab`: both sides in one job, alternating processes; worktrees never left behind."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+
+import pytest
+
+from harness.cli import main
+from harness.core import records
+from harness.verdict import ab
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def worktrees() -> list[str]:
+    out = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=ROOT, capture_output=True,
+                         text=True).stdout
+    return [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("worktree ")]
+
+
+def test_worktrees_are_removed_even_on_ctrl_c():
+    before = worktrees()
+    with pytest.raises(KeyboardInterrupt):
+        with ab.sides(ROOT, {"base": "HEAD", "head": "HEAD"}, {}) as side:
+            tree = side["base"].project
+            assert (tree / "harness" / "cli.py").is_file() and str(tree) in worktrees()
+            assert side["base"].env["ASV_PYTHONPATH"] == str(tree)
+            raise KeyboardInterrupt
+    assert worktrees() == before and not tree.exists()
+
+
+def test_a_side_that_is_neither_revision_nor_interpreter_is_bad_input(capsys, tmp_path):
+    code = main(["ab", "no-such-rev", "HEAD", "--suite", "canary", "--results-dir", str(tmp_path)])
+    assert code == 3 and "neither a git revision" in capsys.readouterr().err
+
+
+@pytest.mark.xdist_group("ab-canary")
+def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
+    """HEAD vs HEAD with the canary's extra op on the head side only: exit 1 on the exact op
+    counter; both sides saved as run records labelled base/head."""
+    root = tmp_path / "results"
+    code = main(["ab", "HEAD", "HEAD", "--suite", "canary", "--pairs", "2", "--results-dir", str(root),
+                 "--machine", "ab-cpu", "--head-env", "HARNESS_CANARY_EXTRA=1"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    ops = next(line for line in out.splitlines() if line.startswith("canary.Canary.track_ops"))
+    assert "REGRESSION" in ops and "+1 ops" in ops
+    base, head = records.list_runs(root, "ab-cpu")
+    assert {base.label, head.label} == {"base", "head"}
+    for rec in (base, head):
+        assert rec.meta["ab"]["processes"] == 2
+        data = json.loads(rec.result_file().read_text())
+        col = data["result_columns"].index("samples")
+        assert len(data["results"]["canary.Canary.track_time"][col][0]) >= 2 * 3, "samples of both processes"
