@@ -248,3 +248,9 @@ def test_environment_differences_are_listed_above_the_table(tmp_path, capsys):
     env = out.partition("base aaaaaaaa")[0]
     assert "environment differences" in env and "2.14.1" in env and "2.15.0.dev" in env
     assert "same cpu" not in env and "torch_threads" not in env, "equal settings are not listed"
+
+
+def test_many_samples_do_not_overflow_the_exact_test_bound():
+    """`harness ab` merges processes: hundreds of samples per side (an OverflowError was exit 70)."""
+    assert compare.min_attainable_p(800, 800) == 0.0
+    assert compare.min_attainable_p(3, 3) == pytest.approx(0.1)
