@@ -26,6 +26,7 @@ COMMANDS = {
     "calibrate": ("harness.commands.calibrate", "measure per-benchmark noise bands (A/A runs)"),
     "report": ("harness.commands.report", "write a Markdown summary and plots"),
     "nightly": ("harness.commands.nightly", "run the full suites, save results, publish the dashboard"),
+    "gpu-check": ("harness.commands.gpucheck", "the GPU proof kit: every GPU claim checked on a CUDA runner"),
 }
 
 
