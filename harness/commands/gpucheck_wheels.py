@@ -196,7 +196,10 @@ def install(wheel_dir: Path, target: Path, log) -> None:
                            "keep one of each")
     cmd = install_command(sys.executable, wheel_dir, target)
     log("$ " + " ".join(cmd[:10]) + f" ... ({len(cmd) - 10} wheels)")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:  # the wheels step's budget: local wheels install in seconds
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"pip install into {target} took over 60 s; killed") from None
     log(proc.stdout[-3000:] + proc.stderr[-3000:])
     if proc.returncode:
         raise RuntimeError(f"pip install into {target} failed (exit {proc.returncode}); see the log")
