@@ -450,6 +450,10 @@ def _list_wheels(args) -> int:
           f"{', '.join(wheels.RUNNER_HAS)}:")
     for w in found:
         print("  " + w.describe(args.python_version, args.platform))
+    missing = [w.name for w in found if w.version is None]
+    if missing:
+        print(f"warning: {', '.join(missing)} not installed in {sys.executable}: their versions and needs are "
+              "unknown here; run this with the harness venv (.venv/bin/python .ci/gpu-check --list-wheels ...)")
     dest = args.download or ".gpu-check/wheels-cp" + args.python_version.replace(".", "")
     cmd = wheels.download_command(found, args.python_version, args.platform, dest)
     print("\nfetch them (where pip reaches PyPI):\n  " + shlex.join(cmd))
