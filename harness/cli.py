@@ -28,6 +28,7 @@ COMMANDS = {
     "report": ("harness.commands.report", "write a Markdown summary and plots"),
     "nightly": ("harness.commands.nightly", "run the full suites, save results, publish the dashboard"),
     "prune": ("harness.commands.prune", "remove old run records (dry run unless --yes; never baselines)"),
+    "gpu-check": ("harness.commands.gpucheck", "the GPU proof kit: every GPU claim checked on a CUDA runner"),
 }
 
 

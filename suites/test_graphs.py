@@ -15,12 +15,26 @@ import pytest
 import torch
 import torch.utils._pytree as pytree
 
-from harness.golden.capture import capture_model, cases
+from harness.golden.capture import capture_model, cases, on_device
 from harness.core.zoo import get_model
 
 # Captured programs run the same float32 ops in a possibly different order (AOT decomposes
-# LSTMs, for instance); anything past this is a wrong program, not rounding.
+# LSTMs, for instance); anything past this is a wrong program, not rounding. GPU kernels may
+# pick other algorithms for the decomposed ops (TF32 is switched off, see below).
 RTOL, ATOL = 1e-4, 1e-5
+TOLERANCE = {"cpu": (RTOL, ATOL), "cuda": (1e-3, 1e-4)}
+
+
+@pytest.fixture(autouse=True)
+def _full_float32_on_gpu(golden_device):
+    """cuDNN convolutions default to TF32 (10-bit mantissa): keep float32 float32 on the GPU."""
+    if golden_device == "cpu":
+        yield
+        return
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 # Under `pytest -n 2 --dist loadgroup` a model's cases share a worker, so one capture serves its
@@ -34,30 +48,32 @@ RUNNABLE = [pytest.param(model, frontend, id=f"{model}-{frontend}", marks=pytest
 
 
 @functools.lru_cache(maxsize=None)
-def _captured(model: str, frontend: str, size: str):
+def _captured(model: str, frontend: str, size: str, device: str):
     # One capture per process serves both the golden and the semantic test of a case.
-    return capture_model(model, frontend, size)
+    return capture_model(model, frontend, size, device)
 
 
 @pytest.mark.parametrize("model,frontend", CASES)
-def test_graph_matches_golden(model, frontend, model_size, golden):
-    captured = _captured(model, frontend, model_size)
-    golden.check(captured.text, frontend=frontend, model=f"{model} ({model_size})")
+def test_graph_matches_golden(model, frontend, model_size, golden, golden_device):
+    captured = _captured(model, frontend, model_size, golden_device)
+    where = {} if golden_device == "cpu" else {"device": golden_device}
+    golden.check(captured.text, frontend=frontend, model=f"{model} ({model_size})", **where)
 
 
 @pytest.mark.parametrize("model,frontend", RUNNABLE)
-def test_program_matches_eager_and_capture_repeats(model, frontend, model_size):
-    captured = _captured(model, frontend, model_size)
+def test_program_matches_eager_and_capture_repeats(model, frontend, model_size, golden_device):
+    captured = _captured(model, frontend, model_size, golden_device)
     spec = get_model(model)
-    eager = spec.build(model_size)
-    check_inputs = spec.inputs(model_size, check=True)
+    eager = on_device(spec.build(model_size), golden_device)
+    check_inputs = on_device(spec.inputs(model_size, check=True), golden_device)
     with torch.no_grad():
         expected = pytree.tree_leaves(eager(*check_inputs))
     got = pytree.tree_leaves(captured.program(*check_inputs))
     assert len(got) == len(expected), f"{model}/{frontend}: {len(got)} outputs, eager gives {len(expected)}"
+    rtol, atol = TOLERANCE[torch.device(golden_device).type]
     for i, (g, e) in enumerate(zip(got, expected)):
-        torch.testing.assert_close(g.detach(), e, rtol=RTOL, atol=ATOL,
+        torch.testing.assert_close(g.detach(), e, rtol=rtol, atol=atol,
                                    msg=lambda m: f"{model}/{frontend} output {i} differs from eager: {m}")
 
-    again = capture_model(model, frontend, model_size)
+    again = capture_model(model, frontend, model_size, golden_device)
     assert again.text == captured.text, f"{model}/{frontend}: capturing twice gave different graphs"

@@ -211,12 +211,24 @@ def cases() -> list[tuple[str, str, str | None]]:
     return out
 
 
-def capture_model(name: str, frontend: str, size: str = "small") -> Capture:
-    """Capture a zoo model by name, built and fed exactly as the goldens expect."""
+def on_device(obj, device):
+    """A model, or a tree of inputs (the LSTM's hidden state is a tuple), moved to `device`."""
+    if device is None or str(device) == "cpu":
+        return obj
+    if isinstance(obj, torch.nn.Module):
+        return obj.to(device)
+    return pytree.tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, obj)
+
+
+def capture_model(name: str, frontend: str, size: str = "small", device: str | None = None) -> Capture:
+    """Capture a zoo model by name, built and fed exactly as the goldens expect (on the CPU, or
+    moved to `device` after the seeded build, so weights and inputs are the same everywhere)."""
     from harness.core.zoo import get_model
 
     spec = get_model(name)
     if frontend in spec.unsupported:
         raise NotImplementedError(f"{name} does not support the {frontend} front end: "
                                   f"{spec.unsupported[frontend]}")
-    return capture(spec.build(size), spec.inputs(size), frontend, label=f"model {name!r} ({size})")
+    where = "" if device in (None, "cpu") else f" on {device}"
+    return capture(on_device(spec.build(size), device), on_device(spec.inputs(size), device), frontend,
+                   label=f"model {name!r} ({size}){where}")

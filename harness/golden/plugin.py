@@ -1,7 +1,10 @@
 """pytest plugin: wires the options and the `golden` fixture; the store lives in store.py.
 
 Options: `--accept` (or EXPECTTEST_ACCEPT=1) writes goldens; `--full` (or HARNESS_FULL=1) uses the
-full model configurations and their goldens under `expect/full/`. With CI set, accepting is
+full model configurations and their goldens under `expect/full/`. `HARNESS_GOLDEN_DEVICE=cuda`
+captures on the GPU (fixture `golden_device`): a committed variant `expect/cuda/<id>.expect` is
+then used where one exists, else the CPU golden; accepting there writes a variant only where the
+GPU printout differs from the CPU golden. With CI set, accepting is
 refused unless `--force-accept` (or HARNESS_FORCE_ACCEPT=1) is given too.
 
 Orphans: every test declares the goldens it produces with `@pytest.mark.golden("id")`. After an
@@ -43,6 +46,7 @@ class GoldenSession:
         root = Path(os.environ.get("HARNESS_EXPECT_DIR") or
                     Path(config.rootpath) / config.getini("harness_expect_dir"))
         self.directory = root / "full" if self.full else root
+        self.device = (os.environ.get("HARNESS_GOLDEN_DEVICE") or "cpu").strip().lower()
         self.declared: set[str] = set()
         self.produced: set[str] = set()
         self.deselected = False
@@ -103,7 +107,8 @@ class GoldenFixture:
     def _check(self, text: str, name: str | None, fields: dict) -> None:
         session = self._session
         golden_id = name or self._default_id()
-        path = store.golden_path(session.directory, golden_id)
+        path = store.lookup(session.directory, golden_id, session.device)
+        variant = store.variant_path(session.directory, golden_id, session.device)
         session.produced.add(golden_id)
         actual = store.normalize(text)
         try:
@@ -113,9 +118,11 @@ class GoldenFixture:
                 raise
             existing = None  # accepting rewrites an unreadable golden; git still has the old one
         if session.accept:
-            # Leave an equal golden alone, so accepting twice gives byte-identical files.
+            # Leave an equal golden alone, so accepting twice gives byte-identical files. On a
+            # device, a printout that differs from the CPU golden goes to the device's variant.
             if existing is None or existing.body != actual:
-                store.save(path, store.render(actual, fields))
+                target = variant or path
+                store.save(target, store.render(actual, fields))
             return
         if existing is None:
             pytest.fail(f"no golden {_display(path, self._node.config)} yet for {golden_id}. Create it with:\n"
@@ -149,11 +156,23 @@ def pytest_configure(config):
             "(HARNESS_FORCE_ACCEPT=1) if you really mean to rewrite them here.")
     if session.full:
         os.environ["HARNESS_FULL"] = "1"  # so that suites read one switch
+    if session.device != "cpu":
+        import torch
+
+        if torch.device(session.device).type == "cuda" and not torch.cuda.is_available():
+            raise pytest.UsageError(f"HARNESS_GOLDEN_DEVICE={session.device} but torch sees no CUDA GPU "
+                                    "here; unset it to capture on the CPU")
 
 
 @pytest.fixture
 def golden(request) -> GoldenFixture:
     return GoldenFixture(request.config.stash[_KEY], request.node)
+
+
+@pytest.fixture(scope="session")
+def golden_device(pytestconfig) -> str:
+    """Where golden tests capture: "cpu" unless HARNESS_GOLDEN_DEVICE names another device."""
+    return pytestconfig.stash[_KEY].device
 
 
 @pytest.fixture(scope="session")

@@ -79,6 +79,23 @@ def golden_path(directory: Path, golden_id: str) -> Path:
     return path
 
 
+def variant_path(directory: Path, golden_id: str, device: str | None) -> Path | None:
+    """`expect/<device>/<id>.expect`: a committed variant for a device whose printout legitimately
+    differs from the CPU one (a `device('cuda:0')` constant, a cuDNN-only op). None on the CPU."""
+    if not device or device == "cpu":
+        return None
+    return golden_path(Path(directory) / device, golden_id)
+
+
+def lookup(directory: Path, golden_id: str, device: str | None = None) -> Path:
+    """The golden a capture on `device` is compared with: its variant when one is committed,
+    else the CPU golden (most printouts are the same on every device)."""
+    variant = variant_path(directory, golden_id, device)
+    if variant is not None and variant.is_file():
+        return variant
+    return golden_path(directory, golden_id)
+
+
 def render(body: str, fields: dict[str, str]) -> str:
     body = normalize(body)
     header = dict(fields)

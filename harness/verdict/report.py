@@ -19,6 +19,7 @@ from harness.core.files import write_atomic
 from harness.core.table import render
 from harness.core.units import scale
 from harness.core import records
+from harness.verdict import bands
 from harness.verdict.results import BadInput, ResultSet, load
 from harness.verdict.summary import workers_scaling
 
@@ -133,6 +134,20 @@ def plot_history(name: str, unit: str, points, path: pathlib.Path) -> None:
     _save(fig, path)
 
 
+def sanity_section(rs: ResultSet) -> list[str]:
+    """Key ratios beside the ranges PyTorch publishes (harness.verdict.bands)."""
+    device = bands.device_of(rs)
+    lines = [f"## Sanity bands: key ratios vs published figures ({device})", ""]
+    found = bands.rows(bands.measured(rs), device)
+    if not found:
+        return lines + ["None of the ratios with a published range is in this set.", ""]
+    lines.append("A ratio outside its published range is a prompt to check the set-up (model size, "
+                 "GPU generation, CPU), not a failure.")
+    lines.append("")
+    return lines + [render(["ratio", "case", "measured", "published range (time ratio)", "verdict",
+                            "source"], found, "markdown")]
+
+
 def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
                  history_names: list[str] | None = None) -> pathlib.Path:
     """Write report.md and its PNGs into `out`; returns the Markdown path."""
@@ -150,6 +165,7 @@ def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
         lines += [f"![{suite} ratios]({png.name})", ""]
         lines += [render(["case", f"ratio ({hint})"], [(b.label, f"{b.value:.3g}") for b in bars],
                          "markdown", ("left", "right"))]
+    lines += sanity_section(rs)
     for name in history_names or []:
         e = rs.entries.get(name)
         if e is None:

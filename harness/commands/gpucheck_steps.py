@@ -1,0 +1,269 @@
+"""The steps of `harness gpu-check` that run inside a harness process (part of that command; the
+plan, budgets and orchestration are in harness.commands.gpucheck).
+
+Each step runs in its own process (`python -m harness.cli gpu-check --step NAME ...`) so that
+a step over its budget can be killed without losing the others, and returns a JSON-able dict
+(`status`, `figures`, `detail`) that the orchestrator writes into summary.json. A step needing
+CUDA on a machine without it returns status "n/a" with the reason: a failure on a GPU runner,
+expected in a CPU rehearsal.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+# asv selections (regular expressions on `name(param, ...)`, as asv's --bench). The A/A set holds
+# exact counters and timings with per-call samples; the report set adds the ratios that the
+# report plots and holds against published figures. Run A = A/A + report + canary, run B = A/A,
+# run C = canary with one extra op.
+AA_SET = (r"^fusion\.KernelLaunchesPerCall\.track_kernels_per_call\('pointwise_chain'",
+          r"^fusion\.PointwiseChain\.track_(eager|compiled)_time$",
+          r"^transfer\.HostToDeviceCopy\.track_copy_time\('pinned', True, 'float32'\)")
+REPORT_SET = (r"^fusion\.PointwiseChain\.track_compiled_over_eager$",
+              r"^transfer\.HostToDeviceCopy\.track_copy_time\('(pageable|pin_then_copy)', True, 'float32'\)",
+              r"^transfer\.PinnedOverPageable\.track_pinned_over_pageable\(True, 'float32'\)",
+              r"^amp\.AutocastOverFp32\.track_autocast_over_fp32\('alexnet'",
+              r"^models\.Inference\.track_inference_time\('alexnet', False")
+CANARY_SET = (r"^canary\.",)
+RUNS = {"A": {"modules": ["fusion", "transfer", "amp", "models", "canary"], "benches": AA_SET + REPORT_SET + CANARY_SET},
+        "B": {"modules": ["fusion", "transfer"], "benches": AA_SET},
+        "C": {"modules": ["canary"], "benches": CANARY_SET, "env": {"HARNESS_CANARY_EXTRA": "1"}}}
+# Launch method under test: a forked CUDA context is unusable, so GPU runs must spawn.
+LAUNCH = "spawn"
+
+
+def _result(status: str, figures: dict, detail: str) -> dict:
+    return {"status": status, "figures": figures, "detail": detail}
+
+
+# ---- measuring checks (harness.measure.gpucheck) ----
+
+def measuring(name: str):
+    def step(ctx) -> dict:
+        from harness.measure import gpucheck
+        from harness.measure.workloads import NotApplicable
+
+        try:
+            return gpucheck.CHECKS[name](ctx.device_obj())
+        except NotApplicable as exc:
+            return _result("n/a", {}, str(exc))
+    return step
+
+
+# ---- asv runs: spawn, A/A, canary ----
+
+def _commit(ctx) -> tuple[Path, str, str]:
+    """(repo, commit, note): the checkout's HEAD; a copied checkout without .git gets a scratch
+    repository in the work folder, only so that asv can file results under a commit."""
+    from harness.core.exits import BadInput
+    from harness.core.project import head_commit
+
+    try:
+        return ctx.root, head_commit(ctx.root), "checkout HEAD"
+    except BadInput as exc:
+        repo = ctx.work / "scratch-repo"
+        if not (repo / ".git").is_dir():
+            repo.mkdir(parents=True, exist_ok=True)
+            git = ["git", "-C", str(repo), "-c", "user.name=gpu-check", "-c", "user.email=gpu-check@localhost"]
+            subprocess.run(git[:3] + ["init", "-q"], check=True)
+            subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", "gpu-check scratch"], check=True)
+        sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        return repo, sha, f"scratch repository ({exc})"
+
+
+def run_dir(ctx, run: str) -> Path:
+    return ctx.work / f"run{run}"
+
+
+def asv_run(ctx, run: str) -> dict:
+    """One `asv run` of a selection with the spawn launch method into work/run<X>/asv, with the
+    environment fingerprint where the gate looks for it."""
+    from harness.core.env import fingerprint, machine_name
+    from harness.core.files import write_json_atomic
+    from harness.core import records
+    from harness.measure import asv
+    from harness.verdict.results import result_files
+
+    spec = RUNS[run]
+    root = run_dir(ctx, run)
+    results = root / "asv"
+    bench_dir = root / "benchmarks"
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    (bench_dir / "__init__.py").write_text("")
+    for mod in spec["modules"]:  # asv imports every module it finds: only the ones needed
+        shutil.copy(ctx.root / "suites" / "benchmarks" / f"{mod}.py", bench_dir / f"{mod}.py")
+    repo, sha, note = _commit(ctx)
+    machine = machine_name()
+    env = asv.environment(spec.get("env"))
+    t0 = time.perf_counter()
+    with asv.config(ctx.root, results, benchmark_dir=bench_dir) as config:
+        conf = json.loads(Path(config).read_text())
+        # `branches: [main]` fails where no local main exists (CI checkouts); HEAD always does.
+        conf.update(repo=str(repo), branches=["HEAD"])
+        Path(config).write_text(json.dumps(conf, indent=2))
+        asv.record_machine(config, machine, env)
+        cmd = asv.run_command(config, sha, machine, LAUNCH, benches=list(spec["benches"]))
+        print("$ " + " ".join(cmd[2:]), flush=True)
+        rc = subprocess.run(cmd, cwd=ctx.root, env=env).returncode
+    wall = time.perf_counter() - t0
+    fp = fingerprint()
+    fp.update(machine_name=machine, commit=sha, launch_method=LAUNCH, asv_wall_s=round(wall, 1),
+              mode="fast", quick=False, suites=spec["modules"])
+    # laid out as a run record (run.json, fingerprint.json, asv/), where the gate looks for it
+    write_json_atomic(root / records.FINGERPRINT, fp)
+    write_json_atomic(root / records.RUN_JSON, {"run_id": root.name, "machine": machine, "commit": sha,
+                                                "label": f"gpu-check-{run}"})
+    files = result_files(results / machine)
+    return {"exit": rc, "result": str(files[-1]) if files else None, "wall_s": round(wall, 1),
+            "machine": machine, "commit": sha, "commit_source": note}
+
+
+def _loaded(path: str):
+    from harness.verdict.results import load
+
+    return load(path)
+
+
+def step_asv_spawn(ctx) -> dict:
+    """Run A: the GPU selection and the canary under asv with `--launch-method spawn`."""
+    from harness.core.env import cuda_available
+    from harness.verdict.summary import failures
+
+    ran = asv_run(ctx, "A")
+    figures = {"launch_method": LAUNCH, **ran}
+    if ran["result"] is None:
+        return _result("fail", figures, f"asv saved no result (exit {ran['exit']})")
+    rs = _loaded(ran["result"])
+    measured = {n: e.value for n, e in rs.entries.items() if not e.skipped and not e.failed}
+    figures.update(cases_measured=len(measured), cases_failed=failures(rs),
+                   cuda_in_benchmarks=cuda_available())
+    kernels = {n: v for n, v in measured.items() if "kernels_per_call" in n}
+    figures["kernels_per_call_under_asv"] = kernels
+    _collect_run(ctx, ran, "asv-A")
+    ok = ran["exit"] == 0 and not failures(rs) and len(measured) > 0
+    if ctx.device == "cuda":
+        ok = ok and len(kernels) == 2  # both counts ran: CUDA worked inside spawned processes
+    return _result("pass" if ok else "fail", figures,
+                   f"{len(measured)} cases measured, {len(failures(rs))} failed, asv exit {ran['exit']}")
+
+
+def _collect_run(ctx, ran: dict, label: str) -> None:
+    """The result JSON, its benchmarks.json and fingerprint into --out."""
+    from harness.core import records
+
+    src = Path(ran["result"])
+    shutil.copy(src, ctx.out / f"{label}-result.json")
+    shutil.copy(src.parent.parent / "benchmarks.json", ctx.out / f"{label}-benchmarks.json")
+    fp = src.parent.parent.parent / records.FINGERPRINT
+    if fp.is_file():
+        shutil.copy(fp, ctx.out / f"{label}-fingerprint.json")
+
+
+def _gate(ctx, base: str, head: str, only: list[str], markdown: Path) -> dict:
+    from harness.core.files import write_atomic
+    from harness.verdict.gate import run_gate
+
+    outcome = run_gate(base, head, root=ctx.work, only=only)
+    write_atomic(markdown, outcome.render("markdown"))
+    print(outcome.render("text"), flush=True)
+    rows = {r.name: {"verdict": r.verdict, "ratio": r.ratio, "note": r.note} for r in outcome.rows}
+    return {"exit": outcome.code, "rows": rows, "summary": outcome.summary(), "message": outcome.message}
+
+
+def _run_a(ctx) -> str | None:
+    files = sorted((run_dir(ctx, "A") / "asv").glob("*/*.json"))
+    files = [f for f in files if f.name != "machine.json"]
+    return str(files[-1]) if files else None
+
+
+def step_gate_aa(ctx) -> dict:
+    """Run B (the A/A set again, a second process tree), then the gate A vs B: must exit 0."""
+    base = _run_a(ctx)
+    if base is None:
+        return _result("not run", {}, "needs run A (step asv-spawn)")
+    ran = asv_run(ctx, "B")
+    if ran["result"] is None:
+        return _result("fail", ran, f"asv saved no result for run B (exit {ran['exit']})")
+    head = _loaded(ran["result"])
+    only = sorted(n for n, e in head.entries.items() if not e.skipped)
+    gate = _gate(ctx, base, ran["result"], only, ctx.out / "gate-aa.md")
+    ok = gate["exit"] == 0
+    return _result("pass" if ok else "fail", {"run_b": ran, "gate": gate},
+                   f"gate A/A exit {gate['exit']} (want 0): {gate['summary']}")
+
+
+def step_gate_canary(ctx) -> dict:
+    """Run C (canary with HARNESS_CANARY_EXTRA=1), then the gate A vs C: must exit 1, with the
+    exact op counter among the regressions."""
+    base = _run_a(ctx)
+    if base is None:
+        return _result("not run", {}, "needs run A (step asv-spawn)")
+    ran = asv_run(ctx, "C")
+    if ran["result"] is None:
+        return _result("fail", ran, f"asv saved no result for run C (exit {ran['exit']})")
+    only = ["canary.Canary.track_ops", "canary.Canary.track_time", "canary.Canary.track_time_over_reference"]
+    gate = _gate(ctx, base, ran["result"], only, ctx.out / "gate-canary.md")
+    ops = gate["rows"].get("canary.Canary.track_ops", {}).get("verdict")
+    ok = gate["exit"] == 1 and ops == "REGRESSION"
+    return _result("pass" if ok else "fail", {"run_c": ran, "gate": gate},
+                   f"gate clean vs extra op exit {gate['exit']} (want 1); track_ops {ops}")
+
+
+def step_report(ctx) -> dict:
+    """`harness report` of run A: report.md, its PNGs and the sanity bands."""
+    from harness.verdict import bands
+    from harness.verdict.report import write_report
+
+    base = _run_a(ctx)
+    if base is None:
+        return _result("not run", {}, "needs run A (step asv-spawn)")
+    rs = _loaded(base)
+    md = write_report(rs, ctx.out / "report", run_dir(ctx, "A"))
+    device = bands.device_of(rs)
+    rows = [dict(zip(("ratio", "case", "measured", "published", "verdict", "source"), r))
+            for r in bands.rows(bands.measured(rs), device)]
+    text = md.read_text()
+    ok = "## Sanity bands" in text and any(p.suffix == ".png" for p in md.parent.iterdir())
+    return _result("pass" if ok else "fail", {"report": str(md), "device": device, "bands": rows},
+                   f"report with {len(rows)} banded ratio(s)")
+
+
+# ---- graph goldens on the device ----
+
+def step_goldens(ctx) -> dict:
+    """Every zoo model under every front end captured and run on the device, against eager on
+    the device and against the CPU printout of the same torch; candidates into --out."""
+    from harness.golden import devicecheck
+
+    tree = ctx.work / "runner-expect"
+    results = devicecheck.run(ctx.device, "small", ctx.root / "expect", tree)
+    cases = {r.golden_id: {"status": r.status, "semantic": r.semantic, "max_abs_diff": r.max_abs_diff,
+                           "committed": r.committed, "error": r.error, "diff": r.diff} for r in results}
+    candidates = sorted((tree / ctx.device).glob("*.expect")) if ctx.device != "cpu" else []
+    if candidates:
+        dest = ctx.out / "cuda-candidates"
+        dest.mkdir(parents=True, exist_ok=True)
+        for p in candidates:
+            shutil.copy(p, dest / p.name)
+    failed = [r.golden_id for r in results if r.failed]
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return _result("fail" if failed else "pass",
+                   {"device": ctx.device, "counts": counts, "failed": failed,
+                    "candidates": [p.name for p in candidates], "cases": cases},
+                   f"{len(results)} cases: {counts}; failed: {', '.join(failed) or 'none'}")
+
+
+STEPS = {
+    "timing": measuring("timing"), "warmup": measuring("warmup"), "kernels": measuring("kernels"),
+    "transfer": measuring("transfer"), "amp": measuring("amp"), "conv": measuring("conv"),
+    "dataloader": measuring("dataloader"),
+    "asv-spawn": step_asv_spawn, "gate-aa": step_gate_aa, "gate-canary": step_gate_canary,
+    "report": step_report, "goldens": step_goldens,
+}
