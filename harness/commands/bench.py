@@ -11,6 +11,9 @@ def add_arguments(parser):
                         help="asv --quick: one run per benchmark (our own >= 1 warm-up call is kept)")
     parser.add_argument("--full", action="store_true",
                         help="full sizes and grids (sets HARNESS_FULL=1 for every suite); default: fast")
+    parser.add_argument("--threads", metavar="N",
+                        help="CPU threads for the whole run (torch.set_num_threads in every suite; "
+                             "recorded in the fingerprint); default 1, all cores with --full")
     parser.add_argument("--suite", action="append", metavar="NAME",
                         help="suite to run (repeatable): a module in suites/benchmarks/; default all "
                              "but the canary")
@@ -23,14 +26,16 @@ def add_arguments(parser):
 def run(args) -> int:
     from harness.core.project import head_commit, project_root
     from harness.measure import bench
+    from harness.measure.threads import parse_threads
     from harness.verdict.results import asv_dir, load, results_root
     from harness.verdict.summary import failures, summary_table
 
     root = project_root()
     results = asv_dir(results_root(args.results_dir))
     names = bench.check_suites(root, args.suite)  # bad names fail before anything is written
+    threads = parse_threads(args.threads)
     ran = bench.run(root, results, names, sha=head_commit(root), machine=options.machine_name(args),
-                    quick=args.quick, full=args.full, launch=args.launch_method)
+                    quick=args.quick, full=args.full, threads=threads, launch=args.launch_method)
     if ran.result_file is None:
         print(f"harness bench: asv saved no results under {results} (asv exit code {ran.asv_exit})")
         return exits.RUNNER_FAILED
