@@ -42,8 +42,8 @@ from harness.core.env import synchronize
 from harness.core.switches import full_mode
 
 # fast (default) and full settings for the sampling loop; full_mode() (HARNESS_FULL) picks one
-FAST = {"warmup": 2, "samples": 30, "budget_s": 0.5}
-FULL = {"warmup": 3, "samples": 30, "budget_s": 5.0}
+FAST = {"warmup": 2, "samples": 60, "budget_s": 1.0}
+FULL = {"warmup": 3, "samples": 60, "budget_s": 5.0}
 MIN_SAMPLES = 3
 
 
@@ -58,7 +58,7 @@ def measure(fn: Callable[[], object], device: torch.device | str = "cpu", *, war
     Stops after `samples` calls, or earlier once `budget_s` seconds of timed calls have passed
     and at least MIN_SAMPLES were taken (slow full-size workloads on small machines).
     """
-    return _timed_rounds([fn], device, warmup, samples, budget_s)[0]
+    return _timed_rounds([fn], device, warmup, samples, budget_s, "wall")[0]
 
 
 def measure_returning(fn: Callable[[], object], device: torch.device | str = "cpu", *,
@@ -67,13 +67,14 @@ def measure_returning(fn: Callable[[], object], device: torch.device | str = "cp
     """`measure`, also keeping what each timed call returned (e.g. an epoch's sample count and
     compute time, from which the DataLoader benchmarks derive throughput and efficiency)."""
     returned: list = []
-    times = _timed_rounds([lambda: returned.append(fn())], device, warmup, samples, budget_s)[0]
+    times = _timed_rounds([lambda: returned.append(fn())], device, warmup, samples, budget_s, "wall")[0]
     return times, returned[len(returned) - len(times):]
 
 
 def measure_paired(fn: Callable[[], object], base: Callable[[], object],
                    device: torch.device | str = "cpu", *, warmup: int | None = None,
-                   samples: int | None = None, budget_s: float | None = None) -> list[float]:
+                   samples: int | None = None, budget_s: float | None = None,
+                   clock: str | None = None) -> list[float]:
     """Per round, the time of `fn()` over the time of `base()` timed beside it: compiled/eager,
     pinned/pageable, AMP/fp32, workers N/0, or a workload over the machine's reference workload.
 
@@ -84,8 +85,12 @@ def measure_paired(fn: Callable[[], object], base: Callable[[], object],
     one after the other instead, eager in a quiet second and compiled in a busy one, the ratio
     read 22.8 for identical code. Returned as samples (unit "ratio", lower is better) so that the
     gate and asv apply their tests to the per-round spread.
+
+    `clock` (see _clock): by default the process's CPU time when the run uses one CPU thread on
+    a CPU device, else wall time; "wall" where work happens outside this process (DataLoader
+    workers).
     """
-    work, ref = _timed_rounds([fn, base], device, warmup, samples, budget_s)
+    work, ref = _timed_rounds([fn, base], device, warmup, samples, budget_s, clock)
     return [w / r for w, r in zip(work, ref) if r > 0]
 
 
@@ -131,7 +136,22 @@ def _compile_failure(round_: int, fns, index: int) -> CompiledDuringTiming:
         "(same shapes, dtypes and modes as the timed calls) or mark the changing input dynamic")
 
 
-def _timed_rounds(fns, device, warmup, samples, budget_s) -> list[list[float]]:
+def _clock(device: torch.device, clock: str | None) -> Callable[[], float]:
+    """The clock of the CPU timing loop. Wall time (perf_counter) is what a user waits; but on a
+    shared machine a 1 ms call is descheduled whenever a neighbour's time slice comes, and which
+    side of a pair that hits is chance: with the load average at 9 on two cores, the same MLP
+    step's per-round compiled/eager ratio spread so wide that a 25% slowdown tested p=0.15.
+    With one CPU thread all of a call's work runs in this process, and its CPU time
+    (process_time) excludes the slices given to others: the paired and normalised rows use it
+    then. Raw rows (measure) always use wall time."""
+    if clock is None:
+        clock = "cpu" if device.type == "cpu" and torch.get_num_threads() == 1 else "wall"
+    if clock not in ("cpu", "wall"):
+        raise ValueError(f"clock must be 'cpu' or 'wall', got {clock!r}")
+    return time.process_time if clock == "cpu" else time.perf_counter
+
+
+def _timed_rounds(fns, device, warmup, samples, budget_s, clock=None) -> list[list[float]]:
     """The one timing loop: per round, each of `fns` is called and timed in turn, the order
     rotating from round to round so that no side always runs first (warm caches, boost clocks).
     A call during which anything compiled raises CompiledDuringTiming (see _compile_events)."""
@@ -151,14 +171,15 @@ def _timed_rounds(fns, device, warmup, samples, budget_s) -> list[list[float]]:
     synchronize(device)
     if device.type == "cuda":
         return _timed_rounds_cuda(fns, samples, budget_s)
+    now = _clock(device, clock)
     out: list[list[float]] = [[] for _ in fns]
     spent = 0.0
     for round_ in range(samples):
         for i in _order(round_, len(fns)):
             before = _compile_events()
-            t0 = time.perf_counter()
+            t0 = now()
             fns[i]()
-            dt = time.perf_counter() - t0
+            dt = now() - t0
             if _compile_events() != before:
                 raise _compile_failure(round_, fns, i)
             out[i].append(dt)

@@ -140,9 +140,9 @@ def compare_entry(b: Entry, h: Entry, threshold: float = DEFAULT_THRESHOLD,
     worse = _worse(ratio, kind.higher_is_better)
     if kind.exact:
         if hv == bv:
-            return Row(name, h.unit, bv, hv, ratio, OK, "exact counter")
+            return Row(name, h.unit, bv, hv, ratio, OK, "exact")
         verdict = REGRESSION if worse > 1 else IMPROVED
-        return Row(name, h.unit, bv, hv, ratio, verdict, f"exact counter: {hv - bv:+g} {h.unit}")
+        return Row(name, h.unit, bv, hv, ratio, verdict, f"exact: {hv - bv:+g} {h.unit}")
     if kind.kind == metrics.MEMORY:
         tol = metrics.MEMORY_TOLERANCE
         verdict = REGRESSION if worse > 1 + tol else IMPROVED if worse < 1 / (1 + tol) else OK
