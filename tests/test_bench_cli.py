@@ -79,6 +79,7 @@ def test_quick_run_of_one_suite_saves_results_and_fingerprint(tmp_path):
     fp = json.loads(fp_file.read_text())
     assert fp["commit"] == sha and fp["machine_name"] == "testmachine-cpu" and fp["torch"]
     assert fp["suites"] == ["transfer"] and fp["quick"] is True and fp["mode"] == "fast"
+    assert fp["torch_threads"] == 1, "quick runs use one CPU thread (DECISIONS §6), whatever the machine has"
     assert "pinned/pageable copy" in proc.stdout
     assert "needs CUDA" in proc.stdout + proc.stderr or torch.cuda.is_available()
     assert not list(tmp_path.rglob("*.tmp")), "atomic writes leave no temp files"

@@ -53,13 +53,23 @@ def noise_file(tmp_path, bands: dict[str, float]):
     return path
 
 
-@pytest.mark.parametrize("name, units", [("t.ratio", PAIRED), ("t.rel", NORMALISED)])
-def test_ten_percent_slowdown_of_a_paired_or_normalised_row_is_flagged(tmp_path, capsys, name, units):
-    b, h = pair(tmp_path, {name: draw(30, seed=1)}, {name: draw(30, seed=2, scale=1.10)}, units=units)
+def test_ten_percent_slowdown_of_a_paired_row_is_flagged(tmp_path, capsys):
+    b, h = pair(tmp_path, {"t.ratio": draw(30, seed=1)}, {"t.ratio": draw(30, seed=2, scale=1.10)}, units=PAIRED)
     code, out, _ = run_cli(capsys, b, h)
     assert code == 1, out
-    assert verdicts(out) == {name: "REGRESSION"}
-    assert ("paired ratio" if units is PAIRED else "normalised time") in out
+    assert verdicts(out) == {"t.ratio": "REGRESSION"} and "paired ratio: p=" in out
+
+
+def test_normalised_row_is_judged_once_calibrated(tmp_path, capsys):
+    b, h = pair(tmp_path, {"t.rel": draw(30, seed=1)}, {"t.rel": draw(30, seed=2, scale=1.10)}, units=NORMALISED)
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 0 and verdicts(out) == {"t.rel": "not judged"}
+    assert "normalised time: no calibrated noise band" in out
+    code, out, _ = run_cli(capsys, b, h, "--noise", noise_file(tmp_path, {"t.rel": 0.03}))
+    assert code == 1 and verdicts(out) == {"t.rel": "REGRESSION"}
+    assert "normalised time, noise band 3.0%: p=" in out
+    code, out, _ = run_cli(capsys, b, h, "--noise", noise_file(tmp_path, {"t.rel": 0.20}))
+    assert code == 0 and "threshold 20.0%" in out
 
 
 def test_aa_pair_from_one_distribution_passes(tmp_path, capsys):
@@ -150,7 +160,7 @@ def test_counters_exact_and_memory_tolerance(tmp_path, capsys):
 
 def test_table_always_printed_and_markdown(tmp_path, capsys):
     b, h = pair(tmp_path, {"a.time": draw(30, seed=1), "b.k": 5},
-                {"a.time": draw(30, seed=2, scale=1.2), "b.k": 5}, units={"a.time": "relative"})
+                {"a.time": draw(30, seed=2, scale=1.2), "b.k": 5}, units={"a.time": "ratio"})
     md = tmp_path / "gate.md"
     code, out, _ = run_cli(capsys, b, h, "--markdown", md)
     assert code == 1
@@ -237,7 +247,7 @@ def test_unknown_bench_name_exit_3(tmp_path, capsys):
 def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):
     root = tmp_path / "results"
     monkeypatch.setenv("HARNESS_RESULTS_DIR", str(root))  # the results root, as --results-dir
-    units = {"a.time": "relative"}
+    units = {"a.time": "ratio"}
     write_set(root / "asv", "aaaaaaaa11", {"a.time": draw(30, seed=1)}, date=1, units=units)
     write_set(root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3)}, date=2, units=units)
     assert run_cli(capsys, "aaaa", "latest")[0] == 1

@@ -10,8 +10,9 @@ its own duration, i.e. slows the compiled workload by the fraction F whatever th
 speed. Neither is in suites/benchmarks: users run the real suite.
 
 Three quick runs (~15-30 s each on two shared cores): A clean, B with the compiled side 25%
-slower, C clean. Raw seconds are "not judged" here (no calibrated band); what passes the A/A and
-catches B are the paired compiled/eager ratio and the reference-normalised compiled time.
+slower, C clean. No noise file: raw seconds and reference-normalised rows are "not judged"
+(no calibrated band); what passes the A/A and catches B is the paired compiled/eager ratio
+(and the exact op counter stays equal: the slowdown is a busy wait).
 """
 
 from __future__ import annotations
@@ -91,8 +92,8 @@ def test_aa_of_two_real_quick_runs_passes_without_a_noise_file(runs, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     found = rows(out)
-    assert "paired ratio" in found[f"{CLASS}.track_compiled_over_eager"]
-    assert "normalised time" in found[f"{CLASS}.track_compiled_time_over_reference"]
+    assert "paired ratio: p=" in found[f"{CLASS}.track_compiled_over_eager"]
+    assert "not judged" in found[f"{CLASS}.track_compiled_time_over_reference"]
     assert "not judged" in found[f"{CLASS}.track_compiled_time"], "raw seconds: no calibrated band"
     assert "exact" in found[f"{CLASS}.track_ops_per_call_compiled"]
 
@@ -104,7 +105,5 @@ def test_injected_slowdown_is_caught_on_the_timing_rows(runs, capsys):
     assert code == 1, out
     found = rows(out)
     assert "REGRESSION" in found[f"{CLASS}.track_compiled_over_eager"], out
-    assert "REGRESSION" in found[f"{CLASS}.track_compiled_time_over_reference"], out
-    # the slowdown is a busy wait: no extra aten op, so only timing rows can have caught it
+    # the slowdown is a busy wait: no extra aten op, so only the timing row can have caught it
     assert "REGRESSION" not in found[f"{CLASS}.track_ops_per_call_compiled"]
-    assert "REGRESSION" not in found[f"{CLASS}.track_eager_time_over_reference"]
