@@ -87,6 +87,7 @@ def test_quick_runs_are_kept_as_immutable_run_records(tmp_path):
     assert fp["suites"] == ["transfer"] and fp["quick"] is True and fp["mode"] == "fast"
     meta = json.loads((first / "run.json").read_text())
     assert meta["run_id"] == first.name and meta["commit"] == sha and meta["complete"] is True
+    assert fp["torch_threads"] == 1, "quick runs use one CPU thread (DECISIONS §6), whatever the machine has"
     assert "pinned/pageable copy" in proc.stdout
     assert "needs CUDA" in proc.stdout + proc.stderr or torch.cuda.is_available()
 

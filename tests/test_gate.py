@@ -27,7 +27,8 @@ def verdicts(out: str) -> dict[str, str]:
     for line in lines[start:]:
         if line.startswith("gate:"):
             break
-        for v in (compare.OK, compare.IMPROVED, compare.REGRESSION, compare.FAILED, compare.MISSING, compare.SKIPPED, compare.BAD):
+        for v in (compare.OK, compare.IMPROVED, compare.REGRESSION, compare.FAILED, compare.MISSING,
+                  compare.SKIPPED, compare.BAD, compare.NOT_JUDGED):
             if f"  {v}" in line:
                 found[line.split()[0]] = v
     return found
@@ -39,49 +40,110 @@ def pair(tmp_path, base: dict, head: dict, **kw):
     return b, h
 
 
-def test_ten_percent_slowdown_is_flagged(tmp_path, capsys):
-    b, h = pair(tmp_path, {"t.time": draw(30, seed=1)}, {"t.time": draw(30, seed=2, scale=1.10)})
+# Paired ratios and reference-normalised times are judged by the statistics on every machine;
+# raw times and throughputs only below a calibrated noise band (DECISIONS §3).
+PAIRED = {"t.ratio": "ratio"}
+NORMALISED = {"t.rel": "relative"}
+
+
+def noise_file(tmp_path, bands: dict[str, float]):
+    path = tmp_path / "noise.json"
+    path.write_text(json.dumps({"machine": "m1-cpu",
+                                "benchmarks": {k: {"band": v} for k, v in bands.items()}}))
+    return path
+
+
+def test_ten_percent_slowdown_of_a_paired_row_is_flagged(tmp_path, capsys):
+    b, h = pair(tmp_path, {"t.ratio": draw(30, seed=1)}, {"t.ratio": draw(30, seed=2, scale=1.10)}, units=PAIRED)
     code, out, _ = run_cli(capsys, b, h)
-    assert code == 1
-    assert "REGRESSION" in out and "t.time" in out
+    assert code == 1, out
+    assert verdicts(out) == {"t.ratio": "REGRESSION"} and "paired ratio: p=" in out
+
+
+def test_normalised_row_is_judged_once_calibrated(tmp_path, capsys):
+    b, h = pair(tmp_path, {"t.rel": draw(30, seed=1)}, {"t.rel": draw(30, seed=2, scale=1.10)}, units=NORMALISED)
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 0 and verdicts(out) == {"t.rel": "not judged"}
+    assert "normalised time: no calibrated noise band" in out
+    code, out, _ = run_cli(capsys, b, h, "--noise", noise_file(tmp_path, {"t.rel": 0.03}))
+    assert code == 1 and verdicts(out) == {"t.rel": "REGRESSION"}
+    assert "normalised time, noise band 3.0%: p=" in out
+    code, out, _ = run_cli(capsys, b, h, "--noise", noise_file(tmp_path, {"t.rel": 0.20}))
+    assert code == 0 and "threshold 20.0%" in out
 
 
 def test_aa_pair_from_one_distribution_passes(tmp_path, capsys):
     for seed in range(5):
-        b, h = pair(tmp_path / str(seed), {"t.time": draw(30, seed=seed)},
-                    {"t.time": draw(30, seed=100 + seed)})
+        b, h = pair(tmp_path / str(seed), {"t.ratio": draw(30, seed=seed)},
+                    {"t.ratio": draw(30, seed=100 + seed)}, units=PAIRED)
         code, out, _ = run_cli(capsys, b, h)
         assert code == 0, out
         assert "REGRESSION" not in out
 
 
 def test_speedup_is_improvement_not_failure(tmp_path, capsys):
-    b, h = pair(tmp_path, {"t.time": draw(30, seed=1)}, {"t.time": draw(30, seed=2, scale=0.8)})
+    b, h = pair(tmp_path, {"t.ratio": draw(30, seed=1)}, {"t.ratio": draw(30, seed=2, scale=0.8)}, units=PAIRED)
     code, out, _ = run_cli(capsys, b, h)
     assert code == 0 and "improved" in out
 
 
-def test_throughput_is_higher_better(tmp_path, capsys):
+def test_raw_time_is_not_judged_without_a_narrow_calibrated_band(tmp_path, capsys):
+    # 30% slower in raw seconds: on a shared runner that is within run-to-run drift
+    b, h = pair(tmp_path, {"t.time": draw(30, seed=1)}, {"t.time": draw(30, seed=2, scale=1.3)})
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 0 and verdicts(out) == {"t.time": "not judged"}
+    assert "raw time: no calibrated noise band" in out
+    code, out, _ = run_cli(capsys, b, h, "--noise", noise_file(tmp_path, {"t.time": 0.15}))
+    assert code == 0 and "raw time: noise band 15% >= threshold 5%" in out
+    # a dedicated runner's band below the threshold: the raw row is judged
+    code, out, _ = run_cli(capsys, b, h, "--noise", noise_file(tmp_path, {"t.time": 0.02}))
+    assert code == 1 and verdicts(out) == {"t.time": "REGRESSION"}
+    assert "raw time, noise band 2.0%: p=" in out
+
+
+def test_throughput_is_higher_better_when_judged(tmp_path, capsys):
     units = {"t.rate": "samples/s"}
+    narrow = noise_file(tmp_path, {"t.rate": 0.01})
     b, h = pair(tmp_path, {"t.rate": draw(30, 1000, seed=1)}, {"t.rate": draw(30, 1000, seed=2, scale=0.85)},
                 units=units)
-    code, out, _ = run_cli(capsys, b, h)
-    assert code == 1 and "REGRESSION" in out
+    code, out, _ = run_cli(capsys, b, h, "--noise", narrow)
+    assert code == 1 and "REGRESSION" in out and "raw throughput" in out
+    assert run_cli(capsys, b, h)[0] == 0, "no band: not judged"
     b, h = pair(tmp_path / "up", {"t.rate": draw(30, 1000, seed=1)},
                 {"t.rate": draw(30, 1000, seed=2, scale=1.2)}, units=units)
-    assert run_cli(capsys, b, h)[0] == 0
+    assert run_cli(capsys, b, h, "--noise", narrow)[0] == 0
 
 
 def test_shift_within_threshold_or_noise_band_passes(tmp_path, capsys):
     # 3% slower with tight samples: significant, but below the 5% threshold
-    b, h = pair(tmp_path, {"t.time": draw(40, cv=0.005, seed=1)}, {"t.time": draw(40, cv=0.005, seed=2, scale=1.03)})
+    b, h = pair(tmp_path, {"t.ratio": draw(40, cv=0.005, seed=1)},
+                {"t.ratio": draw(40, cv=0.005, seed=2, scale=1.03)}, units=PAIRED)
     assert run_cli(capsys, b, h)[0] == 0
-    # 10% slower, but this benchmark's calibrated noise band is 15%
-    b, h = pair(tmp_path / "n", {"t.time": draw(30, seed=1)}, {"t.time": draw(30, seed=2, scale=1.10)})
-    noise = tmp_path / "noise.json"
-    noise.write_text(json.dumps({"machine": "m1-cpu", "benchmarks": {"t.time": {"band": 0.15}}}))
-    code, out, _ = run_cli(capsys, b, h, "--noise", noise)
+    # 10% slower, but this paired row's calibrated noise band is 15%
+    b, h = pair(tmp_path / "n", {"t.ratio": draw(30, seed=1)}, {"t.ratio": draw(30, seed=2, scale=1.10)},
+                units=PAIRED)
+    code, out, _ = run_cli(capsys, b, h, "--noise", noise_file(tmp_path, {"t.ratio": 0.15}))
     assert code == 0 and "threshold 15.0%" in out
+
+
+def test_few_samples_fall_back_to_asvs_confidence_intervals(tmp_path, capsys):
+    # 3+3 samples cannot reach p < 0.002 in any Mann-Whitney test; asv's rule decides instead
+    tight = [1.00, 1.01, 0.99]
+    b, h = pair(tmp_path, {"t.ratio": tight}, {"t.ratio": [x * 1.3 for x in tight]}, units=PAIRED)
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 1 and "3+3 samples, too few for Mann-Whitney: 99% CIs do not overlap" in out
+    wide = [0.7, 1.0, 1.4]
+    b, h = pair(tmp_path / "w", {"t.ratio": wide}, {"t.ratio": [x * 1.3 for x in wide]}, units=PAIRED)
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 0 and "99% CIs overlap" in out and "(beyond threshold, not significant)" in out
+
+
+def test_a_bare_number_is_not_judged(tmp_path, capsys):
+    # the old compiled/eager row: a median ratio of two timing loops, 1.1 -> 22.8 on identical code
+    b, h = pair(tmp_path, {"t.ratio": 1.1}, {"t.ratio": 22.8}, units=PAIRED)
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 0 and verdicts(out) == {"t.ratio": "not judged"}
+    assert "no samples on either side; a bare number cannot be tested" in out
 
 
 def test_counters_exact_and_memory_tolerance(tmp_path, capsys):
@@ -98,7 +160,7 @@ def test_counters_exact_and_memory_tolerance(tmp_path, capsys):
 
 def test_table_always_printed_and_markdown(tmp_path, capsys):
     b, h = pair(tmp_path, {"a.time": draw(30, seed=1), "b.k": 5},
-                {"a.time": draw(30, seed=2, scale=1.2), "b.k": 5})
+                {"a.time": draw(30, seed=2, scale=1.2), "b.k": 5}, units={"a.time": "ratio"})
     md = tmp_path / "gate.md"
     code, out, _ = run_cli(capsys, b, h, "--markdown", md)
     assert code == 1
@@ -109,7 +171,8 @@ def test_table_always_printed_and_markdown(tmp_path, capsys):
 
 
 def test_failed_and_missing_exit_2(tmp_path, capsys):
-    b, h = pair(tmp_path, {"a.time": draw(30, seed=1), "gone.k": 3}, {"a.time": draw(30, seed=1), "new.k": 3})
+    b, h = pair(tmp_path, {"a.time": draw(30, seed=1), "gone.k": 3}, {"a.time": draw(30, seed=1), "new.k": 3},
+                units={"a.time": "ratio"})
     code, out, _ = run_cli(capsys, b, h)
     assert code == 2 and verdicts(out) == {"a.time": "ok", "gone.k": "MISSING", "new.k": "MISSING"}
     b, h = pair(tmp_path / "f", {"a.k": 3}, {"a.k": None})
@@ -213,8 +276,9 @@ def test_unknown_bench_name_exit_3(tmp_path, capsys):
 def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):
     root = tmp_path / "results"
     monkeypatch.setenv("HARNESS_RESULTS_DIR", str(root))  # the results root, as --results-dir
-    write_set(root / "asv", "aaaaaaaa11", {"a.time": draw(30, seed=1)}, date=1)
-    write_set(root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3)}, date=2)
+    units = {"a.time": "ratio"}
+    write_set(root / "asv", "aaaaaaaa11", {"a.time": draw(30, seed=1)}, date=1, units=units)
+    write_set(root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3)}, date=2, units=units)
     assert run_cli(capsys, "aaaa", "latest")[0] == 1
     assert run_cli(capsys, "aaaaaaaa", "bbbbbbbb")[0] == 1
     code, _, err = run_cli(capsys, "cccc", "latest")
@@ -222,7 +286,7 @@ def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):
     code, _, err = run_cli(capsys, "baseline", "latest")
     assert code == 3 and "no baseline for machine" in err
     bl = root / "baselines"
-    write_set(bl, "aaaaaaaa11", {"a.time": draw(30, seed=1)})
+    write_set(bl, "aaaaaaaa11", {"a.time": draw(30, seed=1)}, units=units)
     assert run_cli(capsys, "baseline", "latest")[0] == 1
     assert run_cli(capsys, "baseline:m1-cpu", bl / "m1-cpu")[0] == 0
 

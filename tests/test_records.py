@@ -16,8 +16,9 @@ from harness.verdict.results import resolve
 
 def old_layout(root: pathlib.Path) -> list[pathlib.Path]:
     """Two commits in the old layout: plain asv files in results/asv/<machine>/."""
-    return [write_set(root / "asv", "aaaaaaaa11", {"a.time": draw(30, seed=1)}, date=1),
-            write_set(root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3)}, date=2)]
+    # the exact counter a.k grows by one: a regression whatever the machine's noise
+    return [write_set(root / "asv", "aaaaaaaa11", {"a.time": draw(30, seed=1), "a.k": 5}, date=1),
+            write_set(root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3), "a.k": 6}, date=2)]
 
 
 def test_old_layout_is_imported_once_and_never_dropped(tmp_path, capsys):

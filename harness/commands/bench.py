@@ -11,6 +11,9 @@ def add_arguments(parser):
                         help="asv --quick: one run per benchmark (our own >= 1 warm-up call is kept)")
     parser.add_argument("--full", action="store_true",
                         help="full sizes and grids (sets HARNESS_FULL=1 for every suite); default: fast")
+    parser.add_argument("--threads", metavar="N",
+                        help="CPU threads for the whole run (torch.set_num_threads in every suite; "
+                             "recorded in the fingerprint); default 1, all cores with --full")
     parser.add_argument("--suite", action="append", metavar="NAME",
                         help="suite to run (repeatable): a module in suites/benchmarks/; default all "
                              "but the canary")
@@ -24,14 +27,17 @@ def add_arguments(parser):
 def run(args) -> int:
     from harness.core.project import head_commit, project_root
     from harness.measure import bench
+    from harness.measure.threads import parse_threads
     from harness.verdict.results import load, results_root
     from harness.verdict.summary import failures, summary_table
 
     project = project_root()
     root = results_root(args.results_dir)
     names = bench.check_suites(project, args.suite)  # bad names fail before anything is written
+    threads = parse_threads(args.threads)
     ran = bench.run(project, root, names, sha=head_commit(project), machine=options.machine_name(args),
-                    quick=args.quick, full=args.full, launch=args.launch_method, label=args.label)
+                    quick=args.quick, full=args.full, threads=threads, launch=args.launch_method,
+                    label=args.label)
     if ran.record is None:
         print(f"harness bench: asv saved no results (asv exit code {ran.asv_exit}); no run record kept",
               file=sys.stderr)

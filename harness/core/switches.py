@@ -26,6 +26,12 @@ def full_mode() -> bool:
     return flag("HARNESS_FULL")
 
 
+def quick_mode() -> bool:
+    """asv's --quick run (`harness bench --quick`, HARNESS_QUICK): CI and the gate. asv itself
+    does not tell a benchmark that it runs in quick mode, so harness bench sets this for it."""
+    return flag("HARNESS_QUICK")
+
+
 def in_ci() -> bool:
     """CI is set (any CI system's value): goldens are compared, never accepted."""
     return flag("CI")

@@ -8,7 +8,7 @@ SCALES = {
     "seconds": [(1, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")],
     "bytes": [(2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")],
 }
-UNITLESS = ("ratio", "efficiency")
+UNITLESS = ("ratio", "relative", "efficiency")
 
 
 def scale(unit: str, magnitude: float) -> tuple[float, str]:

@@ -10,6 +10,14 @@ What it does, in order:
    without a commit hash), forkserver on CPU and spawn on CUDA;
 6. saves the environment fingerprint in the record, then refreshes the asv view (results/asv/).
 
+What the suites are told (run_environment): HARNESS_FULL (sizes and grids), HARNESS_QUICK
+(asv --quick: asv does not tell a benchmark), HARNESS_THREADS (the run's fixed CPU thread
+count, DECISIONS §6: 1 in quick and fast runs, all cores in full runs, --threads N overrides;
+recorded in the fingerprint as torch_threads) and TORCHINDUCTOR_CACHE_DIR (a private, empty
+inductor cache for this run, removed afterwards: compile-time benchmarks fill it with a priming
+compile and then time warm compiles, so two identical runs start from the same cache state
+instead of whatever earlier runs left in the user's cache).
+
 Reading the saved results back and summarising them is the verdict's job (harness.verdict).
 """
 
@@ -18,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,6 +56,18 @@ def check_suites(project: Path, names: list[str] | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def run_environment(*, quick: bool, full: bool, threads: int | None = None,
+                    inductor_cache: Path | None = None) -> dict:
+    """The environment asv runs the suites in (see the module docstring)."""
+    from harness.measure.threads import default_threads
+
+    extra = {"HARNESS_FULL": "1" if full else "0", "HARNESS_QUICK": "1" if quick else "0",
+             "HARNESS_THREADS": str(threads or default_threads(full, quick))}
+    if inductor_cache is not None:
+        extra["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache)
+    return asv.environment(extra)
+
+
 @dataclasses.dataclass
 class BenchRun:
     record: records.RunRecord | None  # None: asv saved nothing, so no run record was kept
@@ -56,33 +77,39 @@ class BenchRun:
 
 
 def run(project: Path, root: Path, suites: list[str] | None = None, *, sha: str, machine: str,
-        quick: bool = False, full: bool = False, launch: str | None = None, label: str | None = None,
-        out=sys.stdout) -> BenchRun:
+        quick: bool = False, full: bool = False, threads: int | None = None, launch: str | None = None,
+        label: str | None = None, out=sys.stdout) -> BenchRun:
     """Run the suites through asv into a new run record under the results root `root`."""
     from harness.core.env import fingerprint
+    from harness.measure.threads import default_threads
 
     names = check_suites(project, suites)
     method = asv.launch_method(launch)
-    env = asv.environment({"HARNESS_FULL": "1" if full else "0"})
+    threads = threads or default_threads(full, quick)
     run_id = records.new_run_id(sha, label)
     meta = {"commit": sha, "started": run_id.split("-")[0], "label": label or "", "suites": names,
-            "mode": "full" if full else "fast", "quick": quick, "launch_method": method}
+            "mode": "full" if full else "fast", "quick": quick, "launch_method": method,
+            "threads": threads}
     asv_rc, wall = -1, 0.0
-    with records.writing(root, machine, run_id, meta) as staging:
+    with records.writing(root, machine, run_id, meta) as staging, \
+            tempfile.TemporaryDirectory(prefix="harness-inductor-cache-") as cache:
+        env = run_environment(quick=quick, full=full, threads=threads, inductor_cache=Path(cache))
         with asv.config(project, staging / "asv") as config:
             asv.record_machine(config, machine, env)
             cmd = asv.run_command(config, sha, machine, method, quick=quick,
                                   benches=[rf"^{n}\." for n in names])
             print(f"harness bench: {'full' if full else 'fast'}{' quick' if quick else ''} run of "
-                  f"{', '.join(names)} on {machine} ({method}), commit {sha[:8]}, run {run_id}",
-                  file=out, flush=True)
+                  f"{', '.join(names)} on {machine} ({method}, {threads} CPU thread{'s' * (threads > 1)}), "
+                  f"commit {sha[:8]}, run {run_id}", file=out, flush=True)
             print("$ " + " ".join(cmd[2:]), file=out, flush=True)
             t0 = time.perf_counter()
             asv_rc = subprocess.run(cmd, cwd=project, env=env).returncode
             wall = time.perf_counter() - t0
         fp = fingerprint()
+        # the run's thread count, not this process's: the suites set it (harness.measure.threads)
         fp.update(machine_name=machine, commit=sha, run_id=run_id, mode=meta["mode"], quick=quick,
-                  suites=names, launch_method=method, asv_wall_s=round(wall, 1))
+                  suites=names, launch_method=method, asv_wall_s=round(wall, 1), torch_threads=threads,
+                  inductor_cache="private to the run, warm compiles (cold: full mode only)")
         write_json_atomic(staging / records.FINGERPRINT, fp)
     final = records.runs_dir(root) / machine / run_id
     record = records.load_record(final) if final.is_dir() else None

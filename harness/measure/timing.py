@@ -13,8 +13,15 @@ from *how* it is measured (this module). Every timing goes through `measure`:
   synchronised before the first and after the last call; on CPU the same loop uses
   `time.perf_counter`.
 
+Comparisons (compiled/eager, pinned/pageable, AMP/fp32, workers N/0) go through
+`measure_paired`: both sides in alternating order in the same rounds, one ratio per round.
+Raw times get a companion row from `measure_over_reference`: the time over a fixed reference
+workload timed in the same rounds (harness.measure.reference), so that machine speed cancels.
+Every timed call is guarded: if torch.compile compiled during it, the benchmark fails with the
+recompile reason instead of reporting compilation as run time.
+
 `asv_samples(samples)` wraps the list the way a `track_` benchmark hands it to asv:
-`{"samples": [...], "number": 1}` with `unit = "seconds"` on the benchmark.
+`{"samples": [...], "number": 1}` with `unit = "seconds"`, "ratio" or "relative".
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import os
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -34,8 +42,8 @@ from harness.core.env import synchronize
 from harness.core.switches import full_mode
 
 # fast (default) and full settings for the sampling loop; full_mode() (HARNESS_FULL) picks one
-FAST = {"warmup": 2, "samples": 30, "budget_s": 0.5}
-FULL = {"warmup": 3, "samples": 30, "budget_s": 5.0}
+FAST = {"warmup": 2, "samples": 60, "budget_s": 1.0}
+FULL = {"warmup": 3, "samples": 60, "budget_s": 5.0}
 MIN_SAMPLES = 3
 
 
@@ -50,7 +58,7 @@ def measure(fn: Callable[[], object], device: torch.device | str = "cpu", *, war
     Stops after `samples` calls, or earlier once `budget_s` seconds of timed calls have passed
     and at least MIN_SAMPLES were taken (slow full-size workloads on small machines).
     """
-    return _timed_rounds([fn], device, warmup, samples, budget_s)[0]
+    return _timed_rounds([fn], device, warmup, samples, budget_s, "wall")[0]
 
 
 def measure_returning(fn: Callable[[], object], device: torch.device | str = "cpu", *,
@@ -59,26 +67,94 @@ def measure_returning(fn: Callable[[], object], device: torch.device | str = "cp
     """`measure`, also keeping what each timed call returned (e.g. an epoch's sample count and
     compute time, from which the DataLoader benchmarks derive throughput and efficiency)."""
     returned: list = []
-    times = _timed_rounds([lambda: returned.append(fn())], device, warmup, samples, budget_s)[0]
+    times = _timed_rounds([lambda: returned.append(fn())], device, warmup, samples, budget_s, "wall")[0]
     return times, returned[len(returned) - len(times):]
 
 
-def measure_relative(fn: Callable[[], object], reference: Callable[[], object],
-                     device: torch.device | str = "cpu", *, warmup: int | None = None,
-                     samples: int | None = None, budget_s: float | None = None) -> list[float]:
-    """Per-call time of `fn()` divided by that of `reference()` run right after it, per round.
+def measure_paired(fn: Callable[[], object], base: Callable[[], object],
+                   device: torch.device | str = "cpu", *, warmup: int | None = None,
+                   samples: int | None = None, budget_s: float | None = None,
+                   clock: str | None = None) -> list[float]:
+    """Per round, the time of `fn()` over the time of `base()` timed beside it: compiled/eager,
+    pinned/pageable, AMP/fp32, workers N/0, or a workload over the machine's reference workload.
 
-    A shared or virtual machine changes speed between processes (on the 2-core CI machines the
-    median of the same chain moved by up to 45% from one asv run to the next) but hardly within
-    one round; the ratio to a fixed reference workload cancels that, so a 10% change in `fn`
-    stays visible. Unit: "ratio" (lower is better).
+    Both sides run in the same rounds of one timing loop, in alternating order (fn first in even
+    rounds, base first in odd ones). A shared or virtual machine changes speed between processes
+    and over seconds (on the 2-core CI machines one benchmark's median moved by 30-55% from one
+    asv run to the next) but hardly within one round, so the per-round ratio cancels it; timed
+    one after the other instead, eager in a quiet second and compiled in a busy one, the ratio
+    read 22.8 for identical code. Returned as samples (unit "ratio", lower is better) so that the
+    gate and asv apply their tests to the per-round spread.
+
+    `clock` (see _clock): by default the process's CPU time when the run uses one CPU thread on
+    a CPU device, else wall time; "wall" where work happens outside this process (DataLoader
+    workers).
     """
-    work, ref = _timed_rounds([fn, reference], device, warmup, samples, budget_s)
+    work, ref = _timed_rounds([fn, base], device, warmup, samples, budget_s, clock)
     return [w / r for w, r in zip(work, ref) if r > 0]
 
 
-def _timed_rounds(fns, device, warmup, samples, budget_s) -> list[list[float]]:
-    """The one timing loop: per round, each of `fns` is called and timed in turn."""
+def measure_over_reference(fn: Callable[[], object], device: torch.device | str = "cpu", *,
+                           warmup: int | None = None, samples: int | None = None,
+                           budget_s: float | None = None) -> list[float]:
+    """Per round, `fn()`'s time over the reference workload's (harness.measure.reference) timed
+    beside it: a time with the machine's momentary speed divided out (unit "relative")."""
+    from harness.measure.reference import reference_workload
+
+    return measure_paired(fn, reference_workload(device), device, warmup=warmup, samples=samples,
+                          budget_s=budget_s)
+
+
+class CompiledDuringTiming(RuntimeError):
+    """Dynamo or inductor compiled inside a timed call: that call timed compilation, not the
+    workload, so the benchmark fails instead of reporting it."""
+
+
+def _compile_events() -> int:
+    """Compilations so far in this process: dynamo frames converted, AOT autograd graphs and
+    inductor graph compiles (cache hit or miss; a lazily compiled backward shows up here).
+    Reading them costs a few dictionary lookups, outside the timed region."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:  # dynamo never imported: nothing can compile
+        return 0
+    c = utils.counters
+    inductor = c["inductor"]
+    return (c["frames"]["total"] + c["aot_autograd"]["total"] + inductor["fxgraph_cache_hit"]
+            + inductor["fxgraph_cache_miss"] + inductor["fxgraph_cache_bypass"])
+
+
+def _compile_failure(round_: int, fns, index: int) -> CompiledDuringTiming:
+    from torch._dynamo.utils import guard_failures
+
+    reasons = [str(v[-1]) for v in guard_failures.values() if v]
+    why = (f"recompile reason (last guard failure): {reasons[-1]}" if reasons
+           else "no guard failed: a first compile (a new frame or a lazily compiled backward) "
+                "that the warm-up calls did not reach")
+    return CompiledDuringTiming(
+        f"torch.compile compiled during timed call {round_ + 1} of callable {index + 1} of {len(fns)}; "
+        f"{why}. A timed call that compiles is not a sample: make the warm-up reach every graph "
+        "(same shapes, dtypes and modes as the timed calls) or mark the changing input dynamic")
+
+
+def _clock(device: torch.device, clock: str | None) -> Callable[[], float]:
+    """The clock of the CPU timing loop. Wall time (perf_counter) is what a user waits; but on a
+    shared machine a 1 ms call is descheduled whenever a neighbour's time slice comes, and which
+    side of a pair that hits is chance: with the load average at 9 on two cores, the same MLP
+    step's per-round compiled/eager ratio spread so wide that a 25% slowdown tested p=0.15.
+    With one CPU thread all of a call's work runs in this process, and its CPU time
+    (process_time) excludes the slices given to others: the paired and normalised rows use it
+    then. Raw rows (measure) always use wall time."""
+    if clock is None:
+        clock = "cpu" if device.type == "cpu" and torch.get_num_threads() == 1 else "wall"
+    if clock not in ("cpu", "wall"):
+        raise ValueError(f"clock must be 'cpu' or 'wall', got {clock!r}")
+    return time.process_time if clock == "cpu" else time.perf_counter
+
+
+def _timed_rounds(fns, device, warmup, samples, budget_s, clock=None) -> list[list[float]]:
+    """The one timing loop: per round, each of `fns` is called and timed in turn, the order
+    rotating from round to round so that no side always runs first (warm caches, boost clocks).
+    A call during which anything compiled raises CompiledDuringTiming (see _compile_events)."""
     cfg = settings()
     warmup = cfg["warmup"] if warmup is None else warmup
     samples = cfg["samples"] if samples is None else samples
@@ -95,18 +171,26 @@ def _timed_rounds(fns, device, warmup, samples, budget_s) -> list[list[float]]:
     synchronize(device)
     if device.type == "cuda":
         return _timed_rounds_cuda(fns, samples, budget_s)
+    now = _clock(device, clock)
     out: list[list[float]] = [[] for _ in fns]
     spent = 0.0
-    for _ in range(samples):
-        for times, fn in zip(out, fns):
-            t0 = time.perf_counter()
-            fn()
-            dt = time.perf_counter() - t0
-            times.append(dt)
+    for round_ in range(samples):
+        for i in _order(round_, len(fns)):
+            before = _compile_events()
+            t0 = now()
+            fns[i]()
+            dt = now() - t0
+            if _compile_events() != before:
+                raise _compile_failure(round_, fns, i)
+            out[i].append(dt)
             spent += dt
         if spent > budget_s and len(out[0]) >= MIN_SAMPLES:
             break
     return out
+
+
+def _order(round_: int, n: int) -> list[int]:
+    return [(round_ + k) % n for k in range(n)]
 
 
 def _timed_rounds_cuda(fns, samples: int, budget_s: float) -> list[list[float]]:
@@ -114,13 +198,16 @@ def _timed_rounds_cuda(fns, samples: int, budget_s: float) -> list[list[float]]:
     # synchronise at the end, none inside the loop (that would time the launch gaps too).
     events: list[list[tuple]] = [[] for _ in fns]
     wall0 = time.perf_counter()
-    for _ in range(samples):
-        for pairs, fn in zip(events, fns):
+    for round_ in range(samples):
+        for i in _order(round_, len(fns)):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            before = _compile_events()
             start.record()
-            fn()
+            fns[i]()
             end.record()
-            pairs.append((start, end))
+            if _compile_events() != before:
+                raise _compile_failure(round_, fns, i)
+            events[i].append((start, end))
         if len(events[0]) >= MIN_SAMPLES and time.perf_counter() - wall0 > budget_s:
             break
     torch.cuda.synchronize()
@@ -128,15 +215,11 @@ def _timed_rounds_cuda(fns, samples: int, budget_s: float) -> list[list[float]]:
 
 
 def asv_samples(samples: list[float]) -> dict:
-    """The value a `track_` benchmark with unit "seconds" returns so asv keeps every sample."""
+    """The value a `track_` benchmark hands asv so that asv keeps every sample (units "seconds",
+    "ratio", "relative"): `{"samples": [...], "number": 1}`."""
     if not samples:
         raise ValueError("no samples to report")
     return {"samples": [float(s) for s in samples], "number": 1}
-
-
-def ratio(numerator: list[float], denominator: list[float]) -> float:
-    """median(numerator) / median(denominator): compiled/eager, pinned/pageable, AMP/fp32."""
-    return statistics.median(numerator) / statistics.median(denominator)
 
 
 # --------------------------------------------------------------------------------------------
@@ -147,26 +230,42 @@ def compile_seconds(make_compiled: Callable[[], Callable[[], object]], device: t
                     *, cold: bool = False) -> float:
     """Seconds torch.compile adds to the first call: first call minus the median steady call.
 
-    `make_compiled()` returns a fresh callable that compiles on its first call; dynamo is reset
-    first so nothing is reused from this process. With `cold=False` inductor's on-disk caches
-    (FX graph cache, AOT autograd cache) are used as they are: the number is "compile time on a
-    machine that has compiled this before". `cold=True` disables them (slow: ~30 s per graph on
-    two CPU cores).
+    `make_compiled()` returns a fresh callable that compiles on its first call. The inductor
+    cache state is set explicitly, so that two identical runs measure the same thing (one run
+    that found a cold cache read 16.3 s, the next 2.7 s):
+    - warm (default): a priming compile first fills the cache directory (under `harness bench`
+      a private TORCHINDUCTOR_CACHE_DIR of this run), then dynamo and inductor's in-memory
+      caches are cleared and the compile is timed: what a process pays that finds this graph
+      on disk, as on a machine that compiled it before. Quick and fast runs measure only this.
+    - cold: a fresh, empty cache directory for this one compile (removed afterwards): what a
+      fresh machine pays, ~30 s per graph on two CPU cores; full mode only (ColdCompilation).
     """
     import torch._dynamo
-    import torch.compiler
+    from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+    from torch._inductor.utils import clear_caches
 
     torch._dynamo.reset()
-    ctx = torch.compiler.config.patch(force_disable_caches=True) if cold else contextlib.nullcontext()
-    with ctx:
-        fn = make_compiled()
+    try:
+        if cold:
+            with tempfile.TemporaryDirectory(prefix="harness-cold-inductor-") as fresh, \
+                    temporary_cache_dir(fresh):
+                return _first_call_overhead(make_compiled(), device)
+        make_compiled()()  # priming compile: forward, and backward for a training step
         synchronize(device)
-        t0 = time.perf_counter()
-        fn()
-        synchronize(device)
-        first = time.perf_counter() - t0
-        steady = statistics.median(measure(fn, device, warmup=1, samples=3, budget_s=1.0))
-    torch._dynamo.reset()
+        torch._dynamo.reset()
+        clear_caches()
+        return _first_call_overhead(make_compiled(), device)
+    finally:
+        torch._dynamo.reset()
+
+
+def _first_call_overhead(fn: Callable[[], object], device) -> float:
+    synchronize(device)
+    t0 = time.perf_counter()
+    fn()
+    synchronize(device)
+    first = time.perf_counter() - t0
+    steady = statistics.median(measure(fn, device, warmup=1, samples=3, budget_s=1.0))
     return max(first - steady, 0.0)
 
 

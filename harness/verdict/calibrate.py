@@ -23,7 +23,7 @@ import time
 
 from harness.core.exits import RunnerFailed
 from harness.measure import asv
-from harness.measure.bench import check_suites
+from harness.measure.bench import check_suites, run_environment
 from harness.verdict import metrics
 from harness.verdict.results import ResultSet, load, noise_path, result_files, save_noise
 
@@ -41,12 +41,17 @@ def _benchmark_dir(root: pathlib.Path, bench_modules: list[str], work: pathlib.P
 
 
 def asv_run(root: pathlib.Path, bench_dir: pathlib.Path, results: pathlib.Path, machine: str,
-            commit: str, extra_env: dict | None = None) -> pathlib.Path:
-    """One `asv run` of the modules in `bench_dir` into `results`; returns the result file."""
-    env = asv.environment(extra_env)
+            commit: str, extra_env: dict | None = None, *, quick: bool = False) -> pathlib.Path:
+    """One `asv run` of the modules in `bench_dir` into `results`; returns the result file.
+    `quick`: as `harness bench --quick` (asv --quick, and the suites told so: 1 thread)."""
+    if quick:
+        env = run_environment(quick=True, full=False)
+        env.update(extra_env or {})
+    else:
+        env = asv.environment(extra_env)
     with asv.config(root, results, benchmark_dir=bench_dir) as config:
         asv.record_machine(config, machine, env)
-        cmd = asv.run_command(config, commit, machine, asv.launch_method())
+        cmd = asv.run_command(config, commit, machine, asv.launch_method(), quick=quick)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=root)
     files = result_files(results / machine)
     if proc.returncode != 0 or not files:

@@ -8,8 +8,10 @@ pull-request comment. How each metric is compared is in harness.verdict.compare.
 Exit codes (harness.core.exits; the highest that applies wins):
 
   0  pass: no regression (improvements and benchmarks skipped on both sides are listed)
-  1  regression: a counter grew, memory grew beyond tolerance, or a timing is slower
-     (significant Mann-Whitney test *and* beyond max(threshold, noise band))
+  1  regression: a counter grew, memory grew beyond tolerance, or a judged timing row (paired
+     ratio, reference-normalised time, or a raw time whose calibrated noise band is below the
+     threshold) is slower: significant *and* beyond max(threshold, noise band). Raw times
+     without such a band are shown "not judged" with the reason (harness.verdict.compare).
   2  a benchmark failed, or is present (or skipped) on one side only
   3  bad input: missing, corrupt or truncated file, unknown benchmark name or unit, empty
      sample list, NaN/inf value, runs that are not comparable (another machine name, device
@@ -33,7 +35,7 @@ CODE_OF = {compare.REGRESSION: exits.REGRESSION, compare.FAILED: exits.FAILED,
            compare.MISSING: exits.FAILED, compare.BAD: exits.BAD_INPUT}
 HEADER = ("benchmark", "base", "head", "ratio", "verdict", "note")
 ALIGN = ("left", "right", "right", "right", "center", "left")
-CALM = (compare.OK, compare.SKIPPED, compare.IMPROVED, compare.CHANGED)
+CALM = (compare.OK, compare.SKIPPED, compare.IMPROVED, compare.CHANGED, compare.NOT_JUDGED)
 
 
 def table(rows: list[compare.Row], fmt: str = "text", title: str = "", footer: str = "") -> str:

@@ -3,11 +3,14 @@
 asv stores only a benchmark's `unit`, so the unit string is the contract between the suites
 (which set `unit = ...` on each `track_` benchmark) and the gate (which decides how to compare):
 
-- timings ("seconds") come as per-iteration samples and are compared statistically;
 - counters (kernel launches, graph breaks, recompiles) are deterministic and compared exactly;
 - memory ("bytes") is near-deterministic and compared within a small stated tolerance;
-- throughputs ("samples/s") and ratios are timings in disguise: statistics apply, and
-  throughput is the one kind where higher is better.
+- paired ratios ("ratio": per-round ratios of two sides timed in the same rounds) and
+  reference-normalised times ("relative": per-round time over the reference workload's) carry
+  no machine speed: statistics apply (DECISIONS §3);
+- raw times ("seconds") and throughputs ("samples/s", higher is better) carry the machine's
+  momentary speed: judged only where the machine's calibrated noise band is below the
+  threshold (harness.verdict.compare).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 TIMING, COUNTER, MEMORY, THROUGHPUT, RATIO = "timing", "counter", "memory", "throughput", "ratio"
+NORMALISED = "normalised"
 
 # Peak memory may move by allocator rounding between runs; more than this is a change.
 MEMORY_TOLERANCE = 0.02
@@ -29,6 +33,17 @@ class MetricKind:
     def exact(self) -> bool:
         return self.kind == COUNTER
 
+    @property
+    def raw(self) -> bool:
+        """A raw time or throughput: it moves with the machine's speed (DECISIONS §3)."""
+        return self.kind in (TIMING, THROUGHPUT)
+
+    @property
+    def label(self) -> str:
+        """How the gate's table names the kind when it says why a row is (not) judged."""
+        return {TIMING: "raw time", THROUGHPUT: "raw throughput", RATIO: "paired ratio",
+                NORMALISED: "normalised time", COUNTER: "exact counter", MEMORY: "memory"}[self.kind]
+
 
 UNITS = {
     "seconds": MetricKind(TIMING),
@@ -39,8 +54,10 @@ UNITS = {
     "recompiles": MetricKind(COUNTER),
     "bytes": MetricKind(MEMORY),
     "samples/s": MetricKind(THROUGHPUT, higher_is_better=True),
-    # compiled/eager, pinned/pageable, amp/fp32 time ratios: lower is better, as asv assumes
+    # compiled/eager, pinned/pageable, AMP/fp32, workers N/0 per-round time ratios: lower is better
     "ratio": MetricKind(RATIO),
+    # per-round time over the reference workload's (harness.measure.reference): lower is better
+    "relative": MetricKind(NORMALISED),
     # compute / (compute + waiting for data): higher is better
     "efficiency": MetricKind(RATIO, higher_is_better=True),
 }

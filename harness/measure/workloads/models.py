@@ -39,6 +39,16 @@ def set_cudnn_benchmark(enabled: bool) -> None:
     torch.backends.cudnn.benchmark = bool(enabled)
 
 
+def with_cudnn_benchmark(fn: Callable[[], object], enabled: bool) -> Callable[[], object]:
+    """`fn` run with cudnn.benchmark set to `enabled` for each call: the flag is global and read
+    per convolution call, so two such callables can alternate within one timing loop (the
+    enabled side autotunes during its warm-up call and reuses the choice after)."""
+    def call():
+        torch.backends.cudnn.benchmark = enabled
+        return fn()
+    return call
+
+
 def build(model_name: str, mode: str, cudnn_benchmark: bool, channels_last: bool,
           device: torch.device) -> Callable[[], object]:
     """`mode` "inference" (eval, inference_mode) or "training" (train, SGD step)."""

@@ -1,0 +1,67 @@
+"""The reference workload: a fixed amount of work that no change to torch or to this project can
+move, timed in the same rounds as a workload (timing.measure_over_reference) so that the
+per-round ratio cancels the machine's momentary speed.
+
+CPU: a pure-Python integer loop (interpreter work, like the Python side of eager PyTorch and of
+dynamo's guards) followed by a NumPy float32 pass over a small, cache-resident buffer (vectorised
+math, like a CPU kernel): about 1 ms on the 2-core CI machines. It depends on CPython and NumPy
+(both recorded in the fingerprint), never on torch. Measured before choosing (per-process
+medians of 8 processes, 30 alternating rounds each, 1 thread, under
+`/work/shared/tools/with-load 2`; script /tmp/p8/refexp*.py in the report): the MLP training
+step's raw time spread 161% between processes (one process ran at half speed), over the Python
+loop 15%, over a 1 MB NumPy pass 17%; a 3-process rerun gave 4.4% raw, 11% and 6% normalised.
+A NumPy pass over 4 MB (memory-bound) was itself 3x noisier (232%): a large-array reference
+imports the memory-system noise of a shared host instead of cancelling it, so the buffer is
+small. Both halves together average their different sensitivities. What no reference
+cancels: the pointwise chain over 1M floats swings 4-6x with the neighbours' memory traffic;
+its judged row is the paired compiled/eager ratio, where both sides stream the same memory.
+
+CUDA: `torch.cuda._sleep(cycles)`, a kernel that spins for a fixed number of GPU clock cycles:
+its time is the GPU clock (boost, thermal throttling), which is what moves a GPU time between
+runs, and no torch change alters a spin loop. It runs on the current stream, so the CUDA events
+of the timing loop bracket it like any workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+PY_LOOP = 20_000          # ~0.6 ms of CPython on the CI machines
+NUMPY_FLOATS = 1 << 16    # 256 KB of float32: stays in cache
+CUDA_SLEEP_CYCLES = 1_000_000  # ~0.5 ms at a 2 GHz GPU clock
+
+
+def _python_loop() -> int:
+    acc = 0
+    for i in range(PY_LOOP):
+        acc += i * i % 7
+    return acc
+
+
+def cpu_reference() -> Callable[[], object]:
+    import numpy as np
+
+    src = np.random.default_rng(0).random(NUMPY_FLOATS, dtype=np.float32)
+    out = np.empty_like(src)
+
+    def reference():
+        _python_loop()
+        np.cos(src, out=out)
+        np.multiply(out, 1.0001, out=out)
+        np.cos(out, out=out)
+        return out
+
+    return reference
+
+
+def cuda_reference() -> Callable[[], object]:
+    def reference():
+        torch.cuda._sleep(CUDA_SLEEP_CYCLES)
+    return reference
+
+
+def reference_workload(device: torch.device | str = "cpu") -> Callable[[], object]:
+    """The reference for timings on `device`."""
+    return cuda_reference() if torch.device(device).type == "cuda" else cpu_reference()

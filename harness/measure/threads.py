@@ -1,0 +1,60 @@
+"""The run's CPU thread count: fixed for the whole run, chosen once, recorded in the fingerprint.
+
+DECISIONS §6: quick mode (CI, the gate) uses 1 thread, as torch.utils.benchmark.Timer does;
+full mode (nightly, advice) uses every core; `harness bench --threads N` (HARNESS_THREADS)
+overrides both. A fast run that is neither quick nor full uses 1 thread too, so that it compares
+with quick runs. Why 1 thread on a shared runner: inductor's CPU kernels use OpenMP, and with
+busy neighbours an OpenMP team waits for its slowest thread; compiled/eager of the MLP training
+step read [0.003, 0.873, 0.999] over 3 rounds with 2 threads and two busy processes beside it
+(FIELD-NOTES, "Thread oversubscription").
+
+Every suite module has an asv module-level `setup` calling `fix_threads()`, so every benchmark
+(and every compile, which specialises its C++ kernels on torch.get_num_threads()) runs with it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from harness.core.exits import BadInput
+from harness.core.switches import full_mode, quick_mode
+
+ENV = "HARNESS_THREADS"
+
+
+def default_threads(full: bool | None = None, quick: bool | None = None) -> int:
+    """All cores for a full run that is not quick, else 1; None: read the run's switches."""
+    full = full_mode() if full is None else full
+    quick = quick_mode() if quick is None else quick
+    if full and not quick:
+        return os.cpu_count() or 1
+    return 1
+
+
+def parse_threads(value: str | int | None) -> int | None:
+    """A thread count from the command line or $HARNESS_THREADS; bad values are bad input."""
+    if value is None or str(value).strip() == "":
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise BadInput(f"thread count must be a whole number >= 1, got {value!r} "
+                       f"(--threads or ${ENV})") from None
+    if n < 1:
+        raise BadInput(f"thread count must be >= 1, got {n} (--threads or ${ENV})")
+    return n
+
+
+def run_threads() -> int:
+    """The thread count of this run: $HARNESS_THREADS, else the mode's default."""
+    return parse_threads(os.environ.get(ENV)) or default_threads()
+
+
+def fix_threads() -> int:
+    """Set torch's intra-op thread count to the run's; returns it."""
+    import torch
+
+    n = run_threads()
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n

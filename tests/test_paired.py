@@ -1,0 +1,93 @@
+"""The measuring side of trustworthy verdicts: paired rounds, the compile guard, the reference
+workload, the run's thread count and what harness bench tells the suites."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from harness.core.exits import BadInput
+from harness.measure import bench, timing
+from harness.measure.reference import reference_workload
+from harness.measure.threads import default_threads, fix_threads, parse_threads, run_threads
+
+
+def test_paired_rounds_alternate_the_order_and_return_one_ratio_per_round():
+    calls = []
+    ratios = timing.measure_paired(lambda: calls.append("a"), lambda: calls.append("b"), "cpu",
+                                   warmup=1, samples=4, budget_s=10)
+    assert len(ratios) == 4 and all(r > 0 for r in ratios)
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up, then alternating
+
+
+def test_a_timed_call_that_recompiles_fails_with_the_reason():
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    fn = torch.compile(lambda x: x.cos() + 1, backend="eager", dynamic=False)
+    inputs = iter([torch.ones(4)] * 3 + [torch.ones(5)] * 10)  # warm-up and 2 rounds, then a new shape
+    with pytest.raises(timing.CompiledDuringTiming, match=r"timed call 3 .*size mismatch at index 0"):
+        timing.measure(lambda: fn(next(inputs)), "cpu", warmup=1, samples=5, budget_s=10)
+    torch._dynamo.reset()
+
+
+def test_a_first_compile_inside_the_timed_calls_is_named_too():
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    fns = iter([lambda x: x] + [torch.compile(lambda x: x.sin(), backend="eager")] * 10)
+    current = {"fn": next(fns)}
+
+    def call():
+        out = current["fn"](torch.ones(3))
+        current["fn"] = next(fns)  # the warm-up ran the plain function; the timed calls compile
+        return out
+
+    with pytest.raises(timing.CompiledDuringTiming, match="a first compile"):
+        timing.measure(call, "cpu", warmup=1, samples=3, budget_s=10)
+    torch._dynamo.reset()
+
+
+def test_cpu_reference_does_not_run_torch():
+    # a torch change must not move the yardstick: the CPU reference dispatches no aten op
+    ref = reference_workload("cpu")
+    assert timing.ops_per_call(ref, "cpu") == 0
+    assert len(timing.measure_over_reference(lambda: sum(range(1000)), "cpu", warmup=1, samples=3)) == 3
+
+
+def test_thread_count_follows_the_mode_and_the_override(monkeypatch):
+    cores = os.cpu_count() or 1
+    assert default_threads(full=False, quick=True) == 1
+    assert default_threads(full=False, quick=False) == 1
+    assert default_threads(full=True, quick=True) == 1
+    assert default_threads(full=True, quick=False) == cores
+    monkeypatch.setenv("HARNESS_THREADS", "3")
+    assert run_threads() == 3
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(BadInput, match="thread count"):
+            parse_threads(bad)
+    before = torch.get_num_threads()
+    monkeypatch.setenv("HARNESS_THREADS", "1")
+    try:
+        assert fix_threads() == 1 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_bench_tells_the_suites_quick_mode_threads_and_the_cache(tmp_path):
+    env = bench.run_environment(quick=True, full=False, inductor_cache=tmp_path)
+    assert env["HARNESS_QUICK"] == "1" and env["HARNESS_FULL"] == "0" and env["HARNESS_THREADS"] == "1"
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
+    env = bench.run_environment(quick=False, full=True, threads=5)
+    assert env["HARNESS_QUICK"] == "0" and env["HARNESS_THREADS"] == "5"
+
+
+def test_bench_threads_zero_is_bad_input(capsys, tmp_path):
+    from harness.cli import main
+
+    assert main(["bench", "--quick", "--suite", "transfer", "--threads", "0",
+                 "--results-dir", str(tmp_path)]) == 3
+    assert "thread count must be >= 1" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

@@ -1,0 +1,109 @@
+"""End to end on a real fusion workload: two quick asv runs of the same code pass the gate, and a
+slowdown injected into the compiled side is caught on the timing rows, with no noise file.
+
+The benchmark folder is a scratch copy (as harness calibrate makes for the canary) holding one
+`fusion` module that wraps the real suite's SmallModelTrainingStep (the MLP training step whose
+compiled/eager row once read 1.1 -> 22.8 for identical code). Two things differ from a user's
+run, both for test time only: dynamo's "eager" backend instead of inductor (no C++ compile),
+and a test-only switch, P8_TEST_SLOWDOWN=F, that makes each compiled call busy-wait for F times
+its own duration, i.e. slows the compiled workload by the fraction F whatever the machine's
+speed. Neither is in suites/benchmarks: users run the real suite.
+
+Three quick runs (~15-30 s each on two shared cores): A clean, B with the compiled side 25%
+slower, C clean. No noise file: raw seconds and reference-normalised rows are "not judged"
+(no calibrated band); what passes the A/A and catches B is the paired compiled/eager ratio
+(and the exact op counter stays equal: the slowdown is a busy wait).
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from harness.cli import main
+from harness.core.project import head_commit
+from harness.verdict import calibrate
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.xdist_group("paired-e2e")
+MACHINE = "e2e-paired-cpu"
+SLOWDOWN = "0.25"
+CLASS = "fusion.SmallModelTrainingStep"
+
+SCRATCH_SUITE = '''"""Test-only wrapper of suites/benchmarks/fusion.py (written by tests/test_paired_e2e.py)."""
+import importlib.util
+import os
+import time
+
+_spec = importlib.util.spec_from_file_location("_real_fusion_suite", {path!r})
+_real = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_real)
+setup = _real.setup
+_SLOWDOWN = float(os.environ.get("P8_TEST_SLOWDOWN") or 0)
+
+
+def _slowed(fn):
+    def call():
+        t0 = time.perf_counter()
+        out = fn()
+        end = time.perf_counter() + _SLOWDOWN * (time.perf_counter() - t0)
+        while time.perf_counter() < end:
+            pass
+        return out
+    return call
+
+
+class SmallModelTrainingStep(_real.SmallModelTrainingStep):
+    track_compile_time = track_graph_breaks = track_ops_per_call_eager = None  # test time
+
+    def setup(self):
+        super().setup()
+        case = self.case
+        case.backend = "eager"
+        make_call = case.make_call
+        # compiled() hands make_call the torch.compile wrapper, eager() the model itself
+        case.make_call = lambda target: (make_call(target) if target is case.target or not _SLOWDOWN
+                                         else _slowed(make_call(target)))
+'''
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("paired-e2e")
+    bench = work / "benchmarks"
+    bench.mkdir()
+    (bench / "__init__.py").write_text("")
+    (bench / "fusion.py").write_text(SCRATCH_SUITE.format(path=str(ROOT / "suites" / "benchmarks" / "fusion.py")))
+    commit = head_commit(ROOT)
+    a = calibrate.asv_run(ROOT, bench, work / "A", MACHINE, commit, quick=True)
+    b = calibrate.asv_run(ROOT, bench, work / "B", MACHINE, commit, {"P8_TEST_SLOWDOWN": SLOWDOWN}, quick=True)
+    c = calibrate.asv_run(ROOT, bench, work / "C", MACHINE, commit, quick=True)
+    return work, a, b, c
+
+
+def rows(out: str) -> dict[str, str]:
+    return {line.split()[0]: line for line in out.splitlines() if line.startswith(CLASS)}
+
+
+def test_aa_of_two_real_quick_runs_passes_without_a_noise_file(runs, capsys):
+    work, a, _, c = runs
+    code = main(["gate", str(a), str(c), "--results-dir", str(work / "none")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    found = rows(out)
+    assert "paired ratio: p=" in found[f"{CLASS}.track_compiled_over_eager"]
+    assert "not judged" in found[f"{CLASS}.track_compiled_time_over_reference"]
+    assert "not judged" in found[f"{CLASS}.track_compiled_time"], "raw seconds: no calibrated band"
+    assert "exact" in found[f"{CLASS}.track_ops_per_call_compiled"]
+
+
+def test_injected_slowdown_is_caught_on_the_timing_rows(runs, capsys):
+    work, a, b, _ = runs
+    code = main(["gate", str(a), str(b), "--results-dir", str(work / "none")])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    found = rows(out)
+    assert "REGRESSION" in found[f"{CLASS}.track_compiled_over_eager"], out
+    # the slowdown is a busy wait: no extra aten op, so only the timing row can have caught it
+    assert "REGRESSION" not in found[f"{CLASS}.track_ops_per_call_compiled"]
