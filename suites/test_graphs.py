@@ -5,6 +5,8 @@ For each (model, front end):
 - the captured program, run on a *different* seeded input, matches eager output: a trace that
   baked a value in as a constant (the old in-place ReLU bug) fails here, not only in the text;
 - capturing a second time gives the same text.
+First of all, eager itself must repeat: a model whose eval-mode output is random fails both tests
+with the op to blame, and its goldens are never accepted (harness.core.determinism).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 import torch
 import torch.utils._pytree as pytree
 
+from harness.core.determinism import nondeterminism
 from harness.golden.capture import capture_model, cases, on_device
 from harness.core.zoo import get_model
 
@@ -53,8 +56,21 @@ def _captured(model: str, frontend: str, size: str, device: str):
     return capture_model(model, frontend, size, device)
 
 
+@functools.lru_cache(maxsize=None)
+def _nondeterministic(model: str, size: str) -> str | None:
+    spec = get_model(model)
+    return nondeterminism(spec.build(size), spec.inputs(size), label=f"model {model!r} ({size})")
+
+
+def _require_deterministic_eager(model: str, size: str) -> None:
+    problem = _nondeterministic(model, size)
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+
 @pytest.mark.parametrize("model,frontend", CASES)
 def test_graph_matches_golden(model, frontend, model_size, golden, golden_device):
+    _require_deterministic_eager(model, model_size)  # before golden.check: never accept a random draw
     captured = _captured(model, frontend, model_size, golden_device)
     where = {} if golden_device == "cpu" else {"device": golden_device}
     golden.check(captured.text, frontend=frontend, model=f"{model} ({model_size})", **where)
@@ -62,6 +78,7 @@ def test_graph_matches_golden(model, frontend, model_size, golden, golden_device
 
 @pytest.mark.parametrize("model,frontend", RUNNABLE)
 def test_program_matches_eager_and_capture_repeats(model, frontend, model_size, golden_device):
+    _require_deterministic_eager(model, model_size)
     captured = _captured(model, frontend, model_size, golden_device)
     spec = get_model(model)
     eager = on_device(spec.build(model_size), golden_device)

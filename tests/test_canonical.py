@@ -58,10 +58,10 @@ input x: f32[4, 3]
 buffer scale: f32[2]
 param fc.weight: f32[2, 3]
 param fc.bias: f32[2]
-%0: f32[4, 2] = aten::linear(x, fc.weight, fc.bias)
-%1: f32[4, 2] = aten::relu(%0)
-%2: f32[4, 2] = aten::mul(%1, scale)
-return (%2)
+%fc/linear: f32[4, 2] = aten::linear(x, fc.weight, fc.bias)
+%fc/relu: f32[4, 2] = aten::relu(%fc/linear)
+%mul: f32[4, 2] = aten::mul(%fc/relu, scale)
+return (%mul)
 """)
 
     def test_export_has_dtype_and_shape_on_every_value(self):
@@ -71,9 +71,9 @@ param fc.weight: f32[2, 3]
 param fc.bias: f32[2]
 buffer scale: f32[2]
 input x: f32[4, 3]
-linear: f32[4, 2] = aten.linear.default(x, fc.weight, fc.bias)
-relu: f32[4, 2] = aten.relu.default(linear)
-mul: f32[4, 2] = aten.mul.Tensor(relu, scale)
+fc/linear: f32[4, 2] = aten.linear.default(x, fc.weight, fc.bias)
+fc/relu: f32[4, 2] = aten.relu.default(fc/linear)
+mul: f32[4, 2] = aten.mul.Tensor(fc/relu, scale)
 return (mul,)
 """)
 
@@ -82,9 +82,9 @@ return (mul,)
         self.assertExpectedInline(capture(model, inputs, "fx").text, """\
 input x: f32[4, 3]
 fc: f32[4, 2] = fc<Linear>(x)
-relu: f32[4, 2] = torch.relu(fc)
+fc/relu: f32[4, 2] = torch.relu(fc)
 scale: f32[2] = get_attr[scale]()
-mul: f32[4, 2] = _operator.mul(relu, scale)
+mul: f32[4, 2] = _operator.mul(fc/relu, scale)
 return mul
 """)
 
@@ -99,9 +99,9 @@ param fc.weight: f32[2, 3]
 param fc.bias: f32[2]
 input x: f32[4, 3]
 buffer scale: f32[2]
-linear: f32[4, 2] = torch._C._nn.linear(x, fc.weight, fc.bias)
-relu: f32[4, 2] = torch.relu(linear)
-mul: f32[4, 2] = _operator.mul(relu, scale)
+fc/linear: f32[4, 2] = torch._C._nn.linear(x, fc.weight, fc.bias)
+fc/relu: f32[4, 2] = torch.relu(fc/linear)
+mul: f32[4, 2] = _operator.mul(fc/relu, scale)
 return (mul,)
 """)
 

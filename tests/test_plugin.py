@@ -80,13 +80,21 @@ def test_expecttest_env_var_accepts(project, monkeypatch):
     assert expect_files(project) == ["alpha.jit.expect", "beta.fx.expect"]
 
 
-def test_accept_refused_under_ci_unless_forced(project, monkeypatch):
-    monkeypatch.setenv("CI", "true")
+@pytest.mark.parametrize("ci", ["true", "woodpecker", "1", "Yes"])
+def test_accept_refused_under_ci_unless_forced(project, monkeypatch, ci):
+    monkeypatch.setenv("CI", ci)
     result = project.runpytest("--accept")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*refusing to accept goldens because CI is set*--force-accept*"])
     assert not (project.path / "expect").exists()
     project.runpytest("--accept", "--force-accept").assert_outcomes(passed=2)
+    assert len(expect_files(project)) == 2
+
+
+@pytest.mark.parametrize("ci", ["", "0", "false", "no", "OFF"])
+def test_ci_switched_off_lets_accept_run(project, monkeypatch, ci):
+    monkeypatch.setenv("CI", ci)
+    project.runpytest("--accept").assert_outcomes(passed=2)
     assert len(expect_files(project)) == 2
 
 
@@ -113,11 +121,12 @@ def test_damaged_golden_is_a_clear_failure(project, damage, message):
 
 def test_orphans_reported_then_removed_only_by_unfiltered_accept(project):
     project.runpytest("--accept").assert_outcomes(passed=2)
-    orphan = project.path / "expect" / "gone.jit.expect"
+    # model 'alpha' is known to the run (a test declares alpha.jit): its other goldens are orphans
+    orphan = project.path / "expect" / "alpha.dynamo.expect"
     orphan.write_text("left behind by a deleted test\n")
 
     result = project.runpytest()
-    result.stdout.fnmatch_lines(["*orphan golden *gone.jit.expect: no test produces it*"])
+    result.stdout.fnmatch_lines(["*orphan golden *alpha.dynamo.expect: no test produces it*"])
     assert orphan.exists(), "a compare run never deletes"
 
     for filtered in (["-k", "alpha"], ["test_fake_graphs.py"], ["test_fake_graphs.py::test_alpha"]):
@@ -125,15 +134,26 @@ def test_orphans_reported_then_removed_only_by_unfiltered_accept(project):
         assert orphan.exists(), f"a filtered accept run ({filtered}) must not delete orphans"
 
     result = project.runpytest("--accept")
-    result.stdout.fnmatch_lines(["*removed orphan golden *gone.jit.expect*"])
+    result.stdout.fnmatch_lines(["*removed orphan golden *alpha.dynamo.expect*"])
     assert not orphan.exists()
     assert expect_files(project) == ["alpha.jit.expect", "beta.fx.expect"]
+
+
+def test_golden_of_a_model_unknown_to_the_run_is_kept_not_an_orphan(project):
+    project.runpytest("--accept").assert_outcomes(passed=2)
+    theirs = project.path / "expect" / "tiny_cnn.jit.expect"
+    theirs.write_text("a golden of a model registered by a suite outside this run\n")
+    result = project.runpytest("--accept")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*kept golden *tiny_cnn.jit.expect: model 'tiny_cnn' not registered in this run*"])
+    result.stdout.no_fnmatch_line("*orphan golden*tiny_cnn*")
+    assert theirs.exists(), "an unfiltered accept run must not delete a golden whose model it does not know"
 
 
 def test_xdist_accept_writes_every_golden_and_judges_orphans_once(project):
     pytest.importorskip("xdist")
     (project.path / "expect").mkdir()
-    orphan = project.path / "expect" / "gone.fx.expect"
+    orphan = project.path / "expect" / "beta.jit.expect"  # model beta is known: an orphan
     orphan.write_text("stale\n")
     result = project.runpytest_subprocess("-n", "2", "--accept", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
@@ -175,3 +195,19 @@ def test_full_mode_uses_its_own_directory(project):
     assert sorted(p.name for p in (project.path / "expect" / "full").glob("*.expect")) == [
         "alpha.jit.expect", "beta.fx.expect"]
     assert expect_files(project) == []
+
+
+@pytest.mark.parametrize("cwd", [".", "sub"])
+def test_suggested_accept_command_works_from_where_pytest_ran(project, monkeypatch, cwd):
+    import shlex
+
+    (project.path / "sub").mkdir()
+    monkeypatch.chdir(project.path / cwd)
+    args = [] if cwd == "." else [".."]
+    result = project.runpytest(*args)
+    result.assert_outcomes(failed=2)
+    command = next(line.strip() for line in result.stdout.lines if line.strip().startswith("pytest --accept"))
+    argv = shlex.split(command)
+    assert argv[:2] == ["pytest", "--accept"]
+    project.runpytest(*argv[1:]).assert_outcomes(passed=1)
+    project.runpytest(*args).assert_outcomes(passed=1, failed=1)  # that one golden now exists

@@ -15,11 +15,14 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from harness.core.zoo import model_names
+    from harness.core.zoo import load_user_models, model_names
     from harness.golden.capture import FRONTENDS, CaptureError, capture_model
 
+    load_user_models()  # models of your own: harness_models (ini), HARNESS_MODELS, entry points
     if args.model not in model_names():
-        raise exits.BadInput(f"unknown model {args.model!r}; choose from {', '.join(model_names())}")
+        raise exits.BadInput(f"unknown model {args.model!r}; choose from {', '.join(model_names())}. "
+                             f"A model of your own is seen once its module is named in the ini option "
+                             f"harness_models or in HARNESS_MODELS (see README 'Adding a model').")
     if args.frontend not in FRONTENDS:
         raise exits.BadInput(f"unknown front end {args.frontend!r}; choose from {', '.join(FRONTENDS)}")
     try:

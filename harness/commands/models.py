@@ -1,4 +1,5 @@
-"""`harness models`: the zoo, with parameter counts for both sizes."""
+"""`harness models`: the zoo, with parameter counts for both sizes, including models of your own
+(named by the ini option harness_models, HARNESS_MODELS or the harness.models entry points)."""
 
 
 def add_arguments(parser):
@@ -7,9 +8,10 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from harness.core.table import render
-    from harness.core.zoo import get_model, model_names
+    from harness.core.zoo import get_model, load_user_models, model_names
     from harness.golden.capture import FRONTENDS
 
+    load_user_models()
     rows = []
     for name in model_names():
         spec = get_model(name)

@@ -10,6 +10,10 @@ own with one call:
                    small={"width": 8, "batch": 2, "num_classes": 10},
                    full={"width": 64, "batch": 32, "num_classes": 10})
 
+Models of your own are registered the same way in a module that the harness loads for pytest
+and the `harness` command alike (harness.core.user_models: the `harness_models` ini option,
+HARNESS_MODELS, or the `harness.models` entry-point group).
+
 Every model is a classifier here: its first output is log-probabilities or logits over
 `cfg["num_classes"]` classes, which is what `ModelSpec.loss` assumes for training steps.
 """
@@ -17,13 +21,16 @@ Every model is a classifier here: its first output is log-probabilities or logit
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.core import names
 from harness.core.env import DEFAULT_SEED, seed_everything
 
 SIZES = ("small", "full")
@@ -46,6 +53,9 @@ class ModelSpec:
     unsupported: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # which conv-style settings apply to it (channels_last only helps 4-d image inputs)
     image_model: bool = False
+    # the file that registered it, and where its goldens live if not in the run's expect/ dir
+    origin: str = ""
+    expect_dir: str | None = None
 
     def config(self, size: str = "small") -> dict:
         if size not in SIZES:
@@ -86,26 +96,34 @@ class ModelSpec:
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
+BUILTIN_ORIGIN = str(Path(__file__).resolve())
 
 
 def register_model(name: str, *, build, inputs, small, full, description: str = "",
                    unsupported: Mapping[str, str] | None = None, image_model: bool = False,
-                   replace: bool = False) -> ModelSpec:
+                   replace: bool = False, expect_dir: str | None = None) -> ModelSpec:
     """Add a model to the zoo. `build(cfg) -> nn.Module`, `inputs(cfg, generator) -> tuple`.
 
-    `small` and `full` are config dicts; each needs `batch` and `num_classes`.
+    `small` and `full` are config dicts; each needs `batch` and `num_classes`. `expect_dir`
+    keeps this model's goldens in a folder of its own (relative to the registering file), e.g.
+    `expect_dir="expect"` beside your suite; by default they go to the run's expect/ folder.
     """
-    if not name or not name.replace("_", "").isalnum():
-        raise ValueError(f"model name {name!r} must be letters, digits and underscores "
-                         "(it becomes part of golden file names)")
-    if name in _REGISTRY and not replace:
-        raise ValueError(f"model {name!r} is already registered; pass replace=True to override it")
+    if not isinstance(name, str) or not names.is_model_name(name):
+        raise ValueError(f"model name {name!r} is not allowed: use {names.MODEL_NAME_RULE}")
+    origin = str(Path(sys._getframe(1).f_code.co_filename).resolve())
+    # The same file registering again (imported once by pytest as a conftest, once by the
+    # user_models loader) replaces its own model; another file may not take the name.
+    if name in _REGISTRY and not replace and _REGISTRY[name].origin != origin:
+        raise ValueError(f"model {name!r} is already registered (by {_REGISTRY[name].origin}); "
+                         "pass replace=True to override it")
     for size, cfg in (("small", small), ("full", full)):
         missing = {"batch", "num_classes"} - set(cfg)
         if missing:
             raise ValueError(f"model {name!r}: the {size} config lacks {sorted(missing)}")
+    if expect_dir is not None:
+        expect_dir = str((Path(origin).parent / expect_dir).resolve())
     spec = ModelSpec(name, build, inputs, dict(small), dict(full), description,
-                     dict(unsupported or {}), image_model)
+                     dict(unsupported or {}), image_model, origin, expect_dir)
     _REGISTRY[name] = spec
     return spec
 
@@ -272,3 +290,7 @@ register_model(
     small={"batch": 4, "features": 16, "width": 32, "depth": 2, "num_classes": 10},
     full={"batch": 256, "features": 1024, "width": 4096, "depth": 4, "num_classes": 1000},
     description="MLP: (Linear -> BatchNorm1d -> ReLU -> Dropout) x depth -> Linear")
+
+
+# Models of your own (ini option harness_models, HARNESS_MODELS, entry points): one loader.
+from harness.core.user_models import load_user_models  # noqa: E402,F401

@@ -97,18 +97,122 @@ def _fx_value(node: torch.fx.Node):
     return None
 
 
+# --------------------------------------------------------------------------------------------
+# local value names
+
+
+class LocalNames:
+    """Names values `<scope>/<op>`, numbered only among equal names: a one-op change renames
+    one value, not every later one.
+
+    Tracers number values per op across the whole graph (`relu_3`, `%41`), so swapping one
+    ReLU for a GELU renamed every later ReLU and every line using one. Here a value's scope is
+    the module whose parameter or buffer it consumes (`layer1.0.conv1`), else the scope of its
+    most recently defined input (data flows through a block), else the previous value's scope.
+    The counter then runs inside one scope, where a change stays local.
+    """
+
+    def __init__(self):
+        self.taken: set[str] = set()
+        self.scope: dict = {}   # value -> scope
+        self.order: dict = {}   # value -> definition index
+        self.previous = ""
+
+    def reserve(self, value, name: str, scope: str = "") -> str:
+        """A value that keeps the name it has (an input, a parameter): others must avoid it."""
+        self.taken.add(name)
+        self.define(value, scope)
+        return name
+
+    def define(self, value, scope: str) -> None:
+        self.scope[value] = scope
+        self.order[value] = len(self.order)
+
+    def scope_of(self, inputs, param_scopes) -> str:
+        if param_scopes:
+            return param_scopes[0]
+        known = [v for v in inputs if v in self.order]
+        if known:
+            return self.scope[max(known, key=self.order.__getitem__)]
+        return self.previous
+
+    def fresh(self, scope: str, op: str) -> str:
+        base = f"{scope}/{op}" if scope else op
+        name, i = base, 1
+        while name in self.taken:
+            name, i = f"{base}_{i}", i + 1
+        self.taken.add(name)
+        self.previous = scope
+        return name
+
+
+def module_of(path: str) -> str:
+    """`layer1.0.conv1.weight` -> `layer1.0.conv1` (the module a state_dict entry belongs to)."""
+    return path.rpartition(".")[0]
+
+
+def _fx_op(node: torch.fx.Node) -> str:
+    target = node.target
+    if node.op == "call_method":
+        return str(target)
+    if isinstance(target, torch._ops.OpOverload):
+        return target.overloadpacket.__name__
+    name = getattr(target, "__name__", None)
+    if callable(getattr(target, "name", None)) and not name:  # higher-order operators
+        name = target.name()
+    return str(name or node.name).rsplit(".", 1)[-1]
+
+
+def fx_value_names(gm: torch.fx.GraphModule, names: dict[str, str] | None = None,
+                   kinds: dict[str, str] | None = None,
+                   scopes: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """Canonical name and scope of every node (by fx name). Placeholders keep the name given in
+    `names` (state_dict key, argument name, or a forward value's name for AOT's saved values);
+    parameters and buffers scope their module; `scopes` gives scopes of other named inputs."""
+    names, kinds, scopes = names or {}, kinds or {}, scopes or {}
+    local = LocalNames()
+    out: dict[str, str] = {}
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            continue
+        if node.op == "placeholder":
+            name = names.get(node.name, node.name)
+            param = kinds.get(node.name) in ("param", "buffer", "constant")
+            scope = module_of(name) if param else scopes.get(node.name, "")
+            out[node.name] = local.reserve(node, name, scope)
+            continue
+        if node.op in ("call_module", "get_attr"):
+            # a module call or attribute is named by its path, which is local already
+            scope = node.target if node.op == "call_module" else module_of(node.target)
+            name, i = node.target, 1
+            while name in local.taken:
+                name, i = f"{node.target}_{i}", i + 1
+            local.taken.add(name)
+            local.previous = scope
+        else:
+            inputs = node.all_input_nodes
+            params = [local.scope[n] for n in inputs
+                      if n.op == "placeholder" and kinds.get(n.name) in ("param", "buffer", "constant")]
+            params += [local.scope[n] for n in inputs if n.op == "get_attr"]
+            scope = local.scope_of(inputs, params)
+            name = local.fresh(scope, _fx_op(node))
+        local.define(node, scope)
+        out[node.name] = name
+    return out, {n.name: local.scope[n] for n in local.scope}
+
+
 def fx_graph_text(gm: torch.fx.GraphModule, names: dict[str, str] | None = None,
-                  kinds: dict[str, str] | None = None) -> str:
+                  kinds: dict[str, str] | None = None, scopes: dict[str, str] | None = None) -> str:
     """Print an fx graph: inputs first (`param`/`buffer`/`input`), then one line per node.
 
-    `names` renames nodes (placeholder name -> state_dict key or argument name); `kinds` labels
-    placeholders (default `input`).
+    `names` renames placeholders (placeholder name -> state_dict key or argument name); `kinds`
+    labels them (default `input`); other values get local names (`LocalNames`).
     """
-    names = names or {}
     kinds = kinds or {}
+    canonical_names, _ = fx_value_names(gm, names, kinds, scopes)
 
     def name_of(node: torch.fx.Node) -> str:
-        return names.get(node.name, node.name)
+        return canonical_names.get(node.name, node.name)
 
     lines = []
     for node in gm.graph.nodes:
@@ -158,11 +262,12 @@ def jit_graph_text(graph: torch._C.Graph, input_names: list[str], state: dict, b
 
     The first graph input is the module; `prim::GetAttr` chains hanging off it are resolved to
     dotted state_dict paths and listed once as `param`/`buffer` lines, so attribute access order
-    and module type mangling never appear. Other values are numbered in definition order.
+    and module type mangling never appear. Other values get local names (`LocalNames`):
+    `%features.0/_convolution`.
     """
     names: dict = {}
     attr_path: dict = {}  # jit Value -> dotted path from the module
-    counter = iter(range(1 << 30))
+    local = LocalNames()
     params: list[str] = []
     literals: set = set()
     body: list[str] = []
@@ -171,12 +276,10 @@ def jit_graph_text(graph: torch._C.Graph, input_names: list[str], state: dict, b
     module_input, real_inputs = inputs[0], inputs[1:]
     attr_path[module_input] = ""
     for value, name in zip(real_inputs, input_names):
-        names[value] = name
+        names[value] = local.reserve(value, name)
 
     def name_of(value) -> str:
-        if value not in names:
-            names[value] = f"%{next(counter)}"
-        return names[value]
+        return names.get(value, "%?")
 
     def emit(block, indent: str):
         for node in block.nodes():
@@ -187,7 +290,7 @@ def jit_graph_text(graph: torch._C.Graph, input_names: list[str], state: dict, b
                     path = f"{parent}.{node.s('name')}" if parent else node.s("name")
                     out = node.output()
                     if isinstance(out.type(), torch._C.TensorType):
-                        names[out] = path
+                        names[out] = local.reserve(out, path, module_of(path))
                         params.append(f"{'buffer' if path in buffers else 'param'} {path}: {value_type(state.get(path)) or 'Tensor'}")
                     else:
                         attr_path[out] = path
@@ -203,13 +306,22 @@ def jit_graph_text(graph: torch._C.Graph, input_names: list[str], state: dict, b
                 names[node.output()] = "[" + ", ".join(names[i] for i in node.inputs()) + "]"
                 literals.add(node.output())
                 continue
+            ins = list(node.inputs())
+            scope = local.scope_of(ins, [local.scope[i] for i in ins if i in local.scope and
+                                         names.get(i) in state])
+            for out in node.outputs():
+                names[out] = "%" + local.fresh(scope, kind.split("::", 1)[-1])
+                local.define(out, scope)
             outs = ", ".join(f"{name_of(o)}: {_jit_type(o.type())}" for o in node.outputs())
             attrs = ", ".join(f"{a}={_jit_attribute(node, a)}" for a in sorted(node.attributeNames()))
-            ins = ", ".join(name_of(i) for i in node.inputs())
-            call = f"{kind}[{attrs}]({ins})" if attrs else f"{kind}({ins})"
+            call = f"{kind}[{attrs}]({', '.join(name_of(i) for i in ins)})" if attrs else \
+                f"{kind}({', '.join(name_of(i) for i in ins)})"
             body.append(f"{indent}{outs} = {call}" if outs else f"{indent}{call}")
             for i, sub in enumerate(node.blocks()):
                 body.append(f"{indent}  block{i}:")
+                for param in sub.inputs():  # loop-carried values of a block
+                    names[param] = "%" + local.fresh(scope, "arg")
+                    local.define(param, scope)
                 emit(sub, indent + "    ")
                 body.append(f"{indent}    -> ({', '.join(name_of(o) for o in sub.outputs())})")
 
@@ -220,5 +332,3 @@ def jit_graph_text(graph: torch._C.Graph, input_names: list[str], state: dict, b
     params = sorted(set(params), key=lambda line: (order.get(line.split()[1].rstrip(":"), len(order)), line))
     tail = [f"return ({', '.join(name_of(o) for o in graph.outputs())})"]
     return "\n".join(head + params + body + tail) + "\n"
-
-

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import logging
 import warnings
 from collections.abc import Callable
 
@@ -61,9 +62,37 @@ def input_names(model: torch.nn.Module, inputs: tuple, flatten: bool = True) -> 
 @contextlib.contextmanager
 def _quiet():
     # Capturing is the point here: the deprecation and tracer warnings are expected noise.
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), quiet_trace_log():
         warnings.simplefilter("ignore")
         yield
+
+
+@contextlib.contextmanager
+def quiet_trace_log():
+    """Keep torch's structured-trace logger (`torch.__trace`) to torch's own handler while capturing.
+
+    torch emits one empty DEBUG record per compile event to that logger whenever it has any
+    handler; pytest's log capture attaches its handlers to it, so a failing capture test printed
+    hundreds of empty `DEBUG torch.__trace` lines (708 of 1040 lines in one report). Only the
+    handlers others attached are set aside, and only for the duration: TORCH_TRACE still works.
+    """
+    trace_log = logging.getLogger("torch.__trace")
+    foreign = [h for h in trace_log.handlers if not type(h).__module__.startswith("torch")]
+    for handler in foreign:
+        trace_log.removeHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in foreign:
+            trace_log.addHandler(handler)
+
+
+def _quietly(program: Callable) -> Callable:
+    """A captured program that compiles on its first call, run with the trace log kept quiet."""
+    def run(*args, **kwargs):
+        with quiet_trace_log():
+            return program(*args, **kwargs)
+    return run
 
 
 def _jit(model, inputs):
@@ -140,7 +169,7 @@ def _dynamo(model, inputs):
     for i, (gm, names, kinds) in enumerate(graphs):
         parts.append(f"\ngraph {i}:")
         parts.append(canonical.fx_graph_text(gm, names, kinds).rstrip("\n"))
-    program = torch.compile(model, backend="eager")
+    program = _quietly(torch.compile(model, backend="eager"))
     return "\n".join(parts) + "\n", program
 
 
@@ -167,16 +196,20 @@ def _aot(model, inputs):
     order += [(n, "input") for n in input_names(model, inputs)]
     names = {f"primals_{i + 1}": name for i, (name, _) in enumerate(order)}
     kinds = {f"primals_{i + 1}": kind for i, (_, kind) in enumerate(order)}
-    parts = []
+    parts, scopes = [], {}
     for which in ("forward", "backward"):
         if which in graphs:
             gm = graphs[which]
-            # The backward graph's other inputs are the activations the forward saved for it.
+            # The backward graph's other inputs are the activations the forward saved for it,
+            # under the forward's node names: they keep the forward's canonical names.
             labels = {n.name: kinds.get(n.name, "tangent" if n.name.startswith("tangents_") else "saved")
                       for n in gm.graph.nodes if n.op == "placeholder"}
             parts.append(f"{which}:")
-            parts.append(canonical.fx_graph_text(gm, names, labels))
-    return "\n".join(parts), compiled
+            parts.append(canonical.fx_graph_text(gm, names, labels, scopes))
+            if which == "forward":
+                forward_names, scopes = canonical.fx_value_names(gm, names, labels)
+                names = {**forward_names, **names}
+    return "\n".join(parts), _quietly(compiled)
 
 
 _CAPTURERS = {"jit": _jit, "fx": _fx, "export": _export, "dynamo": _dynamo, "aot": _aot}
@@ -190,12 +223,34 @@ def capture(model: torch.nn.Module, inputs: tuple, frontend: str, label: str = "
         with _quiet():
             text, program = _CAPTURERS[frontend](model, inputs)
     except Exception as exc:
-        raise CaptureError(f"{label}: the {frontend} front end failed: {type(exc).__name__}: "
-                           f"{str(exc).splitlines()[0] if str(exc) else ''}. If this front end cannot "
+        failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        backward = eager_backward_error(model, inputs) if frontend == "aot" else None
+        if backward:
+            raise CaptureError(
+                f"{label}: the model's backward itself fails in eager mode ({backward}), so the aot front "
+                f"end, which records the backward graph, cannot capture it ({failure}). Fix the model's "
+                f"backward first; declare unsupported={{'aot': 'why'}} only if the model is never "
+                f"trained.") from exc
+        raise CaptureError(f"{label}: the {frontend} front end failed: {failure}. If this front end cannot "
                            f"support the model, declare it with register_model(..., "
                            f"unsupported={{{frontend!r}: 'why'}}).") from exc
     text = normalize(text)
     return Capture(frontend, text, program)
+
+
+def eager_backward_error(model: torch.nn.Module, inputs: tuple) -> str | None:
+    """Why a plain eager forward + backward of the model fails, or None if it works."""
+    try:
+        outputs = model(*inputs)
+        grads = [o for o in pytree.tree_leaves(outputs) if isinstance(o, torch.Tensor) and o.requires_grad]
+        if grads:
+            torch.autograd.backward([g.float().sum() for g in grads])
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    finally:
+        if isinstance(model, torch.nn.Module):
+            model.zero_grad(set_to_none=True)
+    return None
 
 
 def cases() -> list[tuple[str, str, str | None]]:

@@ -14,7 +14,7 @@ import re
 
 # Bump when a printer's output format changes: every golden must then be re-accepted, and the
 # golden header tells the reader why the whole expect/ directory changed at once.
-NORMALISER_VERSION = 1
+NORMALISER_VERSION = 2
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 MANGLE = re.compile(r"___torch_mangle_\d+")

@@ -7,22 +7,35 @@ then used where one exists, else the CPU golden; accepting there writes a varian
 GPU printout differs from the CPU golden. With CI set, accepting is
 refused unless `--force-accept` (or HARNESS_FORCE_ACCEPT=1) is given too.
 
+Models of your own: modules named by the ini option `harness_models`, HARNESS_MODELS or the
+`harness.models` entry-point group are loaded at configure time (harness.core.user_models), before
+collection, so the graph suite parametrizes over them and `-k tiny_cnn` selects them.
+
 Orphans: every test declares the goldens it produces with `@pytest.mark.golden("id")`. After an
 unfiltered run, goldens that no collected test declares are reported; an unfiltered `--accept`
 run that passed removes them. A filtered run (-k, -m, a file or node id, --lf, deselection)
-never touches them. Under pytest-xdist the workers report what they collected and the
+never touches them. A golden id is `<model>.<frontend>`: a golden whose model this run does not
+know (not registered, declared by no test) is never an orphan -- its model may live in a suite
+that is not part of this run -- it is reported as such and kept. Under pytest-xdist the workers report what they collected and the
 controller decides, so orphans are computed once.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
 
-from harness.core import switches
+from harness.core import exits, names, switches, user_models
 from harness.golden import store
+
+
+def _zoo():
+    """The model registry if this process has loaded it (it imports torch: never forced here)."""
+    return sys.modules.get("harness.core.zoo")
 
 
 def pytest_addoption(parser):
@@ -34,6 +47,8 @@ def pytest_addoption(parser):
     group.addoption("--full", action="store_true", default=False,
                     help="use full model sizes and expect/full/ goldens (also HARNESS_FULL=1)")
     parser.addini("harness_expect_dir", "directory of golden files, relative to rootdir", default="expect")
+    parser.addini(user_models.INI_OPTION, "modules or .py paths (relative to the ini file) that register "
+                  "models of your own; also HARNESS_MODELS", type="linelist", default=[])
 
 
 class GoldenSession:
@@ -47,11 +62,27 @@ class GoldenSession:
                     Path(config.rootpath) / config.getini("harness_expect_dir"))
         self.directory = root / "full" if self.full else root
         self.device = (os.environ.get("HARNESS_GOLDEN_DEVICE") or "cpu").strip().lower()
+        self.directory_forced = bool(os.environ.get("HARNESS_EXPECT_DIR"))
         self.declared: set[str] = set()
         self.produced: set[str] = set()
         self.deselected = False
+        self.models: set[str] = set()  # models registered in this run (workers report theirs)
         self.orphans: list[Path] = []
+        self.unknown: list[Path] = []  # goldens of models this run does not know: kept
         self.removed: list[Path] = []
+
+    def directory_for(self, golden_id: str) -> Path:
+        """The run's expect folder, or the model's own (register_model(expect_dir=...)) unless
+        HARNESS_EXPECT_DIR points every golden elsewhere."""
+        zoo = _zoo()
+        spec = zoo._REGISTRY.get(names.model_of(golden_id)) if zoo else None
+        if spec is not None and spec.expect_dir and not self.directory_forced:
+            return Path(spec.expect_dir) / "full" if self.full else Path(spec.expect_dir)
+        return self.directory
+
+    def registered_models(self) -> set[str]:
+        zoo = _zoo()
+        return set(zoo.model_names()) if zoo else set()
 
     @property
     def size(self) -> str:
@@ -70,12 +101,19 @@ class GoldenSession:
                 return True
         return False
 
-    def find_orphans(self) -> list[Path]:
-        if not self.directory.is_dir():
-            return []
+    def find_orphans(self) -> tuple[list[Path], list[Path]]:
+        """(orphans: goldens of known models that no test declares, goldens of unknown models)."""
         known = self.declared | self.produced
-        return sorted(p for p in self.directory.glob("*" + store.SUFFIX)
-                      if p.name[: -len(store.SUFFIX)] not in known)
+        models = self.models | self.registered_models() | {names.model_of(i) for i in known}
+        folders = {self.directory} | {self.directory_for(i) for i in known}
+        orphans, unknown = [], []
+        for folder in sorted(folders):
+            for path in sorted(folder.glob("*" + store.SUFFIX)) if folder.is_dir() else []:
+                golden_id = path.name[: -len(store.SUFFIX)]
+                if golden_id in known:
+                    continue
+                (orphans if names.model_of(golden_id) in models else unknown).append(path)
+        return orphans, unknown
 
 
 class GoldenFixture:
@@ -107,8 +145,9 @@ class GoldenFixture:
     def _check(self, text: str, name: str | None, fields: dict) -> None:
         session = self._session
         golden_id = name or self._default_id()
-        path = store.lookup(session.directory, golden_id, session.device)
-        variant = store.variant_path(session.directory, golden_id, session.device)
+        directory = session.directory_for(golden_id)
+        path = store.lookup(directory, golden_id, session.device)
+        variant = store.variant_path(directory, golden_id, session.device)
         session.produced.add(golden_id)
         actual = store.normalize(text)
         try:
@@ -124,15 +163,32 @@ class GoldenFixture:
                 target = variant or path
                 store.save(target, store.render(actual, fields))
             return
+        hint = accept_command(self._node, golden_id, session.full)
         if existing is None:
             pytest.fail(f"no golden {_display(path, self._node.config)} yet for {golden_id}. Create it with:\n"
-                        f"  pytest --accept {self._node.nodeid!r}{' --full' if session.full else ''}\n"
+                        f"  {hint}\n"
                         f"then review and commit it.", pytrace=False)
         if existing.body != actual:
             existing.path = _display(path, self._node.config)
             what = ", ".join(f"{k} {v}" for k, v in fields.items()) or golden_id
-            hint = f"pytest --accept {self._node.nodeid!r}{' --full' if session.full else ''}"
             pytest.fail(store.mismatch_message(existing, actual, what, hint), pytrace=False)
+
+
+def accept_command(node, golden_id: str, full: bool) -> str:
+    """A command that re-runs exactly this test with --accept, from the directory pytest was
+    started in: the node id is made relative to it, and a model registered by a file this command
+    would not load (a conftest of another suite) is named through HARNESS_MODELS."""
+    config = node.config
+    path, sep, rest = node.nodeid.partition("::")
+    rel = os.path.relpath(Path(config.rootpath) / path, config.invocation_params.dir)
+    parts = ["pytest", "--accept", shlex.quote(rel + sep + rest)] + (["--full"] if full else [])
+    zoo = _zoo()
+    spec = zoo._REGISTRY.get(names.model_of(golden_id)) if zoo else None
+    if spec is not None and spec.origin and spec.origin != zoo.BUILTIN_ORIGIN \
+            and spec.origin not in user_models.LOADED_FILES and spec.origin != str(Path(node.path).resolve()):
+        origin = os.path.relpath(spec.origin, config.invocation_params.dir)
+        parts.insert(0, f"{user_models.ENV_VAR}={shlex.quote(origin)}")
+    return " ".join(parts)
 
 
 def _display(path: Path, config) -> Path:
@@ -148,6 +204,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "golden(id): this test produces the golden expect/<id>.expect")
     session = GoldenSession(config)
     config.stash[_KEY] = session
+    _load_user_models(config)
     if session.accept and switches.in_ci() and not (config.getoption("force_accept") or
                                                  switches.flag("HARNESS_FORCE_ACCEPT")):
         raise pytest.UsageError(
@@ -162,6 +219,19 @@ def pytest_configure(config):
         if torch.device(session.device).type == "cuda" and not torch.cuda.is_available():
             raise pytest.UsageError(f"HARNESS_GOLDEN_DEVICE={session.device} but torch sees no CUDA GPU "
                                     "here; unset it to capture on the CPU")
+
+
+def _load_user_models(config) -> None:
+    """Register the user's own models before collection (see harness.core.user_models)."""
+    values = config.getini(user_models.INI_OPTION)
+    if not user_models.configured(values):
+        return  # nothing named: the registry (and torch) is not imported for nothing
+    inipath = getattr(config, "inipath", None)
+    try:
+        user_models.load_user_models(values, Path(inipath).parent if inipath else Path(config.rootpath),
+                                     inipath.name if inipath else None)
+    except exits.BadInput as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.fixture
@@ -206,6 +276,7 @@ def pytest_testnodedown(node, error):
     state.declared.update(out.get("harness_declared", []))
     state.produced.update(out.get("harness_produced", []))
     state.deselected |= bool(out.get("harness_deselected"))
+    state.models.update(out.get("harness_models", []))
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -215,10 +286,11 @@ def pytest_sessionfinish(session, exitstatus):
         config.workeroutput["harness_declared"] = sorted(state.declared)
         config.workeroutput["harness_produced"] = sorted(state.produced)
         config.workeroutput["harness_deselected"] = state.deselected
+        config.workeroutput["harness_models"] = sorted(state.registered_models())
         return
     if state.filtered() or not (state.declared or state.produced):
         return  # a partial view, or a run with no golden tests: orphans cannot be judged
-    state.orphans = state.find_orphans()
+    state.orphans, state.unknown = state.find_orphans()
     passed = exitstatus == pytest.ExitCode.OK
     if state.accept and passed:
         for path in state.orphans:
@@ -228,12 +300,31 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     state = config.stash[_KEY]
-    if state.removed:
+    lines = []
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and getattr(config.option, "keyword", ""):
+        lines += _nothing_selected_hint(config, state)
+    for path in state.unknown:
+        model = names.model_of(path.name[: -len(store.SUFFIX)])
+        lines.append(f"kept golden {path}: model {model!r} not registered in this run")
+    if state.unknown:
+        lines.append(f"(its model may live in a suite outside this run: name that module in the ini option "
+                     f"`{user_models.INI_OPTION}` or in {user_models.ENV_VAR} so every run knows it; delete "
+                     f"the file yourself if the model is gone)")
+    lines += [f"removed orphan golden {path} (no test produces it)" for path in state.removed]
+    if state.orphans and not state.removed:
+        lines += [f"orphan golden {path}: no test produces it" for path in state.orphans]
+        lines.append("an unfiltered, passing `pytest --accept` run removes them")
+    if lines:
         terminalreporter.section("harness goldens")
-        for path in state.removed:
-            terminalreporter.write_line(f"removed orphan golden {path} (no test produces it)")
-    elif state.orphans:
-        terminalreporter.section("harness goldens")
-        for path in state.orphans:
-            terminalreporter.write_line(f"orphan golden {path}: no test produces it")
-        terminalreporter.write_line("an unfiltered, passing `pytest --accept` run removes them")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def _nothing_selected_hint(config, state) -> list[str]:
+    registered = sorted(state.registered_models())
+    return [
+        f"no test matched -k {config.option.keyword!r}. Models registered in this run: "
+        f"{', '.join(registered) or 'none (the graph suite was not collected)'}.",
+        f"A model of your own is seen by every run (pytest and `harness`) when its module is named in "
+        f"the ini option `{user_models.INI_OPTION}`, in {user_models.ENV_VAR}, or by an installed "
+        f"package's `{user_models.ENTRY_POINT_GROUP}` entry point; see README 'Adding a model'."]

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import re
 from pathlib import Path
 
-from harness.core import files
+from harness.core import files, names
 from harness.golden.normalize import NORMALISER_VERSION, normalize, op_counts
 
 
@@ -46,7 +45,6 @@ def torch_version() -> str:
 
 SUFFIX = ".expect"
 FIRST_LINE = "# harness golden -- do not edit; update with `pytest --accept`, then review `git diff expect/`"
-_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 MAX_DIFF_LINES = 200
 # difflib is quadratic in the worst case; past this many line pairs the diff is skipped.
 MAX_DIFF_WORK = 50_000_000
@@ -69,10 +67,9 @@ class GoldenFile:
 
 def golden_path(directory: Path, golden_id: str) -> Path:
     """The file for a golden id, refusing ids that could escape `directory`."""
-    if not _ID.match(golden_id or "") or ".." in golden_id:
-        raise GoldenError(
-            f"golden id {golden_id!r} is not allowed: use letters, digits, '_', '-' and single dots "
-            f"(no '/', no '..'), e.g. 'alexnet.jit'. Nothing was written.")
+    if not names.is_golden_id(golden_id or ""):
+        raise GoldenError(f"golden id {golden_id!r} is not allowed: use {names.GOLDEN_ID_RULE}. "
+                          f"Nothing was written.")
     path = (Path(directory) / (golden_id + SUFFIX))
     if path.resolve().parent != Path(directory).resolve():
         raise GoldenError(f"golden id {golden_id!r} resolves outside {directory}; nothing was written.")
