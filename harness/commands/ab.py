@@ -30,6 +30,7 @@ def add_arguments(parser):
     parser.add_argument("--budget", type=float, metavar="SECONDS",
                         help="bound the whole run; suites that do not fit are left out and named")
     parser.add_argument("--full", action="store_true", help="full sizes (default: fast, asv --quick)")
+    parser.add_argument("--threads", metavar="N", help="CPU threads for both sides (default 1; all with --full)")
     parser.add_argument("--base-env", action="append", metavar="KEY=VALUE",
                         help="environment for BASE's benchmark processes only (e.g. a torch flag)")
     parser.add_argument("--head-env", action="append", metavar="KEY=VALUE",
@@ -44,6 +45,7 @@ def run(args) -> int:
     from harness.core.files import write_atomic
     from harness.core.project import project_root
     from harness.measure.bench import check_suites
+    from harness.measure.threads import parse_threads
     from harness.verdict import ab
     from harness.verdict.gate import run_gate
     from harness.verdict.results import results_root
@@ -58,11 +60,9 @@ def run(args) -> int:
     suites = check_suites(project, args.suite)
     envs = {"base": _assignments(args.base_env, "--base-env"),
             "head": _assignments(args.head_env, "--head-env")}
-    for env in envs.values():  # the fast/full switch is the harness's, the same on both sides
-        env.setdefault("HARNESS_FULL", "1" if args.full else "0")
     out = ab.run(project, root, {"base": args.base, "head": args.head}, suites=suites,
                  benches=args.bench or [], machine=options.machine_name(args), pairs=args.pairs,
-                 quick=not args.full, budget_s=args.budget, envs=envs,
+                 quick=not args.full, budget_s=args.budget, envs=envs, threads=parse_threads(args.threads),
                  log=lambda msg: print(msg, file=sys.stderr, flush=True))
     base, head = out["records"]["base"], out["records"]["head"]
     outcome = run_gate(str(base.path), str(head.path), root=root)

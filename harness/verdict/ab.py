@@ -91,9 +91,11 @@ def _raise_interrupt(signum, frame):
 
 
 def run_side(side: Side, suite: str, out_dir: pathlib.Path, machine: str, quick: bool,
-             benches: list[str], method: str) -> pathlib.Path:
-    """One asv process tree for one side and suite; returns its result file."""
-    env = asv.environment({**side.env, "HARNESS_PYTHON": side.python})
+             benches: list[str], method: str, base_env: dict) -> pathlib.Path:
+    """One asv process tree for one side and suite; returns its result file. `base_env` is the
+    run's environment (harness.measure.bench.run_environment: sizes, quick, threads, the private
+    inductor cache), the same for both sides; the side's own settings go on top."""
+    env = {**base_env, **side.env, "HARNESS_PYTHON": side.python}
     regexes = [rf"^{suite}\."] + list(benches)
     with asv.config(side.project, out_dir) as config:
         asv.record_machine(config, machine, env)
@@ -161,13 +163,17 @@ def merge(result_files: list[pathlib.Path], benchmarks: dict, dest_dir: pathlib.
 
 def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, suites: list[str],
         benches: list[str], machine: str, pairs: int, quick: bool, budget_s: float | None,
-        envs: dict[str, dict[str, str]] | None = None, log=print) -> dict:
+        envs: dict[str, dict[str, str]] | None = None, threads: int | None = None, log=print) -> dict:
     """Alternate the sides per suite; save each side as a run record. Returns what was run and
     left out, and the two run records."""
     import json
 
+    from harness.measure.bench import run_environment
+
     method = asv.launch_method()
     started = time.perf_counter()
+    cache = pathlib.Path(tempfile.mkdtemp(prefix="harness-ab-inductor-"))
+    base_env = run_environment(quick=quick, full=not quick, threads=threads, inductor_cache=cache)
     done: dict[str, list[pathlib.Path]] = {"base": [], "head": []}
     ran_suites, left_out = [], []
     work = pathlib.Path(tempfile.mkdtemp(prefix="harness-ab-runs-"))
@@ -182,7 +188,7 @@ def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, sui
                 t0 = time.perf_counter()
                 for label in ("base", "head") if i % 2 == 0 else ("head", "base"):
                     files[label].append(run_side(side[label], suite, work / f"{suite}-{label}-{i}",
-                                                 machine, quick, benches, method))
+                                                 machine, quick, benches, method, base_env))
                 pair_s = time.perf_counter() - t0
                 log(f"ab: {suite} pair {i + 1}/{pairs} took {pair_s:.0f} s")
                 spent = time.perf_counter() - started
@@ -199,7 +205,8 @@ def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, sui
             s = side[label]
             run_id = records.new_run_id(s.commit, label)
             meta = {"commit": s.commit, "started": run_id.split("-")[0], "label": label,
-                    "suites": ran_suites, "mode": "fast", "quick": quick, "ab": {
+                    "suites": ran_suites, "mode": "fast" if quick else "full", "quick": quick,
+                    "threads": base_env["HARNESS_THREADS"], "ab": {
                         "spec": s.spec, "python": s.python, "pairs": pairs, "processes": len(done[label])}}
             with records.writing(root, machine, run_id, meta) as staging:
                 by_suite: dict[str, dict] = {}
@@ -218,10 +225,12 @@ def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, sui
                 shutil.copy2(done[label][0].parent / "machine.json",
                              staging / "asv" / machine / "machine.json")
                 fp = side_fingerprint(s)
-                fp.update(machine_name=machine, commit=s.commit, run_id=run_id, ab_side=label)
+                fp.update(machine_name=machine, commit=s.commit, run_id=run_id, ab_side=label,
+                          torch_threads=int(base_env["HARNESS_THREADS"]))
                 write_json_atomic(staging / records.FINGERPRINT, fp)
             saved[label] = records.load_record(records.runs_dir(root) / machine / run_id)
     shutil.rmtree(work, ignore_errors=True)  # scratch the harness made; the records hold the data
+    shutil.rmtree(cache, ignore_errors=True)
     records.rebuild_view(root)
     return {"records": saved, "suites": ran_suites, "left_out": left_out,
             "seconds": time.perf_counter() - started}
