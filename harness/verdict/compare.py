@@ -24,7 +24,7 @@ says which rule applied:
   as on a dedicated GPU runner. Otherwise the row is shown, "not judged", with the band, or
   with "no calibrated noise band" when none was measured: an uncalibrated raw time on a shared
   runner moves by 30-55% between identical runs (FIELD-NOTES), so judging it by default would
-  make the gate cry wolf; its normalised companion row is judged instead. Compile times
+  make the gate cry wolf; the paired ratios carry the verdict there. Compile times
   follow the same rule: quick runs take one warm compile per side, and a compile is seconds of
   Python and C++ compiler work that the neighbours on a shared machine slow down unevenly.
 
