@@ -370,6 +370,18 @@ def _reset_rss_peak() -> bool:
         return False
 
 
+def _return_free_heap() -> None:
+    """Give memory that earlier work freed but the C allocator kept back to the OS (glibc's
+    malloc_trim), so that what `fn` allocates next faults in new pages and shows in the RSS
+    instead of silently reusing resident ones (the peak then read 0 for a 64 MiB tensor)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: the peak may be understated after large frees
+
+
 def peak_memory_bytes(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
     """Peak memory `fn()` adds over what was in use before it: the CUDA caching allocator's peak
     (`max_memory_allocated`) on a GPU, the peak resident set size (VmHWM, else ru_maxrss) on CPU.
@@ -386,10 +398,12 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device | str = "cp
         fn()
         synchronize(device)
         return int(torch.cuda.max_memory_allocated(device) - base)
+    _return_free_heap()
     base_kib = _proc_status_kib("VmRSS")
     if base_kib is not None and _reset_rss_peak():
-        fn()
-        peak_kib = _proc_status_kib("VmHWM")
+        kept = fn()  # alive while the peak is read: what fn built counts
+        peak_kib = max(_proc_status_kib("VmHWM") or 0, _proc_status_kib("VmRSS") or 0)
+        del kept
     else:  # no /proc: the process-lifetime peak, which may predate fn
         base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         fn()
