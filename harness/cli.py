@@ -27,6 +27,7 @@ COMMANDS = {
     "calibrate": ("harness.commands.calibrate", "measure per-benchmark noise bands (A/A runs)"),
     "report": ("harness.commands.report", "write a Markdown summary and plots"),
     "nightly": ("harness.commands.nightly", "run the full suites, save results, publish the dashboard"),
+    "history": ("harness.commands.history", "find steps in each benchmark's run history; exit 1 on a new one"),
     "prune": ("harness.commands.prune", "remove old run records (dry run unless --yes; never baselines)"),
     "gpu-check": ("harness.commands.gpucheck", "the GPU proof kit: every GPU claim checked on a CUDA runner"),
 }

@@ -4,7 +4,8 @@ history over all stored commits of a machine.
 Plots (matplotlib, Agg): per suite the key speedups as ratios with 1 marked
 (fusion: compiled/eager time; transfer: pinned/pageable and uint8/float32 copy time; amp:
 AMP/fp32 step time; dataloader: samples/s with N workers over 0 workers), and the history
-of `--history NAME` (median per commit, bars from the 25th to the 75th percentile of samples).
+of `--history NAME` (every run a point: median, bars from the 25th to the 75th percentile of
+samples; a change of torch version between runs, read from their fingerprints, is marked).
 """
 
 from __future__ import annotations
@@ -110,7 +111,29 @@ def history(root: pathlib.Path, machine: str, name: str) -> list[tuple[str, str,
     return points
 
 
-def plot_history(name: str, unit: str, points, path: pathlib.Path) -> None:
+def torch_versions(root: pathlib.Path, machine: str, points) -> list[str]:
+    """The torch version of each point's run (from its fingerprint; "?" when it has none)."""
+    import json
+
+    by_id = {rec.run_id: rec for rec in records.list_runs(root, machine)}
+    out = []
+    for p in points:
+        rec = by_id.get(p[1])
+        try:
+            fp = json.loads(rec.fingerprint_path.read_text(encoding="utf-8")) if rec else {}
+        except (OSError, ValueError):
+            fp = {}
+        out.append(str(fp.get("torch") or "?"))
+    return out
+
+
+def torch_changes(versions: list[str]) -> list[tuple[int, str, str]]:
+    """(index, previous version, new version) wherever the torch version changes between points."""
+    return [(i, versions[i - 1], versions[i]) for i in range(1, len(versions)) if versions[i] != versions[i - 1]]
+
+
+def plot_history(name: str, unit: str, points, path: pathlib.Path,
+                 changes: list[tuple[int, str, str]] = ()) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -128,6 +151,10 @@ def plot_history(name: str, unit: str, points, path: pathlib.Path) -> None:
     quantity = {"seconds": "time per call", "bytes": "memory"}.get(unit, unit)
     ax.set_ylabel(f"{quantity} [{label}]")
     ax.set_ylim(bottom=0)
+    for i, _old, new in changes:  # a torch upgrade explains many steps: mark it on the plot
+        ax.axvline(i - 0.5, color="tab:red", linestyle=":", linewidth=1)
+        ax.text(i - 0.5, ax.get_ylim()[1], f" torch {new}", color="tab:red", fontsize=7,
+                rotation=90, va="top")
     ax.set_title(f"history: {name}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -177,10 +204,16 @@ def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
             lines += ["No successful results stored for it.", ""]
             continue
         png = out / f"history-{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
-        plot_history(name, e.unit, points, png)
+        versions = torch_versions(root, rs.machine, points)
+        changes = torch_changes(versions)
+        plot_history(name, e.unit, points, png, changes)
         lines += [f"![history of {name}]({png.name})", ""]
-        lines += [render(["commit", f"median ({e.unit})"], [(p[0], f"{p[2]:.4g}") for p in points],
-                         "markdown", ("left", "right"))]
+        lines += [f"torch changed: " + ", ".join(f"{old} -> {new} at run {points[i][1]}"
+                                                   for i, old, new in changes), ""] if changes else []
+        changed = {i for i, *_ in changes}
+        lines += [render(["run", "commit", "torch", f"median ({e.unit})"],
+                         [(p[1], p[0], versions[i] + (" (changed)" if i in changed else ""), f"{p[2]:.4g}")
+                          for i, p in enumerate(points)], "markdown", ("left", "left", "left", "right"))]
     md = out / "report.md"
     write_atomic(md, "\n".join(lines))
     return md

@@ -1,0 +1,403 @@
+"""`harness history`: steps (change points) in each benchmark's series of runs, and the first bad
+night explained.
+
+Every run record of a machine is one point (harness.core.records; reruns of a commit too). Per
+benchmark the series is the run's central value (median of its samples, else asv's value), oldest
+first. A step is found by the benchmark's kind (harness.verdict.metrics):
+
+- exact counters (ops, kernels, graph breaks, graphs, recompiles) step on any change of value;
+- paired ratios, normalised times and memory: asv's own change-point method segments the series
+  (`asv.step_detect.solve_potts_approx`: the L1 piecewise-constant fit of asv's regressions page;
+  not a documented API, pinned by tests/test_history.py), with a penalty per segment set from the
+  threshold (asv's automatic one missed a 10% step over 2% noise). asv's `detect_regressions` is
+  not used: it only looks at increases and we need both directions. Each boundary between two segments is then a step only when the
+  median of up to WINDOW runs after it differs from the median of up to WINDOW runs before it by
+  at least the threshold (the gate's 5%, memory's 2% tolerance) and a Mann-Whitney test of those
+  per-run values gives p < ALPHA;
+- raw times and throughputs carry the machine's momentary speed (DECISIONS §3): judged only when
+  the machine's calibrated noise band for the row is below the threshold (then the threshold is
+  the band), else listed as not judged, with the reason.
+
+A step needs MIN_SIDE runs on each side. Segments shorter than that between two long ones are
+outliers (or the transition) and never a step by themselves: one outlier is not a step. A change
+in the last runs with fewer than MIN_SIDE runs after it is *possible*: listed, not counted, until
+enough runs follow. The step's run is the first run after the last long segment before it whose
+value is nearer the new level than the old one: the first bad night.
+
+Acknowledged steps live in RESULTS/history-acknowledged.json (commit it):
+    {"acknowledged": [{"benchmark": NAME, "run": RUN_ID, "reason": "why this step is expected"}]}
+An acknowledged step is listed as such and never makes the exit code 1.
+
+Exit codes (DECISIONS §5): 0 no new step, 1 a new (confirmed, unacknowledged) step, 3 bad input
+(unknown --bench pattern, bad --since, corrupt acknowledgement file or result file, no runs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import pathlib
+import re
+import statistics
+
+from harness.core import exits, records
+from harness.core.exits import BadInput
+from harness.verdict import metrics
+from harness.verdict.compare import DEFAULT_THRESHOLD, central, mann_whitney_p
+from harness.verdict.results import (ResultSet, environment_differences, load, load_noise,
+                                     noise_path)
+
+MIN_SIDE = 4      # runs needed on each side of a step before it is confirmed
+WINDOW = 8        # at most this many runs on each side enter the medians and the test
+ALPHA = 0.05      # Mann-Whitney over per-run values; 4 vs 4 perfectly separated gives p = 0.029
+ACK_FILE = "history-acknowledged.json"
+CONFIRMED, POSSIBLE = "confirmed", "possible"
+
+
+@dataclasses.dataclass
+class Point:
+    run: records.RunRecord
+    value: float
+    version: str | None
+
+
+@dataclasses.dataclass
+class Step:
+    benchmark: str
+    unit: str
+    kind: str
+    status: str             # confirmed | possible
+    position: int           # 1-based position of the first run after the step in the series
+    run_id: str             # the first run after the step (the first bad night)
+    last_before: str        # the last run before it
+    before: float           # median of the runs before
+    after: float            # median of the runs after
+    size: float             # after / before - 1
+    direction: str          # worse | better
+    evidence: str
+    acknowledged: str | None = None   # the reason, when acknowledged
+    environment: list = dataclasses.field(default_factory=list)  # (setting, before, after)
+    explanation: list = dataclasses.field(default_factory=list)  # further lines
+
+    @property
+    def new(self) -> bool:
+        return self.status == CONFIRMED and self.acknowledged is None
+
+    def as_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["environment"] = [list(t) for t in self.environment]
+        d["new"] = self.new
+        return d
+
+
+# ---- series ----
+
+class _Loader:
+    """Result sets of run records, loaded once each."""
+
+    def __init__(self):
+        self.cache: dict[pathlib.Path, ResultSet] = {}
+
+    def __call__(self, rec: records.RunRecord) -> ResultSet | None:
+        files = rec.result_files()
+        if not files:
+            return None
+        f = files[-1]
+        if f not in self.cache:
+            self.cache[f] = load(f)
+        return self.cache[f]
+
+
+def series(runs: list[records.RunRecord], loader: _Loader) -> tuple[dict[str, list[Point]], dict[str, str]]:
+    """Benchmark name -> its points in run order (failed and skipped results left out), and
+    benchmark name -> unit."""
+    out: dict[str, list[Point]] = {}
+    units: dict[str, str] = {}
+    for rec in runs:
+        rs = loader(rec)
+        if rs is None:
+            continue
+        for name, e in rs.entries.items():
+            v = central(e)
+            if e.failed or e.skipped or v is None:
+                continue
+            out.setdefault(name, []).append(Point(rec, float(v), e.version))
+            units[name] = e.unit
+    return out, units
+
+
+# ---- segmentation ----
+
+def _run_lengths(values: list[float]) -> list[tuple[int, int]]:
+    segs, start = [], 0
+    for i in range(1, len(values) + 1):
+        if i == len(values) or values[i] != values[start]:
+            segs.append((start, i))
+            start = i
+    return segs
+
+
+def _potts_segments(values: list[float], threshold: float) -> list[tuple[int, int]]:
+    """Segments of the L1 piecewise-constant fit (asv.step_detect.solve_potts_approx). The
+    penalty per segment is what a step of the threshold's size saves over half of MIN_SIDE runs:
+    asv's automatic penalty (detect_steps) missed a 10% step over 2% noise in 20 runs."""
+    from asv.step_detect import solve_potts_approx
+
+    level = abs(statistics.median(values)) or 1.0
+    gamma = MIN_SIDE * threshold * level / 2
+    right, _values, _dists = solve_potts_approx(values, [1.0] * len(values), gamma=gamma)
+    return list(zip([0] + list(right[:-1]), right))
+
+
+def _median(xs):
+    return statistics.median(xs)
+
+
+def _size(before: float, after: float) -> float:
+    if before == 0:
+        return 0.0 if after == 0 else float("inf")
+    return after / before - 1
+
+
+def find_steps(values: list[float], exact: bool, threshold: float) -> list[dict]:
+    """Steps in one series: dicts with index (0-based, first point after), status, before,
+    after, size, p. Pure function of the values, for tests."""
+    if len(values) < 2:
+        return []
+    segs = _run_lengths(values) if exact else _potts_segments(values, threshold)
+    longs = [s for s in segs if s[1] - s[0] >= MIN_SIDE]
+    found = []
+
+    def first_after(lo: int, hi: int, b: float, a: float) -> int:
+        for i in range(lo, hi):
+            if abs(values[i] - a) < abs(values[i] - b):
+                return i
+        return hi
+
+    def significant(bv, av) -> tuple[bool, float | None, float]:
+        b, a = _median(bv), _median(av)
+        size = _size(b, a)
+        if exact:
+            return a != b, None, size
+        p = mann_whitney_p(bv, av)
+        return abs(size) >= threshold and p < ALPHA, p, size
+
+    for left, right in zip(longs, longs[1:]):
+        bv = values[max(left[0], left[1] - WINDOW):left[1]]
+        av = values[right[0]:min(right[1], right[0] + WINDOW)]
+        ok, p, size = significant(bv, av)
+        if ok:
+            found.append(dict(index=first_after(left[1], right[0], _median(bv), _median(av)),
+                              status=CONFIRMED, before=_median(bv), after=_median(av), size=size,
+                              p=p, n_before=len(bv), n_after=len(av), last_before=left[1] - 1))
+    if longs and longs[-1][1] < len(values):  # the newest runs left the last long level
+        left = longs[-1]
+        bv = values[max(left[0], left[1] - WINDOW):left[1]]
+        av = values[left[1]:]
+        b, a = _median(bv), _median(av)
+        size = _size(b, a)
+        same_side = all(v > b for v in av) or all(v < b for v in av)
+        if same_side and (a != b if exact else abs(size) >= threshold):
+            found.append(dict(index=left[1], status=POSSIBLE, before=b, after=a, size=size, p=None,
+                              n_before=len(bv), n_after=len(av), last_before=left[1] - 1))
+    return found
+
+
+# ---- the command ----
+
+def run_start(rec: records.RunRecord) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.strptime(rec.run_id[:16], "%Y%m%dT%H%M%SZ").replace(
+            tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
+
+
+def parse_since(text: str) -> datetime.datetime:
+    try:
+        d = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise BadInput(f"--since {text!r}: not a date; give e.g. 2026-11-30 or 2026-11-30T18:00") from None
+    return d if d.tzinfo else d.replace(tzinfo=datetime.timezone.utc)
+
+
+def load_acknowledged(root: pathlib.Path) -> dict[tuple[str, str], str]:
+    """(benchmark, run id) -> reason, from RESULTS/history-acknowledged.json (absent: none)."""
+    path = pathlib.Path(root) / ACK_FILE
+    if not path.exists():
+        return {}
+    fix = (f'; expected {{"acknowledged": [{{"benchmark": NAME, "run": RUN_ID, "reason": TEXT}}]}}'
+           f" — fix {path} or restore it from git")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"{path}: unreadable or corrupt JSON ({exc}){fix}") from None
+    items = data.get("acknowledged") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise BadInput(f"{path}: no 'acknowledged' list{fix}")
+    out = {}
+    for i, item in enumerate(items):
+        if not (isinstance(item, dict) and isinstance(item.get("benchmark"), str)
+                and isinstance(item.get("run"), str)):
+            raise BadInput(f"{path}: entry {i} needs string 'benchmark' and 'run'{fix}")
+        out[(item["benchmark"], item["run"])] = str(item.get("reason", ""))
+    return out
+
+
+def select(names: list[str], patterns: list[str] | None) -> list[str]:
+    if not patterns:
+        return sorted(names)
+    picked = set()
+    for pat in patterns:
+        try:
+            rx = re.compile(pat)
+        except re.error as exc:
+            raise BadInput(f"--bench {pat!r}: not a regular expression ({exc})") from None
+        hit = [n for n in names if rx.search(n)]
+        if not hit:
+            raise BadInput(f"--bench {pat!r} matches no benchmark in the runs; names look like "
+                           + ", ".join(sorted(names)[:5]))
+        picked.update(hit)
+    return sorted(picked)
+
+
+@dataclasses.dataclass
+class History:
+    machine: str
+    runs: int
+    steps: list[Step]
+    not_judged: dict[str, str]
+
+    @property
+    def code(self) -> int:
+        return exits.REGRESSION if any(s.new for s in self.steps) else exits.PASS
+
+
+def explain(step: Step, points: list[Point], idx: int, last_before: int, loader: _Loader) -> None:
+    """The first bad night explained: fingerprint differences between the last run before the
+    step and the first after it; for counters the change per call; a benchmark code change."""
+    before, after = points[last_before], points[idx]
+    rb, ra = loader(before.run), loader(after.run)
+    step.environment = environment_differences(rb, ra)
+    if before.version != after.version:
+        step.explanation.append("the benchmark's code changed between these runs (asv version "
+                                f"{before.version} -> {after.version})")
+    if step.kind == metrics.COUNTER:
+        delta = after.value - before.value
+        step.explanation.append(f"{delta:+g} {step.unit} per call ({before.value:g} -> {after.value:g})")
+    if step.unit == "ops":
+        step.explanation.append("which operators: not available (runs store the op count only, "
+                                "no per-operator breakdown)")
+    if step.kind != metrics.COUNTER:
+        step.explanation.append("operator-level profile difference: not available (runs store no "
+                                "profile summaries)")
+
+
+def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
+           since: datetime.datetime | None = None) -> History:
+    runs = records.list_runs(root, machine)
+    if not runs:
+        raise BadInput(f"no run records in {records.runs_dir(root) / machine}; run `harness bench` "
+                       f"(with --machine {machine}) first")
+    loader = _Loader()
+    by_name, units = series(runs, loader)
+    acknowledged = load_acknowledged(root)
+    noise = load_noise(noise_path(root, machine)) if noise_path(root, machine).is_file() else {}
+    steps, not_judged = [], {}
+    for name in select(list(by_name), patterns):
+        points = by_name[name]
+        try:
+            kind = metrics.kind_of(units[name])
+        except KeyError as exc:
+            raise BadInput(f"benchmark {name!r}: {exc.args[0]}") from None
+        threshold = metrics.MEMORY_TOLERANCE if kind.kind == metrics.MEMORY else DEFAULT_THRESHOLD
+        if kind.raw:
+            band = noise.get(name, noise.get(name.split("(")[0]))
+            if band is None or band >= threshold:
+                not_judged[name] = (f"{kind.label}: " + ("no calibrated noise band" if band is None
+                                    else f"noise band {band:.0%} >= threshold {threshold:.0%}"))
+                continue
+            threshold = max(threshold, band)
+        for f in find_steps([p.value for p in points], kind.exact, threshold):
+            idx = f["index"]
+            worse = f["size"] < 0 if kind.higher_is_better else f["size"] > 0
+            if kind.exact:
+                evidence = (f"exact counter: {f['before']:g} in {f['n_before']} runs before, "
+                            f"{f['after']:g} in {f['n_after']} after")
+            elif f["p"] is None:
+                evidence = (f"{f['size']:+.1%} over {f['n_after']} run(s) after; needs {MIN_SIDE} "
+                            f"to confirm")
+            else:
+                evidence = (f"{f['size']:+.1%} (threshold {threshold:.0%}), Mann-Whitney p={f['p']:.2g} "
+                            f"over {f['n_before']} runs before vs {f['n_after']} after")
+            if f["status"] == POSSIBLE and kind.exact:
+                evidence += f"; possible until {MIN_SIDE} runs follow"
+            run = points[idx].run
+            step = Step(name, units[name], kind.kind, f["status"], idx + 1, run.run_id,
+                        points[f["last_before"]].run.run_id, f["before"], f["after"], f["size"],
+                        "worse" if worse else "better", evidence,
+                        acknowledged=acknowledged.get((name, run.run_id)))
+            if since and (run_start(run) or since) < since:
+                continue
+            explain(step, points, idx, f["last_before"], loader)
+            steps.append(step)
+    return History(machine, len(runs), steps, not_judged)
+
+
+# ---- rendering ----
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def table(h: History, fmt: str = "text") -> str:
+    from harness.core.table import render
+
+    rows = [(s.benchmark, f"{s.run_id} (#{s.position})", s.status + (" (acknowledged)" if s.acknowledged else ""),
+             f"{s.size:+.1%}", _fmt(s.before), _fmt(s.after), s.direction, s.evidence) for s in h.steps]
+    return render(["benchmark", "first run after (position)", "status", "size", "median before",
+                   "median after", "direction", "evidence"], rows, fmt)
+
+
+def explanations(h: History, fmt: str = "text") -> list[str]:
+    lines = []
+    for s in h.steps:
+        head = f"{s.benchmark} at {s.run_id} (last run before: {s.last_before}):"
+        lines.append(f"### {head}" if fmt == "markdown" else head)
+        env = ", ".join(f"{k} {b} -> {a}" for k, b, a in s.environment) or "none (same fingerprint)"
+        lines.append(f"- environment differences: {env}")
+        lines += [f"- {x}" for x in s.explanation]
+        if s.acknowledged is not None:
+            lines.append(f"- acknowledged: {s.acknowledged}")
+    return lines
+
+
+def render_text(h: History) -> str:
+    new = sum(s.new for s in h.steps)
+    out = [f"history: {h.machine}, {h.runs} runs; {new} new step(s), "
+           f"{sum(s.status == POSSIBLE for s in h.steps)} possible, "
+           f"{sum(s.acknowledged is not None for s in h.steps)} acknowledged "
+           f"(a step needs {MIN_SIDE} runs on each side)"]
+    if h.steps:
+        out += [table(h).rstrip(), ""] + explanations(h)
+    if h.not_judged:
+        out.append("not judged: " + "; ".join(f"{n} ({why})" for n, why in sorted(h.not_judged.items())))
+    out.append(f"exit {h.code} ({exits.MEANING[h.code]})")
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(h: History) -> str:
+    """A summary fit for an issue or a chat message: the new steps and what changed with them."""
+    new = [s for s in h.steps if s.new]
+    lines = [f"# New step(s) in the benchmark history of {h.machine}", "",
+             f"{len(new)} new step(s) over {h.runs} runs (a step needs {MIN_SIDE} runs on each side).", ""]
+    sub = History(h.machine, h.runs, new, {})
+    lines += [table(sub, "markdown"), ""] + explanations(sub, "markdown") + [""]
+    return "\n".join(lines)
+
+
+def as_json(h: History) -> dict:
+    return {"machine": h.machine, "runs": h.runs, "min_side": MIN_SIDE, "window": WINDOW,
+            "alpha": ALPHA, "exit_code": h.code, "steps": [s.as_json() for s in h.steps],
+            "not_judged": h.not_judged}
