@@ -141,3 +141,22 @@ def test_report_history_labels_torch_changes(tmp_path):
     md = (tmp_path / "r" / "report.md").read_text()
     assert "torch changed: 2.14.1 -> 2.15.0 at run 20261201T000200Z" in md
     assert md.count("2.15.0 (changed)") == 1 and md.count("| 20261201T") == 4
+
+
+def test_nightly_writes_a_summary_and_exits_1_on_a_new_step(tmp_path, monkeypatch, capsys):
+    from harness.verdict import nightly
+
+    root = tmp_path / "results"
+    monkeypatch.setattr(nightly, "publish", lambda root, html_dir: 0)
+    monkeypatch.setattr(nightly, "vendor_dashboard", lambda html: [])
+    write_runs(root, [{OPS: 10}] * 6)
+    assert main(["nightly", "--skip-bench", "--results-dir", str(root), "--machine", "m1-cpu"]) == 0
+    write_runs(root, [{OPS: 11}] * 4, start=6)
+    argv = ["nightly", "--skip-bench", "--results-dir", str(root), "--machine", "m1-cpu"]
+    assert main(argv) == 1
+    newest = records.list_runs(root, "m1-cpu")[-1].run_id
+    first = root / "report" / f"steps-{newest}.md"
+    summary = first.read_text()
+    assert "# New step(s)" in summary and OPS in summary and "(#7)" in summary
+    assert main(argv) == 1  # the same night again: a second summary, the first kept
+    assert first.read_text() == summary and (root / "report" / f"steps-{newest}.2.md").is_file()

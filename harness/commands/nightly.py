@@ -17,6 +17,9 @@ def add_arguments(parser):
     parser.add_argument("--markdown", metavar="FILE", help="with --gate: write the table as Markdown")
     parser.add_argument("--save-baseline", action="store_true",
                         help="copy this run to RESULTS/baselines/<machine>/ (the gate's `baseline`)")
+    parser.add_argument("--steps-markdown", metavar="FILE",
+                        help="where to write the summary of new history steps (default "
+                             "RESULTS/report/steps-<run id>.md); exit 1 when there are any")
     options.require_gpu(parser)
 
 
@@ -30,4 +33,5 @@ def run(args) -> int:
                            html_dir=pathlib.Path(args.html_dir) if args.html_dir else None,
                            machine=options.machine_name(args), commit=head_commit(project_root()),
                            full=not args.fast, skip_bench=args.skip_bench, gate_base=args.gate,
-                           markdown=args.markdown, baseline=args.save_baseline)
+                           markdown=args.markdown, baseline=args.save_baseline,
+                           steps_markdown=args.steps_markdown)

@@ -13,10 +13,16 @@ Steps, in order:
    publishes into a folder that is new, empty, or a dashboard it made itself (marked by
    DASHBOARD_MARK); anything else is refused (exit 3) and nothing is deleted.
 4. `--save-baseline`: copy the newest run record into RESULTS/baselines/<machine>/ (commit it).
-5. `--gate BASE` (e.g. `baseline`): run the gate BASE vs this run; its exit code is returned.
+5. `--gate BASE` (e.g. `baseline`): run the gate BASE vs this run.
+6. History (harness.verdict.history) over all runs of the machine: when a new step appears (one
+   not acknowledged in RESULTS/history-acknowledged.json), a Markdown summary fit for an issue or
+   a chat message is written to `--steps-markdown FILE` (default
+   RESULTS/report/steps-<newest run id>.md, a new file per night: nothing is overwritten).
 
-Exit codes (harness.core.exits): 0 done (and gate passed), the gate's 1/2/3 with --gate, 3 an
-unsafe --html-dir, 4 no GPU with --require-gpu, 5 the benchmark runner or asv publish failed.
+Exit codes (harness.core.exits): 0 done, the gate passed (with --gate) and no new step; 1 a new
+step appeared in the history (or, with --gate, the gate found a regression); the gate's 2/3 with
+--gate; 3 an unsafe --html-dir or a corrupt acknowledgement file; 4 no GPU with --require-gpu;
+5 the benchmark runner or asv publish failed.
 """
 
 from __future__ import annotations
@@ -92,7 +98,8 @@ def save_baseline(root: pathlib.Path, machine: str) -> pathlib.Path:
 
 def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, commit: str,
             full: bool = True, skip_bench: bool = False, gate_base: str | None = None,
-            markdown: str | None = None, baseline: bool = False) -> int:
+            markdown: str | None = None, baseline: bool = False,
+            steps_markdown: str | None = None) -> int:
     html_dir = html_dir or root / "html"
     check_html_dir(html_dir, root)  # before hours of benchmarks, not after
     if not skip_bench:
@@ -111,6 +118,7 @@ def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, 
     print(f"nightly: dashboard published to {html_dir}/index.html")
     if baseline:
         print(f"nightly: baseline saved as {save_baseline(root, machine)}; commit it")
+    code = exits.PASS
     if gate_base:
         from harness.verdict.gate import run_gate
 
@@ -120,8 +128,30 @@ def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, 
             print(f"harness nightly: {outcome.message}", file=sys.stderr)
         if markdown:
             write_atomic(markdown, outcome.render("markdown"))
-        return outcome.code
-    return exits.PASS
+        code = outcome.code
+    steps = report_steps(root, machine, steps_markdown)
+    return code if code not in (exits.PASS,) else steps
+
+
+def report_steps(root: pathlib.Path, machine: str, path: str | None) -> int:
+    """History over this machine's runs; on a new step write the Markdown summary. Returns
+    history's exit code (1: a new step)."""
+    from harness.verdict import history
+
+    if not records.list_runs(root, machine):
+        return exits.PASS  # nothing ran on this machine yet: no history to read
+    h = history.detect(root, machine)
+    print(history.render_text(h), end="")
+    if h.code == exits.REGRESSION:
+        newest = records.list_runs(root, machine)[-1].run_id
+        target = pathlib.Path(path) if path else root / "report" / f"steps-{newest}.md"
+        n = 1
+        while target.exists():  # a rerun of the same night: a new file, never an overwrite
+            n += 1
+            target = target.with_name(f"{target.stem.rsplit('.', 1)[0]}.{n}{target.suffix}")
+        write_atomic(target, history.render_markdown(h))
+        print(f"nightly: new step(s); summary written to {target}")
+    return h.code
 
 
 # ---- offline dashboard: asv's index.html loads jQuery, flot, bootstrap... from CDNs ----
