@@ -135,9 +135,9 @@ def same_runner(base: ResultSet, head: ResultSet) -> None:
     nothing in them lines up, so comparing them is bad input (exit 3), not a list of
     benchmarks missing on one side."""
     if base.runner != head.runner:
-        raise BadInput(f"cannot compare a {base.runner} result ({base.path}) with a {head.runner} "
-                       f"result ({head.path}); gate two {base.runner} results or two "
-                       f"{head.runner} results")
+        raise BadInput(f"cannot compare results of different runners: base is {base.runner} "
+                       f"({base.path}), head is {head.runner} ({head.path}); gate two "
+                       f"{base.runner} results or two {head.runner} results")
 
 
 def _load_asv(path: pathlib.Path, benchmarks_json) -> ResultSet:
