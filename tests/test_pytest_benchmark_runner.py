@@ -39,8 +39,11 @@ def pytest_configure(config):
 
 
 def pytest_run(*args, cwd=ROOT, env=None, timeout=900):
-    full_env = dict(os.environ, **(env or {}))
-    full_env.pop("PYTEST_XDIST_WORKER", None)
+    # the run's mode and threads come from `env` only: another test in this worker may have set
+    # HARNESS_FULL (the golden plugin's --full does), which would select full sizes and all cores
+    full_env = {k: v for k, v in os.environ.items()
+                if k not in ("PYTEST_XDIST_WORKER", "HARNESS_FULL", "HARNESS_QUICK", "HARNESS_THREADS")}
+    full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
                            str(SUITE), *args], cwd=cwd, env=full_env, capture_output=True, text=True,
                           timeout=timeout)
@@ -95,6 +98,7 @@ def test_saved_runs_gate_like_asv_results(tmp_path, capsys):
     first, second, injected = sorted(storage.glob("*/0*.json"))
     saved = json.loads(first.read_text())
     ours = saved["machine_info"]["harness"]
+    # a fast run uses one thread (DECISIONS §6), and the fingerprint says so
     assert ours["fingerprint"]["torch_threads"] == 1 and ours["machine"]
     for bench in saved["benchmarks"]:
         assert isinstance(bench["extra_info"]["ops"], int) and bench["extra_info"]["ops"] > 0
