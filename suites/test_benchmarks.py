@@ -1,52 +1,65 @@
-"""The benchmark bodies under pytest-benchmark, for a quick in-process local comparison:
+"""The benchmark bodies under pytest-benchmark, a second runner beside asv:
 
-    pytest suites/test_benchmarks.py --benchmark-only                 # time and save nothing
-    pytest suites/test_benchmarks.py --benchmark-only --benchmark-autosave
-    pytest suites/test_benchmarks.py --benchmark-only --benchmark-compare   # against the last save
+    pytest suites/test_benchmarks.py --benchmark-only                    # time, show, save nothing
+    pytest suites/test_benchmarks.py --benchmark-only --benchmark-autosave   # .benchmarks/<machine-id>/0001_*.json
+    pytest suites/test_benchmarks.py --benchmark-only --benchmark-compare    # against the last save
+    harness gate .benchmarks/<machine-id>/0001_*.json .benchmarks/<machine-id>/0002_*.json
 
-The workloads are the ones the asv suites run (harness.measure.workloads), not a copy. Each case keeps
-one warm-up call (it absorbs torch.compile compilation) and times single calls; on CUDA every
-call ends with a device synchronise. A plain `pytest` run skips these (their bodies are
-already run once by tests/test_workloads.py); pass --benchmark-only or --benchmark-enable.
-HARNESS_FULL=1 selects full sizes, as for asv.
+The workloads are the ones the asv suites run (harness.measure.workloads), not a copy, and they are
+timed by the same loop (harness.measure.timing via harness.measure.pytest_bench: warm-up calls,
+CUDA events on a GPU, the run's fixed thread count); pytest-benchmark stores those samples, the
+exact counters (`ops`, and `kernels` on CUDA) in `extra_info` and the environment fingerprint in
+`machine_info` (suites/conftest.py). Cases that cannot run here skip with the reason.
+
+A plain `pytest` run (the project's tests) skips these: timing every case takes minutes, and
+tests/test_workloads.py already runs every body once. Any timing option (--benchmark-only,
+--benchmark-enable, --benchmark-autosave, --benchmark-save, --benchmark-json,
+--benchmark-compare) runs them. HARNESS_FULL=1 selects full sizes, as for asv.
 """
 
 import pytest
 
-from harness.core.env import synchronize
-from harness.measure.workloads import NotApplicable, device, full_mode
+from harness.measure import pytest_bench
+from harness.measure.workloads import NotApplicable, device
 from harness.measure.workloads import amp, dataloader, fusion, models, transfer
 from harness.core.zoo import model_names
 
-ROUNDS = 30 if full_mode() else 5
-
 
 @pytest.fixture
-def bench(request):
-    opts = request.config.option
-    if not (getattr(opts, "benchmark_only", False) or getattr(opts, "benchmark_enable", False)):
-        pytest.skip("timing runs only with --benchmark-only or --benchmark-enable "
-                    "(tests/test_workloads.py runs every body once)")
-    # Requested only now: pytest-benchmark warns about a fixture that a skipped test never used.
-    benchmark = request.getfixturevalue("benchmark")
+def bench(request, benchmark):
+    # `benchmark` is declared, not requested on the fly: pytest-benchmark's --benchmark-only
+    # keeps exactly the tests whose declared fixtures include it.
+    if not pytest_bench.wanted(request.config):
+        benchmark.skipped = True  # pytest-benchmark's own flag: no "fixture not used" warning
+        pytest.skip("timing runs only with --benchmark-only, --benchmark-enable or a "
+                    "--benchmark-save/autosave/json/compare option (tests/test_workloads.py "
+                    "runs every body once)")
     dev = device()
 
     def run(build, *args):
         try:
             fn = build(*args)
         except NotApplicable as e:
+            benchmark.skipped = True
             pytest.skip(str(e))
-
-        def call():
-            fn()
-            synchronize(dev)
-        return benchmark.pedantic(call, warmup_rounds=1, rounds=ROUNDS, iterations=1)
+        return pytest_bench.record(benchmark, fn, dev)
     run.device = dev
     yield run
     import torch._dynamo
 
     torch._dynamo.reset()
     torch.backends.cudnn.benchmark = False
+
+
+def test_canary(bench):
+    """The gate's canary chain (suites/benchmarks/canary.py): HARNESS_CANARY_EXTRA=1 adds one op,
+    which the exact `ops` counter in extra_info catches."""
+    from benchmarks import canary
+
+    if bench.device.type != "cpu":
+        pytest.skip("the canary chain is a CPU benchmark (one thread), as in asv")
+    x = canary._setup()
+    bench(lambda: (lambda: canary.chain(x)))
 
 
 @pytest.mark.parametrize("mode", ["eager", "compiled"])

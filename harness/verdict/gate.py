@@ -1,4 +1,5 @@
-"""The regression gate: `harness gate BASE HEAD` compares two asv result sets.
+"""The regression gate: `harness gate BASE HEAD` compares two asv result sets, or two
+pytest-benchmark saves (harness.verdict.pytest_benchmark; one of each is exit 3).
 
 BASE and HEAD are result files, directories, commits, `latest` or `baseline[:MACHINE]`
 (see harness.verdict.results). The full table (benchmark, base, head, ratio, verdict) is always
@@ -29,7 +30,8 @@ from harness.core.table import render
 from harness.core.units import format_ratio, format_value
 from harness.verdict import compare
 from harness.verdict.results import (BadInput, ResultSet, environment_differences, load, load_noise,
-                                     noise_path, not_comparable, resolve, results_root)
+                                     noise_path, not_comparable, resolve, results_root,
+                                     same_runner)
 
 CODE_OF = {compare.REGRESSION: exits.REGRESSION, compare.FAILED: exits.FAILED,
            compare.MISSING: exits.FAILED, compare.BAD: exits.BAD_INPUT}
@@ -100,6 +102,7 @@ def run_gate(base_spec: str, head_spec: str, *, root=None, machine: str | None =
         root = results_root(root)
         head = load(resolve(head_spec, root, machine))
         base = load(resolve(base_spec, root, machine or head.machine))
+        same_runner(base, head)
         why = not_comparable(base, head)
         if why and not allow_env_change:
             raise BadInput(f"not comparable: {'; '.join(why)} (base {base.path}, head {head.path}); "

@@ -73,6 +73,8 @@ class ResultSet:
     env_name: str
     date: int | None
     entries: dict[str, Entry]
+    runner: str = "asv"  # or "pytest-benchmark" (harness.verdict.pytest_benchmark)
+    fingerprint: dict | None = None  # saved inside the result file itself (pytest-benchmark)
 
     @property
     def label(self) -> str:
@@ -114,17 +116,37 @@ def _check_number(x, where: str) -> None:
 
 
 def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = None) -> ResultSet:
-    """Load one asv result file with asv's loader and check every value the gate will use."""
-    from asv import util
-    from asv.commands.compare import unroll_result
-    from asv.results import Results
+    """Load one result file and check every value the gate will use: an asv result file (with
+    asv's loader), or a pytest-benchmark save (harness.verdict.pytest_benchmark), told apart by
+    content."""
+    from harness.verdict import pytest_benchmark
 
     path = pathlib.Path(path)
     if not path.is_file():
         raise BadInput(f"{path}: result file not found")
+    data = _load_json(path, "result file")  # our message for corrupt JSON; asv's loader follows
+    if pytest_benchmark.looks_like(data):
+        return pytest_benchmark.load(path, data)
+    return _load_asv(path, benchmarks_json)
+
+
+def same_runner(base: ResultSet, head: ResultSet) -> None:
+    """An asv result and a pytest-benchmark save name and time their benchmarks differently:
+    nothing in them lines up, so comparing them is bad input (exit 3), not a list of
+    benchmarks missing on one side."""
+    if base.runner != head.runner:
+        raise BadInput(f"cannot compare results of different runners: base is {base.runner} "
+                       f"({base.path}), head is {head.runner} ({head.path}); gate two "
+                       f"{base.runner} results or two {head.runner} results")
+
+
+def _load_asv(path: pathlib.Path, benchmarks_json) -> ResultSet:
+    from asv import util
+    from asv.commands.compare import unroll_result
+    from asv.results import Results
+
     bpath = pathlib.Path(benchmarks_json) if benchmarks_json else find_benchmarks_json(path)
     benchmarks = _load_json(bpath, "benchmarks.json")
-    _load_json(path, "result file")  # our message for corrupt JSON; asv's loader follows
     try:
         res = Results.load(str(path))
     except util.UserError as exc:
@@ -181,7 +203,10 @@ def result_files(directory: pathlib.Path) -> list[pathlib.Path]:
 
 
 def _legacy_newest(files: list[pathlib.Path]) -> pathlib.Path:
-    """Newest of plain asv result files (a hand-made results tree): asv's `date`, then mtime."""
+    """Newest of plain asv result files (a hand-made results tree): asv's `date`, then mtime;
+    pytest-benchmark saves (`0001_<commit>_<date>.json`): the highest counter."""
+    if all(p.name[:4].isdigit() and p.name[4:5] == "_" for p in files):
+        return max(files, key=lambda p: p.name)
     def key(p):
         try:
             with open(p, encoding="utf-8") as f:
@@ -316,7 +341,10 @@ FINGERPRINT_KEYS = ("torch", "torchvision", "cuda_build", "cudnn", "driver", "gp
 
 def fingerprint_of(rs: ResultSet) -> dict | None:
     """The fingerprint saved with this run, or None when there is none (an older run, or a bare
-    result file): its run record's, else `fingerprint.json` beside the result file."""
+    result file): the one inside the file (pytest-benchmark's machine_info), else its run
+    record's, else `fingerprint.json` beside the result file."""
+    if rs.fingerprint is not None:
+        return rs.fingerprint
     rec = records.record_of(rs.path)
     candidates = ([rec.fingerprint_path] if rec else []) + [rs.path.parent / "fingerprint.json"]
     for path in candidates:
