@@ -102,3 +102,21 @@ def test_prune_is_a_dry_run_unless_asked_and_never_touches_baselines(tmp_path, c
     assert not oldest.path.exists() and newest.path.is_dir() and baseline.is_dir()
     view = json.loads((root / "asv" / ".harness-view.json").read_text())["files"]
     assert all(v["run"] != oldest.run_id for v in view.values())
+    # the old-layout file the view adopted is not the view's to delete, even after its run went
+    assert next((root / "asv" / "m1-cpu").glob("aaaaaaaa-*.json")).is_file()
+    records.rebuild_view(root)
+    assert len(records.list_runs(root)) == 1, "an adopted file is not imported again after a prune"
+
+
+def test_prune_removes_the_view_copy_the_view_made(tmp_path, capsys):
+    root = tmp_path / "results"
+    for commit in ("c" * 40, "d" * 40):
+        run_id = records.new_run_id(commit)
+        with records.writing(root, "m", run_id, {"commit": commit}) as staging:
+            (staging / "asv" / "m").mkdir(parents=True)
+            (staging / "asv" / "m" / f"{commit[:8]}-env.json").write_text(json.dumps({"commit_hash": commit}))
+    records.rebuild_view(root)
+    made = root / "asv" / "m" / "cccccccc-env.json"
+    assert made.is_file()
+    assert main(["prune", "--keep", "1", "--yes", "--results-dir", str(root)]) == 0
+    assert not made.exists() and (root / "asv" / "m" / "dddddddd-env.json").is_file()

@@ -302,23 +302,30 @@ def rebuild_view(root: Path) -> Path:
                     benchmarks.update(data)
             except ValueError:
                 pass
+    before = _manifest(root).get("files") or {}
     files = {}
     for rel, rec in sorted(newest.items()):
         src = rec.asv_dir / rel
         dest = view / rel
         data = src.read_bytes()
+        # A file that was there before the view ever listed it (the old layout) is adopted, not
+        # made: the view may refresh it but never deletes it.
+        adopted = bool(before.get(rel, {}).get("adopted")) if rel in before else dest.is_file()
         if not dest.is_file() or dest.read_bytes() != data:
             write_atomic(dest, data)
         mj = rec.asv_dir / rec.machine / "machine.json"
         if mj.is_file():
             write_atomic(view / rec.machine / "machine.json", mj.read_bytes())
-        files[rel] = {"run": rec.run_id, "sha256": hashlib.sha256(data).hexdigest()}
+        files[rel] = {"run": rec.run_id, "sha256": hashlib.sha256(data).hexdigest(), "adopted": adopted}
     if benchmarks:
         write_json_atomic(view / "benchmarks.json", benchmarks)
-    # files this view wrote before and no longer holds (their run was pruned) go; nothing else
-    for rel in (_manifest(root).get("files") or {}):
-        if rel not in files and (view / rel).is_file():
+    # files this view made and no longer holds (their run was pruned) go; adopted ones stay
+    for rel, entry in before.items():
+        made = isinstance(entry, dict) and not entry.get("adopted")
+        if rel not in files and made and (view / rel).is_file():
             (view / rel).unlink()
+        elif rel not in files and not made and (view / rel).is_file():
+            files[rel] = dict(entry, run=None)  # listed: never imported twice, never taken as made
     if files or view.is_dir():
         write_json_atomic(view / VIEW_MANIFEST, {"files": files})
     return view
