@@ -178,3 +178,17 @@ def test_kit_modules_import_without_torch():
             "print('torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_out_folder_of_someone_else_is_refused_and_its_own_is_refilled(tmp_path):
+    """--out may be new, empty, or an earlier gpu-check output; a foreign folder's files are kept."""
+    plan = [gpucheck.Step("first", 10, "runs", "command", ("{py}", "-c", "pass"))]
+    foreign = tmp_path / "out"
+    foreign.mkdir()
+    (foreign / "summary.json").write_text("mine")
+    with pytest.raises(Exception, match="not made by the harness"):
+        gpucheck.orchestrate(_args(tmp_path), ROOT, plan)
+    assert (foreign / "summary.json").read_text() == "mine"
+    own = _args(tmp_path, out=str(tmp_path / "own"))
+    assert gpucheck.orchestrate(own, ROOT, plan) == 0
+    assert gpucheck.orchestrate(own, ROOT, plan) == 0  # its own folder: refilled in place

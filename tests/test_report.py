@@ -45,3 +45,17 @@ def test_report_unknown_history_name_exit_3(tmp_path, capsys):
     write_set(root / "asv", "aaaaaaaa11", {"x.time": draw(10)})
     code = main(["report", "--results-dir", str(root), "--out", str(tmp_path / "r"), "--history", "no.such"])
     assert code == 3 and "no.such" in capsys.readouterr().err
+
+
+def test_report_out_of_someone_else_is_refused(tmp_path, capsys):
+    root = tmp_path / "results"
+    write_set(root / "asv", "aaaaaaaa11", {"x.time": draw(10)})
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "report.md").write_text("my notes")
+    code = main(["report", "--results-dir", str(root), "--out", str(foreign)])
+    assert code == 3 and "not made by the harness" in capsys.readouterr().err
+    assert (foreign / "report.md").read_text() == "my notes"
+    own = tmp_path / "own"
+    assert main(["report", "--results-dir", str(root), "--out", str(own)]) == 0
+    assert main(["report", "--results-dir", str(root), "--out", str(own)]) == 0  # refilled

@@ -37,6 +37,7 @@ from pathlib import Path
 from harness.core import exits
 
 DEADLINE_S = 470
+OUT_MARK = ".harness-gpu-check"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,8 +310,12 @@ def orchestrate(args, root: Path, plan: list[Step] | None = None) -> int:
 
     steps = plan if plan is not None else selected(args.only)  # bad names fail before anything is written
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = Path(args.out or root / ".gpu-check" / f"out-{stamp}").resolve()
+    from harness.core.files import check_own_folder, mark_own_folder
+
+    # a rerun may refill its own --out; a foreign folder's files are never overwritten
+    out = check_own_folder(args.out or root / ".gpu-check" / f"out-{stamp}", OUT_MARK, "--out")
     out.mkdir(parents=True, exist_ok=True)
+    mark_own_folder(out, OUT_MARK, "harness gpu-check")
     work = out / "work"
     target = Path(args.target or root / ".gpu-check" / "site").resolve() if args.wheels else None
     device = "cpu" if args.cpu_rehearsal else "cuda"

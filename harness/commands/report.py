@@ -4,6 +4,8 @@ import pathlib
 
 from harness.commands import options
 
+REPORT_MARK = ".harness-report"
+
 
 def add_arguments(parser):
     parser.add_argument("result", nargs="?", default="latest",
@@ -19,8 +21,15 @@ def run(args) -> int:
     from harness.verdict.report import write_report
     from harness.verdict.results import load, resolve, results_root
 
+    from harness.core.files import check_own_folder, mark_own_folder
+
     root = results_root(args.results_dir)
     rs = load(resolve(args.result, root, args.machine))
-    md = write_report(rs, pathlib.Path(args.out) if args.out else root / "report", root, args.history)
+    # RESULTS/report is the harness's own; a folder given with --out must be new, empty or one
+    # an earlier report filled, so that no file of someone else's is overwritten
+    out = check_own_folder(args.out, REPORT_MARK, "--out") if args.out else root / "report"
+    md = write_report(rs, out, root, args.history)
+    if args.out:
+        mark_own_folder(out, REPORT_MARK, "harness report")
     print(f"report written to {md}")
     return 0

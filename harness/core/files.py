@@ -31,3 +31,31 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
 
 def write_json_atomic(path: str | os.PathLike, data) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def check_own_folder(path: str | os.PathLike, mark: str, what: str, *,
+                     protect: tuple[Path, ...] = ()) -> Path:
+    """A folder a command fills and may empty or overwrite must be new, empty, or one that
+    command made before (it holds `mark`); anything else is bad input, so that no command
+    overwrites or deletes files it did not create. `protect`: folders it must not hold or
+    replace (e.g. the results root). Returns the resolved folder; call `mark_own_folder` after
+    filling it."""
+    from harness.core.exits import BadInput
+
+    folder = Path(path).resolve()
+    for keep in protect:
+        keep = Path(keep).resolve()
+        if folder == keep or folder in keep.parents:
+            raise BadInput(f"{what} {path} would hold or replace {keep}; choose a separate folder, "
+                           f"e.g. {keep / 'html'}")
+    if folder.exists() and not folder.is_dir():
+        raise BadInput(f"{what} {path} is a file; choose a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / mark).is_file():
+        raise BadInput(f"{what} {path} is not empty and was not made by the harness (no {mark} in "
+                       "it); its files could be overwritten or deleted. Choose a new or empty folder; "
+                       "nothing was changed")
+    return folder
+
+
+def mark_own_folder(path: str | os.PathLike, mark: str, who: str) -> None:
+    write_atomic(Path(path) / mark, f"made by `{who}`; it may refill this folder\n")

@@ -34,7 +34,7 @@ import subprocess
 import sys
 
 from harness.core import exits, records
-from harness.core.files import write_atomic
+from harness.core.files import check_own_folder, mark_own_folder, write_atomic
 from harness.measure import asv
 from harness.verdict.results import BadInput, baselines_dir
 
@@ -54,19 +54,11 @@ def run_bench(cmd: list[str]) -> int:
 
 
 def check_html_dir(html_dir: pathlib.Path, root: pathlib.Path) -> None:
-    """Refuse a dashboard folder that `asv publish` must not empty (BadInput, exit 3)."""
-    html = html_dir.resolve()
-    res = pathlib.Path(root).resolve()
-    if html == res or html in res.parents or res in html.parents and html.name in ("runs", "asv", "baselines"):
-        raise BadInput(f"--html-dir {html_dir} would hold or replace the results root {root}; "
-                       "`asv publish` empties its folder first. Choose a separate folder, e.g. "
-                       f"{res / 'html'}")
-    if html.exists() and not html.is_dir():
-        raise BadInput(f"--html-dir {html_dir} is a file; choose a folder for the dashboard")
-    if html.is_dir() and any(html.iterdir()) and not (html / DASHBOARD_MARK).is_file():
-        raise BadInput(f"--html-dir {html_dir} is not empty and was not made by harness nightly "
-                       f"(no {DASHBOARD_MARK} in it); `asv publish` would delete everything in it. "
-                       "Choose a new or empty folder; nothing was deleted")
+    """Refuse a dashboard folder that `asv publish` must not empty (BadInput, exit 3): it may not
+    hold the results root, nor be one of its own folders, nor anything the harness did not make."""
+    res = pathlib.Path(root)
+    check_own_folder(html_dir, DASHBOARD_MARK, "--html-dir",
+                     protect=(res, res / "runs", res / "asv", res / "baselines"))
 
 
 def publish(root: pathlib.Path, html_dir: pathlib.Path) -> int:
@@ -82,7 +74,7 @@ def publish(root: pathlib.Path, html_dir: pathlib.Path) -> int:
     if proc.returncode:
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
     else:
-        write_atomic(html_dir / DASHBOARD_MARK, "made by `harness nightly`; republished in place\n")
+        mark_own_folder(html_dir, DASHBOARD_MARK, "harness nightly")
     return proc.returncode
 
 
