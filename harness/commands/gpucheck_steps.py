@@ -176,19 +176,28 @@ def _gate(ctx, base: str, head: str, only: list[str], markdown: Path) -> dict:
 
 
 def _run_a(ctx) -> str | None:
-    files = sorted((run_dir(ctx, "A") / "asv").glob("*/*.json"))
-    files = [f for f in files if f.name != "machine.json"]
+    from harness.verdict.results import result_files
+
+    files = [f for d in sorted((run_dir(ctx, "A") / "asv").glob("*/")) for f in result_files(d)]
     return str(files[-1]) if files else None
+
+
+def _against_run_a(ctx, run: str) -> tuple[str | None, dict, dict | None]:
+    """(run A's result, run `run`'s outcome, a result dict when the step cannot go on)."""
+    base = _run_a(ctx)
+    if base is None:
+        return None, {}, _result("not run", {}, "needs run A (step asv-spawn)")
+    ran = asv_run(ctx, run)
+    if ran["result"] is None:
+        return base, ran, _result("fail", ran, f"asv saved no result for run {run} (exit {ran['exit']})")
+    return base, ran, None
 
 
 def step_gate_aa(ctx) -> dict:
     """Run B (the A/A set again, a second process tree), then the gate A vs B: must exit 0."""
-    base = _run_a(ctx)
-    if base is None:
-        return _result("not run", {}, "needs run A (step asv-spawn)")
-    ran = asv_run(ctx, "B")
-    if ran["result"] is None:
-        return _result("fail", ran, f"asv saved no result for run B (exit {ran['exit']})")
+    base, ran, stop = _against_run_a(ctx, "B")
+    if stop:
+        return stop
     head = _loaded(ran["result"])
     only = sorted(n for n, e in head.entries.items() if not e.skipped)
     gate = _gate(ctx, base, ran["result"], only, ctx.out / "gate-aa.md")
@@ -200,12 +209,9 @@ def step_gate_aa(ctx) -> dict:
 def step_gate_canary(ctx) -> dict:
     """Run C (canary with HARNESS_CANARY_EXTRA=1), then the gate A vs C: must exit 1, with the
     exact op counter among the regressions."""
-    base = _run_a(ctx)
-    if base is None:
-        return _result("not run", {}, "needs run A (step asv-spawn)")
-    ran = asv_run(ctx, "C")
-    if ran["result"] is None:
-        return _result("fail", ran, f"asv saved no result for run C (exit {ran['exit']})")
+    base, ran, stop = _against_run_a(ctx, "C")
+    if stop:
+        return stop
     only = ["canary.Canary.track_ops", "canary.Canary.track_time", "canary.Canary.track_time_over_reference"]
     gate = _gate(ctx, base, ran["result"], only, ctx.out / "gate-canary.md")
     ops = gate["rows"].get("canary.Canary.track_ops", {}).get("verdict")

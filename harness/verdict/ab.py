@@ -161,22 +161,28 @@ def merge(result_files: list[pathlib.Path], benchmarks: dict, dest_dir: pathlib.
     return dest_dir / merged._filename
 
 
-def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, suites: list[str],
-        benches: list[str], machine: str, pairs: int, quick: bool, budget_s: float | None,
-        envs: dict[str, dict[str, str]] | None = None, threads: int | None = None, log=print) -> dict:
+def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], **kw) -> dict:
     """Alternate the sides per suite; save each side as a run record. Returns what was run and
-    left out, and the two run records."""
+    left out, and the two run records. Scratch folders (the asv runs before merging, the run's
+    inductor cache) are removed afterwards, also when a run fails: the records hold the data."""
+    with tempfile.TemporaryDirectory(prefix="harness-ab-runs-") as work, \
+            tempfile.TemporaryDirectory(prefix="harness-ab-inductor-") as cache:
+        return _run(project, root, specs, work=pathlib.Path(work), cache=pathlib.Path(cache), **kw)
+
+
+def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, work: pathlib.Path,
+         cache: pathlib.Path, suites: list[str], benches: list[str], machine: str, pairs: int,
+         quick: bool, budget_s: float | None, envs: dict[str, dict[str, str]] | None = None,
+         threads: int | None = None, log=print) -> dict:
     import json
 
     from harness.measure.bench import run_environment
 
     method = asv.launch_method()
     started = time.perf_counter()
-    cache = pathlib.Path(tempfile.mkdtemp(prefix="harness-ab-inductor-"))
     base_env = run_environment(quick=quick, full=not quick, threads=threads, inductor_cache=cache)
     done: dict[str, list[pathlib.Path]] = {"base": [], "head": []}
     ran_suites, left_out = [], []
-    work = pathlib.Path(tempfile.mkdtemp(prefix="harness-ab-runs-"))
     with sides(project, specs, envs or {}) as side:
         for suite in suites:
             spent = time.perf_counter() - started
@@ -229,8 +235,6 @@ def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, sui
                           torch_threads=int(base_env["HARNESS_THREADS"]))
                 write_json_atomic(staging / records.FINGERPRINT, fp)
             saved[label] = records.load_record(records.runs_dir(root) / machine / run_id)
-    shutil.rmtree(work, ignore_errors=True)  # scratch the harness made; the records hold the data
-    shutil.rmtree(cache, ignore_errors=True)
     records.rebuild_view(root)
     return {"records": saved, "suites": ran_suites, "left_out": left_out,
             "seconds": time.perf_counter() - started}
