@@ -215,12 +215,17 @@ def _start_of(result_file: Path) -> datetime.datetime:
 
 
 def import_result(root: Path, result_file: Path, machine: str, benchmarks_json: Path | None,
-                  fingerprint: Path | None, label: str = "imported") -> RunRecord | None:
+                  fingerprint: Path | None, label: str = "imported",
+                  known: set[str] | None = None) -> RunRecord | None:
     """Copy one asv result file (with its benchmarks.json and fingerprint) into a new run record.
-    The source is left where it is. Returns None when that exact file was imported before."""
+    The source is left where it is. Returns None when that exact file is kept already. `known`:
+    the contents kept so far (_known_hashes), read once by a caller importing many files and
+    extended here."""
+    known = _known_hashes(root) if known is None else known
     digest = _sha256(result_file)
-    if digest in _known_hashes(root):
+    if digest in known:
         return None
+    known.add(digest)
     try:
         commit = json.loads(result_file.read_text(encoding="utf-8")).get("commit_hash") or ""
     except (ValueError, AttributeError):
@@ -274,10 +279,11 @@ def import_foreign(root: Path) -> list[RunRecord]:
     if history.is_dir():
         for mdir in sorted(p for p in history.iterdir() if p.is_dir() and p.name != "baselines"):
             candidates += [(f, mdir.name, "imported.history") for f in sorted(mdir.glob("*.json"))]
+    known = _known_hashes(root) if candidates else set()  # read every record once, not per file
     for f, machine, label in candidates:
         sha8 = f.name.split("-")[0][:8]
         rec = import_result(root, f, machine, view / "benchmarks.json",
-                            root / "fingerprints" / machine / f"{sha8}.json", label)
+                            root / "fingerprints" / machine / f"{sha8}.json", label, known)
         if rec:
             imported.append(rec)
     return imported
