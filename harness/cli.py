@@ -29,6 +29,7 @@ COMMANDS = {
     "nightly": ("harness.commands.nightly", "run the full suites, save results, publish the dashboard"),
     "history": ("harness.commands.history", "find steps in each benchmark's run history; exit 1 on a new one"),
     "prune": ("harness.commands.prune", "remove old run records (dry run unless --yes; never baselines)"),
+    "check": ("harness.commands.check", "silent-bug checks on models and data pipelines; exit 1 on a failed check"),
     "gpu-check": ("harness.commands.gpucheck", "the GPU proof kit: every GPU claim checked on a CUDA runner"),
 }
 

@@ -84,6 +84,14 @@ def _driver_version() -> str | None:
         return None
 
 
+def _numpy_version() -> str | None:
+    try:
+        import numpy
+    except ImportError:  # numpy is optional for torch
+        return None
+    return numpy.__version__
+
+
 def fingerprint(seed: int = DEFAULT_SEED) -> dict:
     """Everything that can change a graph or a timing, as plain JSON-able values."""
     import torchvision
@@ -93,6 +101,7 @@ def fingerprint(seed: int = DEFAULT_SEED) -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
+        "numpy": _numpy_version(),
         "cuda_build": torch.version.cuda,
         "cuda_available": cuda,
         "cudnn": torch.backends.cudnn.version() if cuda else None,

@@ -145,6 +145,19 @@ def load_user_models(ini_values: list[str] | None = None, ini_dir: Path | None =
     return loaded
 
 
+def _file_module_name(path: Path) -> str:
+    # A stable module name per file, so the same file is one module in every process.
+    return f"harness_user_models.{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+
+
+def load_module(spec: str, origin: str):
+    """Import one module named as HARNESS_MODELS names them (a dotted name, or a .py path
+    relative to the current directory) and return it; BadInput naming `origin` if it fails.
+    `harness check --dataset MODULE:FACTORY` loads a user's dataset module this way."""
+    key = _load(Source(spec, origin, Path.cwd()))
+    return sys.modules[key] if key in sys.modules else sys.modules[_file_module_name(Path(key))]
+
+
 def _load(source: Source) -> str:
     spec = source.spec
     fix = f"Fix the module, or remove {spec!r} from {source.origin}."
@@ -155,8 +168,7 @@ def _load(source: Source) -> str:
         if not path.is_file():
             raise BadInput(f"cannot load models from {spec!r} (named by {source.origin}): no such file "
                            f"{path}. Give a .py path relative to {source.base}, or an importable module name.")
-        # A stable module name per file, so the same file is one module in every process.
-        name = f"harness_user_models.{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+        name = _file_module_name(path)
         module_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module

@@ -379,7 +379,13 @@ def environment_differences(base: ResultSet, head: ResultSet) -> list[tuple[str,
         missing = [side for side, fp in (("base", fb), ("head", fh)) if fp is None]
         return [("fingerprint", "missing" if fb is None else "saved",
                  "missing" if fh is None else "saved")] if missing else []
-    return [(k, str(fb.get(k)), str(fh.get(k))) for k in FINGERPRINT_KEYS if fb.get(k) != fh.get(k)]
+    return fingerprint_differences(fb, fh)
+
+
+def fingerprint_differences(fb: dict, fh: dict, keys=FINGERPRINT_KEYS) -> list[tuple[str, str, str]]:
+    """(setting, base value, head value) for each of `keys` whose values differ (`harness check
+    --against` passes every key of both fingerprints)."""
+    return [(k, str(fb.get(k)), str(fh.get(k))) for k in keys if fb.get(k) != fh.get(k)]
 
 
 # ---- noise bands (written by `harness calibrate`, read by the gate) ----
