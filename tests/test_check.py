@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import textwrap
 
 import pytest
@@ -321,11 +322,18 @@ def test_cli_unknown_model_is_bad_input_naming_the_known_ones(capsys):
     assert "unknown model 'nosuch'" in err and "alexnet" in err and "HARNESS_MODELS" in err
 
 
+def _reasons(path) -> str:
+    """Every reason in a --json file, one string (the printed table wraps its lines)."""
+    return " ".join(f["reason"] for s in json.loads(path.read_text())["subjects"] for f in s["findings"])
+
+
 def test_cli_dataset_with_resize_int_and_seeded_getitem_fail(data_module, capsys):
-    assert main(["check", "--dataset", "mydata.py:resize_int"]) == exits.REGRESSION
-    assert "Resize(size=32) with one int" in capsys.readouterr().out
-    assert main(["check", "--dataset", "mydata.py:seeded"]) == exits.REGRESSION
-    assert "__getitem__ sets a fixed seed: torch.manual_seed(0) at mydata.py:" in capsys.readouterr().out
+    out = data_module.parent / "findings.json"
+    assert main(["check", "--dataset", "mydata.py:resize_int", "--json", str(out)]) == exits.REGRESSION
+    assert "Resize(size=32) with one int" in _reasons(out)
+    assert "FAIL" in capsys.readouterr().out
+    assert main(["check", "--dataset", "mydata.py:seeded", "--json", str(out)]) == exits.REGRESSION
+    assert "__getitem__ sets a fixed seed: torch.manual_seed(0) at mydata.py:" in _reasons(out)
     assert main(["check", "--dataset", "mydata.py:good"]) == exits.PASS
 
 
@@ -352,7 +360,10 @@ def test_cli_against_lists_every_difference(tmp_path, capsys):
     out = tmp_path / "drift.json"
     assert main(["check", "--against", str(old), "--json", str(out)]) == exits.REGRESSION
     text = capsys.readouterr().out
-    assert "torch: 2.0.0 -> " in text and "numpy: 1.0.0 -> " in text and "torch_threads: 99 -> " in text
+    for row in (r"torch +2\.0\.0 +\S+ +environment", r"numpy +1\.0\.0 +\S+ +environment",
+                r"torch_threads +99 +\d+ +setting"):
+        assert re.search(row, text), (row, text)
+    assert "torch: 2.0.0 -> " in _reasons(out)
     (subject,) = json.loads(out.read_text())["subjects"]
     settings = {d["setting"]: d["kind"] for d in subject["findings"][0]["details"]["differences"]}
     assert settings == {"torch": "environment", "numpy": "environment", "torch_threads": "setting",
@@ -364,7 +375,24 @@ def test_cli_against_a_golden_compares_its_torch_version(tmp_path, capsys):
 
     golden = tmp_path / "m.jit.expect"
     golden.write_text(store.render("graph\n", {"frontend": "jit", "model": "m (small)", "torch": "1.13.0"}))
-    assert main(["check", "--against", str(golden)]) == exits.REGRESSION
-    text = capsys.readouterr().out
-    assert "torch: 1.13.0 -> " + torch.__version__ in text and "it records only torch" in text
+    out = tmp_path / "drift.json"
+    assert main(["check", "--against", str(golden), "--json", str(out)]) == exits.REGRESSION
+    assert re.search(r"torch +1\.13\.0 +" + re.escape(torch.__version__), capsys.readouterr().out)
+    assert "torch: 1.13.0 -> " + torch.__version__ in _reasons(out) and "it records only torch" in _reasons(out)
     assert main(["check", "--against", str(tmp_path / "nothing.json")]) == exits.BAD_INPUT
+
+
+def test_cli_against_a_run_reads_its_recorded_fingerprint(tmp_path, capsys):
+    from test_gate_support import draw, write_set
+
+    root = tmp_path / "results"
+    write_set(root / "asv", "aaaaaaaa11", {"a.time": draw(5)})
+    recorded = dict(fingerprint(), torch="2.9.0", commit="aaaaaaaa11")
+    (root / "fingerprints" / "m1-cpu").mkdir(parents=True)
+    (root / "fingerprints" / "m1-cpu" / "aaaaaaaa.json").write_text(json.dumps(recorded))
+    out = tmp_path / "drift.json"
+    assert main(["check", "--against", "latest", "--results-dir", str(root), "--json", str(out)]) == exits.REGRESSION
+    (subject,) = json.loads(out.read_text())["subjects"]
+    differences = subject["findings"][0]["details"]["differences"]
+    assert [d["setting"] for d in differences] == ["torch"] and differences[0]["recorded"] == "2.9.0"
+    assert "run " in subject["findings"][0]["details"]["source"]  # read through the run record

@@ -11,26 +11,35 @@ recorded one (harness.verdict.drift).
 
 Exit 1 when a check fails (each with its reason and fix), 0 when all pass, 3 for bad input.
 
---json FILE schema (version 1):
-    {"schema": 1, "passed": bool, "exit_code": 0 | 1,
-     "fingerprint": {...this environment (harness.core.env.fingerprint)...},
-     "subjects": [{"kind": "model" | "dataset" | "environment", "name": str,
-                   "findings": [{"check": str, "status": "pass" | "FAIL" | "n/a" | "info",
-                                 "reason": str, "fix": str, "details": {...}}]}]}
+--json FILE: the schema below (SCHEMA, also shown by `harness check --help`).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+import textwrap
 from pathlib import Path
 
 from harness.commands import options
 from harness.core import exits
 
+SCHEMA = """--json FILE schema (version 1), written atomically:
+    {"schema": 1, "passed": bool, "exit_code": 0 | 1,
+     "fingerprint": {...this environment (harness.core.env.fingerprint)...},
+     "subjects": [{"kind": "model" | "dataset" | "environment", "name": str,
+                   "findings": [{"check": str, "status": "pass" | "FAIL" | "n/a" | "info",
+                                 "reason": str, "fix": str, "details": {...}}]}]}
+"info" records a setting and never fails; "environment drift" details hold "differences":
+[{"setting", "recorded", "now", "kind": "environment" | "setting"}] and "source"."""
+
 OWN_DATASET = "harness synthetic images"
+WIDTH = 100  # the reason column wraps here: a terminal, and a CI log, stay readable
 
 
 def add_arguments(parser):
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = SCHEMA
     parser.add_argument("models", nargs="*", metavar="MODEL",
                         help="models to check (default: every registered model, your own included: "
                              "harness_models ini option, HARNESS_MODELS, entry points)")
@@ -41,9 +50,10 @@ def add_arguments(parser):
                         help="list every difference between this environment and a recorded one: a golden "
                              "(.expect), a fingerprint.json, a result file, a run-record folder, a run id, "
                              "`latest` or `baseline`")
-    parser.add_argument("--json", metavar="FILE", help="write the findings as JSON (schema: harness check --help)")
+    parser.add_argument("--json", metavar="FILE", help="write the findings as JSON (schema below)")
     options.results_dir(parser)
-    options.machine(parser, "machine whose runs --against looks in (default: the only one)")
+    parser.add_argument("--machine", help="the machine whose runs --against looks in, where the results "
+                                          "root holds several (default: the only one)")
 
 
 def _dataset(spec: str):
@@ -94,7 +104,8 @@ def _print(kind: str, name: str, findings, out) -> None:
     from harness.core.table import render
 
     print(f"\n{kind} {name}", file=out)
-    rows = [(f.check, f.status, f.reason + (f" Fix: {f.fix}." if f.fix and f.failed else ""))
+    rows = [(f.check, f.status, textwrap.fill(f.reason.rstrip(".") + "." + (f" Fix: {f.fix.rstrip('.')}." if f.fix and f.failed else ""),
+                                              WIDTH, break_long_words=False, break_on_hyphens=False))
             for f in findings]
     print(render(["check", "status", "reason / fix"], rows), end="", file=out)
 
@@ -140,7 +151,7 @@ def run(args) -> int:
             rows = [(d["setting"], d["recorded"], d["now"], d["kind"]) for d in found[0].details["differences"]]
             print(render(["setting", "recorded", "now", "kind"], rows), end="")
     checked = sum(len(found) for _, _, found in subjects)
-    print(f"\n{checked} checks on {len(subjects)} subjects: "
+    print(f"\n{checked} checks on {len(subjects)} {'subject' if len(subjects) == 1 else 'subjects'}: "
           + (f"{len(failed)} FAILED ({', '.join(f'{n}: {f.check}' for _, n, f in failed)})" if failed else "all pass"))
     code = exits.REGRESSION if failed else exits.PASS
     if args.json:
