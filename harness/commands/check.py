@@ -33,7 +33,7 @@ SCHEMA = """--json FILE schema (version 1), written atomically:
 "info" records a setting and never fails; "environment drift" details hold "differences":
 [{"setting", "recorded", "now", "kind": "environment" | "setting"}] and "source"."""
 
-OWN_DATASET = "harness synthetic images"
+OWN_DATASET = "harness synthetic images (the dataloader suite's pipeline)"
 WIDTH = 100  # the reason column wraps here: a terminal, and a CI log, stay readable
 
 
@@ -132,7 +132,7 @@ def run(args) -> int:
     for name in (model_names() if everything else args.models):
         subjects.append(("model", name, checks.check_model(get_model(name))))
     if everything:
-        subjects.append(("dataset", OWN_DATASET, datachecks.check_dataset(datachecks.own_dataset(), "dataset")))
+        subjects.append(("dataset", OWN_DATASET, datachecks.check_dataset(datachecks.own_loader(), "dataset")))
     for spec, obj in datasets:
         subjects.append(("dataset", spec, datachecks.check_dataset(obj, "dataset")))
     current = fingerprint()

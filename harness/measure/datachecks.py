@@ -315,8 +315,11 @@ def check_dataset(obj, label: str) -> list[Finding]:
     return [*augmentation(dataset, label), shapes(dataset, loader, label), settings(loader)]
 
 
-def own_dataset():
-    """The harness's synthetic image dataset (the dataloader suite's), at check size."""
-    from harness.measure.workloads.dataloader import SyntheticJpegDataset
+def own_loader():
+    """The harness's synthetic image pipeline as the dataloader suite builds it (quick sizes,
+    2 workers; pinned memory where there is a GPU to copy to)."""
+    from harness.measure.workloads import dataloader
 
-    return SyntheticJpegDataset(length=8, image=32, distinct=4)
+    cuda = torch.cuda.is_available()
+    return dataloader.build_loader(num_workers=2, pin_memory=cuda, batch_size=16, persistent_workers=False,
+                                   device=torch.device("cuda" if cuda else "cpu"))
