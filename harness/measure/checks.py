@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import re
 
 import torch
@@ -50,7 +51,7 @@ def _leaves(output) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor)]
 
 
-def _same(a, b, exact: bool = False) -> bool:
+def same_outputs(a, b, exact: bool = False) -> bool:
     la, lb = _leaves(a), _leaves(b)
     if len(la) != len(lb):
         return False
@@ -77,7 +78,7 @@ def eval_determinism(model: nn.Module, inputs: tuple) -> Finding:
                                f"{worst:.3g}). {cause}",
                    "pass training=self.training to functional dropout (or use nn.Dropout), "
                    "so that model.eval() turns it off",
-                   {"max_abs_difference": worst})
+                   {"max_abs_difference": worst if math.isfinite(worst) else "inf"})
 
 
 # ---- 2. train/eval differ; batch norm on running statistics -------------------------------
@@ -112,7 +113,7 @@ def train_eval_differ(model: nn.Module, inputs: tuple, seed: int = 0) -> Finding
         seed_everything(seed)
         out_train = trained(*inputs)
         out_eval = model.eval()(*inputs)
-    if _same(out_train, out_eval):
+    if same_outputs(out_train, out_eval):
         return Finding(name, FAIL, f"the model has {has}, yet its train-mode and eval-mode outputs "
                                    "are the same: its forward ignores self.training (e.g. "
                                    "F.dropout(x, p, training=False) or F.batch_norm(..., training=False) "
@@ -161,7 +162,7 @@ def batchnorm_running_stats(model: nn.Module, inputs: tuple, batch: int) -> Find
         except Exception as exc:
             return Finding(name, NA, f"the model does not run on one sample ({type(exc).__name__}: {exc}); "
                                      "no batch norm op ran on batch statistics")
-    if _same(in_batch, single):
+    if same_outputs(in_batch, single):
         return Finding(name, PASS, f"a sample's eval output is the same alone and in a batch of {batch}: "
                                    f"batch norm uses its running statistics ({len(batchnorm)} modules)")
     return _bn_fail(name, [], f"a sample's eval output changes with the other samples in its batch of {batch}. ")

@@ -24,7 +24,7 @@ import sys
 import torch
 
 from harness.core.env import seed_everything
-from harness.measure.checks import FAIL, INFO, NA, PASS, Finding, _same
+from harness.measure.checks import FAIL, INFO, NA, PASS, Finding, same_outputs
 
 PROBE_SIZES = ((64, 96), (96, 64), (80, 80))  # (height, width): tall, wide, square
 # Draws of item 0: in this process under different seeds, and per worker per epoch. A pipeline
@@ -164,7 +164,7 @@ def augmentation(dataset, label: str) -> list[Finding]:
         after.append(_global_states())
         calls += seeds.calls
         consumed += [k for k in before if before[k] != after[-1][k]]
-    frozen = all(_same(draws[0], d, exact=True) for d in draws[1:])
+    frozen = all(same_outputs(draws[0], d, exact=True) for d in draws[1:])
     # a generator left in the same state after draws that began from different seeds was reset
     reset = [k for k in after[0] if all(a[k] == after[0][k] for a in after[1:])]
     calls = list(dict.fromkeys(calls))
@@ -190,8 +190,8 @@ def augmentation(dataset, label: str) -> list[Finding]:
     seed_everything(0)
     first = list(loader)   # worker 0 draws the even positions, worker 1 the odd ones
     second = list(loader)  # fresh workers, a new base seed
-    same_epochs = _same(first[0::2], second[0::2], exact=True)
-    same_workers = _same(first[0::2], first[1::2], exact=True)
+    same_epochs = same_outputs(first[0::2], second[0::2], exact=True)
+    same_workers = same_outputs(first[0::2], first[1::2], exact=True)
     held = _generators(dataset)
     cause = ("Likely cause: the dataset holds " + ", ".join(held) + ", made in __init__ and copied "
              "with the same state into every worker (and into each epoch's fresh workers)"
