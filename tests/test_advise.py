@@ -134,6 +134,7 @@ def test_advise_prints_a_verdict_or_a_reason_for_every_tip(tmp_path, capsys):
     assert "failed in this run" in lines["zero_grad(set_to_none=True)"][0]
     assert "not in this run: run `harness bench --suite fusion`" in lines["torch.compile"][0]
     assert "not in this run: run `harness bench --suite dataloader`" in lines["DataLoader workers"][0]
+    assert "its training_loop suite ran without this benchmark" in lines["no .item() per step"][0]
 
     data = json.loads(out_json.read_text())
     assert data["run"]["threads"] == 2 and data["run"]["device"] == "cpu"

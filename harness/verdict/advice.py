@@ -71,7 +71,9 @@ def _copy_sizes(params: dict, full: bool) -> str:
 
 
 def _non_blocking_sizes(params: dict, full: bool) -> str:
-    return "4 copies of a float32 " + _batch(full) + ", each used on the device after its copy"
+    from harness.measure.workloads.transfer import COPIES_PER_CALL
+
+    return f"{COPIES_PER_CALL} copies of a float32 {_batch(full)}, each used on the device after its copy"
 
 
 def _loader_sizes(params: dict, full: bool) -> str:
@@ -276,7 +278,8 @@ def advise(rs: ResultSet, tolerance: float = TOLERANCE, confidence: float = CONF
 def _tip_lines(rs, tip: Tip, info: dict, full: bool, names, tolerance, confidence) -> list[Line]:
     threads = info["threads"]
     if tip.needs_cuda and info["device"] != "cuda":
-        return [Line(tip.name, "", NA, reason=f"needs CUDA: {tip.needs_cuda}; this run ran on {info['device']}")]
+        why = f"needs CUDA: {tip.needs_cuda}; this run ran on {info['device']}"
+        return [Line(tip.name, "", NA, reason=why)]
     found = []
     for bench in _benchmarks(rs, tip.benchmark):
         for values, entry in cases(rs, bench):
@@ -288,35 +291,42 @@ def _tip_lines(rs, tip: Tip, info: dict, full: bool, names, tolerance, confidenc
         why = (f"not in this run: its {tip.suite} suite ran without this benchmark (older suite code); "
                if ran_suite else "not in this run: ")
         return [Line(tip.name, "", NA, reason=why + f"run `harness bench --suite {tip.suite}`")]
+    several = len({bench for bench, _, _ in found}) > 1  # e.g. torch.compile: one class per workload
     out, skipped = [], []
     for bench, params, entry in found:
-        shown = {k: v for k, v in params.items() if k not in dict(tip.where)}
-        label = ", ".join(f"{k}={v}" for k, v in shown.items())
-        if bench.count(".") == 2 and len(_benchmarks(rs, tip.benchmark)) > 1:
-            label = ", ".join(filter(None, [bench.split(".")[1], label]))
+        shown = [f"{k}={v}" for k, v in params.items() if k not in dict(tip.where)]
+        label = ", ".join(([bench.split(".")[1]] if several else []) + shown)
         if entry.skipped:
             skipped.append(label or bench)
-            continue
-        line = Line(tip.name, label, NA, bench, params, threads=threads,
-                    sizes=tip.sizes({**params, "benchmark": bench.split(".")[1]}, full))
-        if entry.failed:
-            line.reason = "the benchmark failed in this run (its error is in the bench log)"
-        elif not entry.samples:
-            line.reason = "the row holds no per-round samples (run it with this harness's suites)"
         else:
-            line.n = len(entry.samples)
-            line.median, line.low, line.high, line.coverage = median_ci(entry.samples, confidence)
-            line.verdict = judge(line.median, line.low, line.high, tolerance)
-            line.effect = effect_text(line.median)
-            if line.low is None:
-                line.reason = "one round: no confidence interval"
-        out.append(line)
+            out.append(_case_line(tip, bench, params, entry, label, threads, full, tolerance, confidence))
     if skipped and not out:
         return [Line(tip.name, "", NA, reason=f"every case was skipped (n/a) in this run "
                      f"({'; '.join(skipped)}); the bench log gives asv's reason")]
     if skipped:
         out[-1].reason = "; ".join(filter(None, [out[-1].reason, f"also n/a here: {'; '.join(skipped)}"]))
     return out
+
+
+def _case_line(tip: Tip, bench: str, params: dict, entry, label: str, threads, full: bool,
+               tolerance: float, confidence: float) -> Line:
+    try:
+        sizes = tip.sizes({**params, "benchmark": bench.split(".")[1]}, full)
+    except (KeyError, ValueError) as exc:  # parameters renamed since: say so, keep the verdict
+        sizes = f"sizes unknown ({type(exc).__name__}: {exc})"
+    line = Line(tip.name, label, NA, bench, params, threads=threads, sizes=sizes)
+    if entry.failed:
+        line.reason = "the benchmark failed in this run (its error is in the bench log)"
+    elif not entry.samples:
+        line.reason = "the row holds no per-round samples (run it with this harness's suites)"
+    else:
+        line.n = len(entry.samples)
+        line.median, line.low, line.high, line.coverage = median_ci(entry.samples, confidence)
+        line.verdict = judge(line.median, line.low, line.high, tolerance)
+        line.effect = effect_text(line.median)
+        if line.low is None:
+            line.reason = "one round: no confidence interval"
+    return line
 
 
 # ---- output ----

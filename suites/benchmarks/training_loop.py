@@ -28,17 +28,19 @@ class EvalForward:
         self.dev = device()
         self.fwd = {mode: wl.eval_forward(model, mode, self.dev) for mode in wl.EVAL_MODES}
 
+    def _paired(self, advice, habit):
+        return timing.asv_samples(timing.measure_paired(self.fwd[advice], self.fwd[habit], self.dev))
+
     def track_no_grad_over_grad_enabled(self, model):
-        return timing.asv_samples(timing.measure_paired(self.fwd["no_grad"], self.fwd["grad_enabled"], self.dev))
+        return self._paired("no_grad", "grad_enabled")
     track_no_grad_over_grad_enabled.unit = "ratio"
 
     def track_inference_mode_over_grad_enabled(self, model):
-        return timing.asv_samples(timing.measure_paired(self.fwd["inference_mode"], self.fwd["grad_enabled"],
-                                                        self.dev))
+        return self._paired("inference_mode", "grad_enabled")
     track_inference_mode_over_grad_enabled.unit = "ratio"
 
     def track_inference_mode_over_no_grad(self, model):
-        return timing.asv_samples(timing.measure_paired(self.fwd["inference_mode"], self.fwd["no_grad"], self.dev))
+        return self._paired("inference_mode", "no_grad")
     track_inference_mode_over_no_grad.unit = "ratio"
 
 

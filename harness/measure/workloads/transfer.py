@@ -18,6 +18,7 @@ from harness.measure.workloads import full_mode, require_cuda
 
 MEMORY = ("pageable", "pinned", "pin_then_copy")
 PAYLOADS = ("float32", "uint8")
+COPIES_PER_CALL = 4  # copy_then_compute: batches copied and used in one timed call
 
 
 def batch_shape(full: bool | None = None) -> tuple[int, ...]:
@@ -55,7 +56,7 @@ def build(memory: str, non_blocking: bool, payload: str, device: torch.device) -
 
 
 def copy_then_compute(memory: str, non_blocking: bool, device: torch.device,
-                      batches: int = 4) -> Callable[[], object]:
+                      batches: int = COPIES_PER_CALL) -> Callable[[], object]:
     """`batches` float32 batches, each copied to the device and then used there (a short chain
     of ops), as in a training loop. What `non_blocking=True` buys is overlap: from pinned memory
     the copy returns at once, so the host queues the ops that follow while the copy runs; a
