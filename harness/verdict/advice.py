@@ -364,7 +364,9 @@ def header(advice: Advice) -> str:
             f"Each ratio is advice / the habit it replaces, per-round time ratios of paired rounds: "
             f"< 1 saves time. Verdict: the {advice.confidence:.0%} order-statistic interval of the "
             f"median excludes 1 and the median moves more than {advice.tolerance:.0%}; otherwise "
-            f"no measurable effect.")
+            f"no measurable effect." + (
+                "\nA fast run: small sizes; `harness bench --full` (or `harness nightly`) measures the "
+                "full sizes with every core." if r["mode"] != "full" else ""))
 
 
 def to_json(advice: Advice) -> dict:

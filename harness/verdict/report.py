@@ -29,6 +29,8 @@ SUITES = {
     "transfer": ("time ratio (pinned/pageable, uint8+convert/float32)", "lower is better; < 1: faster"),
     "amp": ("AMP / fp32 training-step time", "lower is better; < 1: AMP is faster"),
     "dataloader": ("samples/s with N workers / with 0 workers", "higher is better; > 1: workers help"),
+    "training_loop": ("advice / habit time (no_grad, inference_mode, set_to_none, loss summed on device)",
+                      "lower is better; < 1: the advice is faster"),
 }
 
 
