@@ -26,6 +26,7 @@ COMMANDS = {
     "ab": ("harness.commands.ab", "run BASE and HEAD alternately in this job, then gate them"),
     "calibrate": ("harness.commands.calibrate", "measure per-benchmark noise bands (A/A runs)"),
     "report": ("harness.commands.report", "write a Markdown summary and plots"),
+    "advise": ("harness.commands.advise", "what each performance tip is worth on this machine, from a run"),
     "nightly": ("harness.commands.nightly", "run the full suites, save results, publish the dashboard"),
     "history": ("harness.commands.history", "find steps in each benchmark's run history; exit 1 on a new one"),
     "prune": ("harness.commands.prune", "remove old run records (dry run unless --yes; never baselines)"),

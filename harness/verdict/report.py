@@ -29,6 +29,8 @@ SUITES = {
     "transfer": ("time ratio (pinned/pageable, uint8+convert/float32)", "lower is better; < 1: faster"),
     "amp": ("AMP / fp32 training-step time", "lower is better; < 1: AMP is faster"),
     "dataloader": ("samples/s with N workers / with 0 workers", "higher is better; > 1: workers help"),
+    "training_loop": ("advice / habit time (no_grad, inference_mode, set_to_none, loss summed on device)",
+                      "lower is better; < 1: the advice is faster"),
 }
 
 
@@ -175,6 +177,15 @@ def sanity_section(rs: ResultSet) -> list[str]:
                             "source"], found, "markdown")]
 
 
+def advice_section(rs: ResultSet) -> list[str]:
+    """The lines of `harness advise` for this run (harness.verdict.advice), as a Markdown table."""
+    from harness.verdict import advice
+
+    result = advice.advise(rs)
+    return ["## Advice: what each tip is worth on this machine", "", advice.header(result), "",
+            render(advice.HEADERS, advice.rows(result), "markdown")]
+
+
 def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
                  history_names: list[str] | None = None) -> pathlib.Path:
     """Write report.md and its PNGs into `out`; returns the Markdown path."""
@@ -193,6 +204,7 @@ def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
         lines += [render(["case", f"ratio ({hint})"], [(b.label, f"{b.value:.3g}") for b in bars],
                          "markdown", ("left", "right"))]
     lines += sanity_section(rs)
+    lines += advice_section(rs)
     for name in history_names or []:
         e = rs.entries.get(name)
         if e is None:

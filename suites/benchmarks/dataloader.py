@@ -62,3 +62,30 @@ class WorkersOverNoWorkers:
                                        budget_s=float("inf"), clock="wall")  # workers: other processes
         return timing.asv_samples(ratios)
     track_workers_over_no_workers.unit = "ratio"
+
+
+class PersistentOverFreshWorkers:
+    """Per round, an epoch with persistent_workers=True over an epoch whose loader starts its N
+    workers afresh (persistent_workers=False), same workers, pin_memory and batch size, feeding
+    the same model. Lower is better."""
+    params = (grid([2], [2, 4]), [False, True], grid([16], [32, 128]))
+    param_names = ["num_workers", "pin_memory", "batch_size"]
+    timeout = 600
+    rounds = 5
+
+    def setup(self, num_workers, pin_memory, batch_size):
+        self.dev = device()
+        self.persistent = wl.build_loader(num_workers, pin_memory, batch_size, True, self.dev)
+        self.fresh = wl.build_loader(num_workers, pin_memory, batch_size, False, self.dev)
+        self.step = wl.build_step(self.dev)
+
+    def teardown(self, *params):
+        self.__dict__.pop("persistent", None)  # shuts the persistent workers down
+
+    def track_persistent_over_fresh_workers(self, *params):
+        ratios = timing.measure_paired(lambda: wl.epoch(self.persistent, self.step, self.dev),
+                                       lambda: wl.epoch(self.fresh, self.step, self.dev), self.dev,
+                                       warmup=1, samples=10 if full_mode() else self.rounds,
+                                       budget_s=float("inf"), clock="wall")  # workers: other processes
+        return timing.asv_samples(ratios)
+    track_persistent_over_fresh_workers.unit = "ratio"

@@ -1,7 +1,7 @@
 """Host-to-device copies: pageable vs pinned memory, non_blocking, uint8-then-convert vs float32.
 CUDA only: on a CPU machine every case is skipped (n/a) with the reason.
 
-The two comparisons are paired rows (both copies timed in the same rounds); HostToDeviceCopy
+The three comparisons are paired rows (both copies timed in the same rounds); HostToDeviceCopy
 keeps the raw copy time and its reference-normalised companion."""
 
 from harness.measure import timing
@@ -60,3 +60,19 @@ class Uint8ThenConvertOverFloat32:
     def track_uint8_over_float32(self, memory):
         return timing.asv_samples(timing.measure_paired(self.uint8, self.float32, self.dev))
     track_uint8_over_float32.unit = "ratio"
+
+
+class NonBlockingOverBlocking:
+    """Per round, copies made with non_blocking=True over the same copies made blocking, each
+    batch used on the device right after its copy (see transfer.copy_then_compute)."""
+    params = (["pageable", "pinned"],)
+    param_names = ["host_memory"]
+
+    def setup(self, memory):
+        self.dev = device()
+        self.non_blocking = wl.copy_then_compute(memory, True, self.dev)
+        self.blocking = wl.copy_then_compute(memory, False, self.dev)
+
+    def track_non_blocking_over_blocking(self, memory):
+        return timing.asv_samples(timing.measure_paired(self.non_blocking, self.blocking, self.dev))
+    track_non_blocking_over_blocking.unit = "ratio"

@@ -20,7 +20,7 @@ import torch
 
 from harness.core.switches import full_mode
 
-AREAS = ("fusion", "transfer", "amp", "dataloader", "models")
+AREAS = ("fusion", "transfer", "amp", "dataloader", "models", "training_loop")
 
 
 class NotApplicable(NotImplementedError):

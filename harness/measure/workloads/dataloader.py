@@ -77,8 +77,9 @@ def check(num_workers: int, pin_memory: bool, persistent_workers: bool, device: 
         raise NotApplicable("persistent_workers needs num_workers > 0")
 
 
-def sizes() -> dict:
-    if full_mode():
+def sizes(full: bool | None = None) -> dict:
+    """Dataset length, image side and timed epochs; `full` None: the run's mode (HARNESS_FULL)."""
+    if full_mode() if full is None else full:
         return {"length": 1024, "image": 224, "epochs": 3}
     return {"length": 64, "image": 64, "epochs": 2}
 

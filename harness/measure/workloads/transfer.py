@@ -18,10 +18,13 @@ from harness.measure.workloads import full_mode, require_cuda
 
 MEMORY = ("pageable", "pinned", "pin_then_copy")
 PAYLOADS = ("float32", "uint8")
+COPIES_PER_CALL = 4  # copy_then_compute: batches copied and used in one timed call
 
 
-def batch_shape() -> tuple[int, ...]:
-    return (64, 3, 224, 224) if full_mode() else (8, 3, 64, 64)
+def batch_shape(full: bool | None = None) -> tuple[int, ...]:
+    """The image batch copied per call; `full` None: the run's mode (HARNESS_FULL)."""
+    full = full_mode() if full is None else full
+    return (64, 3, 224, 224) if full else (8, 3, 64, 64)
 
 
 def build(memory: str, non_blocking: bool, payload: str, device: torch.device) -> Callable[[], object]:
@@ -50,3 +53,22 @@ def build(memory: str, non_blocking: bool, payload: str, device: torch.device) -
         def copy():
             return source().to(device, non_blocking=non_blocking).float().div_(255)
     return copy
+
+
+def copy_then_compute(memory: str, non_blocking: bool, device: torch.device,
+                      batches: int = COPIES_PER_CALL) -> Callable[[], object]:
+    """`batches` float32 batches, each copied to the device and then used there (a short chain
+    of ops), as in a training loop. What `non_blocking=True` buys is overlap: from pinned memory
+    the copy returns at once, so the host queues the ops that follow while the copy runs; a
+    blocking copy makes the host wait, and the device idles while the next work is launched.
+    Timed with CUDA events on the stream, those idle gaps are inside the sample."""
+    copies = [build(memory, non_blocking, "float32", device) for _ in range(batches)]
+
+    def run():
+        out = None
+        for copy in copies:
+            x = copy()
+            y = x.mul(2.0).add_(1.0).relu_().sum()
+            out = y if out is None else out + y
+        return out
+    return run
