@@ -72,16 +72,23 @@ def test_outside_a_checkout_is_a_clear_error_and_writes_nothing(tmp_path):
 
 
 @pytest.mark.xdist_group("detached-bench")
-def test_bench_in_a_detached_clone_without_main(tmp_path):
-    """End to end: the user's reproduction, `asv run` used to fail with 'Unknown branch main'."""
+@pytest.mark.parametrize("keep_main", [False, True], ids=["without-main", "commit-beside-main"])
+def test_bench_in_a_detached_pull_request_checkout(tmp_path, keep_main):
+    """End to end: the user's reproduction, `asv run` used to fail with 'Unknown branch main'
+    (no local main); and with main present, HEAD beside it used to be benchmarked together with
+    main's tip (asv runs every configured branch: two commits, twice the time)."""
     clone = tmp_path / "pr"
     git(tmp_path, "clone", "-q", "--depth", "1", f"file://{ROOT}", str(clone))
     git(clone, "checkout", "-q", "--detach")
-    if "main" in git(clone, "branch", "--list", "main"):
+    if keep_main:
+        git(clone, "branch", "-f", "main", "HEAD")
+        git(clone, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "pr")
+    elif "main" in git(clone, "branch", "--list", "main"):
         git(clone, "branch", "-D", "main")
     results = tmp_path / "results"
     proc = _harness(["bench", "--quick", "--suite", "transfer", "--results-dir", str(results),
                      "--machine", "pr-cpu"], cwd=clone, XDG_CACHE_HOME=str(tmp_path / "cache"))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "(1 commits" in proc.stdout + proc.stderr and "(2 commits" not in proc.stdout + proc.stderr
     (run,) = (results / "runs" / "pr-cpu").iterdir()
     assert json.loads((run / "run.json").read_text())["commit"] == git(clone, "rev-parse", "HEAD")

@@ -37,12 +37,17 @@ def python_launcher() -> Path:
 
 @contextlib.contextmanager
 def config(root: Path, results: Path, *, benchmark_dir: Path | None = None,
-           html_dir: Path | None = None):
+           html_dir: Path | None = None, publish: bool = False):
     """A run-time copy of the project's asv.conf.json with absolute paths, results in `results`;
     yields its path and removes it afterwards (it lies in ROOT/.asv/, which only asv uses).
 
     `harness calibrate` points `benchmark_dir` at a scratch folder holding only the modules it
     calibrates (asv imports every module at discovery); `harness nightly` sets `html_dir`.
+
+    Branches: `asv run` without a range benchmarks the tip of every configured branch, so on a
+    feature branch or PR checkout `[main, HEAD]` would run every benchmark twice (both saved
+    under --set-commit-hash). A run config therefore names HEAD alone; only `publish=True`
+    (the dashboard) lists the branches of this checkout.
     """
     from asv import util
 
@@ -51,7 +56,7 @@ def config(root: Path, results: Path, *, benchmark_dir: Path | None = None,
     bench = benchmark_dir or (root / conf["benchmark_dir"])
     conf.update(repo=str(root), benchmark_dir=str(Path(bench).resolve()), results_dir=str(results),
                 html_dir=str(html_dir), env_dir=str(root / ".asv" / "env"),
-                branches=branches(root, conf.get("branches") or ["main"]))
+                branches=(branches(root, conf.get("branches") or ["main"]) if publish else ["HEAD"]))
     # Not inside results_dir: `asv publish` would try to load every .json there as a result.
     (root / ".asv").mkdir(exist_ok=True)
     fd, path = tempfile.mkstemp(dir=root / ".asv", prefix="harness-run-", suffix=".conf.json")

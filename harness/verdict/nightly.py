@@ -68,7 +68,8 @@ def publish(root: pathlib.Path, html_dir: pathlib.Path) -> int:
     check_html_dir(html_dir, root)
     view = records.rebuild_view(root)
     project = project_root()
-    with asv.config(project, view.resolve(), html_dir=html_dir.resolve()) as config:
+    with asv.config(project, view.resolve(), html_dir=html_dir.resolve(),
+                    publish=True) as config:
         proc = subprocess.run(asv.publish_command(config), env=asv.environment(), capture_output=True,
                               text=True, cwd=project)
     if proc.returncode:
