@@ -62,6 +62,7 @@ SIZES = {  # the MLP and the timing rounds per mode
              "rounds": 40, "warmup": 3},
 }
 LAUNCH_TIMEOUT_S = {"fast": 300, "full": 1800}
+TIMEOUT_ENV = "HARNESS_DISTRIBUTED_TIMEOUT_S"  # overrides LAUNCH_TIMEOUT_S (a slow machine)
 
 
 @dataclasses.dataclass
@@ -137,13 +138,30 @@ def micro_batch_counts() -> list[int]:
     return [2, 4, 8] if full_mode() else [4]
 
 
+def launch_timeout_s() -> float:
+    """Seconds one launch may take before the launcher kills it: $HARNESS_DISTRIBUTED_TIMEOUT_S,
+    else 300 (fast) or 1800 (full)."""
+    from harness.core.exits import BadInput
+
+    value = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not value:
+        return float(LAUNCH_TIMEOUT_S[mode()])
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise BadInput(f"${TIMEOUT_ENV} must be a positive number of seconds, got {value!r}")
+    return seconds
+
+
 def plan_for(world_size: int) -> Plan:
     from harness.measure.threads import run_threads
 
     sizes = SIZES[mode()]
     return Plan(device=device_type(), threads=max(1, run_threads() // world_size),
                 bucket_caps_mb=bucket_caps_mb(), micro_batches=micro_batch_counts(),
-                collective_timeout_s=float(LAUNCH_TIMEOUT_S[mode()]), **sizes).check()
+                collective_timeout_s=launch_timeout_s(), **sizes).check()
 
 
 def measure(world_size: int, plan: Plan | None = None, *, timeout_s: float | None = None) -> dict:
@@ -162,7 +180,7 @@ def measure(world_size: int, plan: Plan | None = None, *, timeout_s: float | Non
     if plan.device == "cuda" and world_size > torch.cuda.device_count():
         raise BadInput(f"distributed benchmark: world size {world_size} needs one GPU per process; "
                        f"this machine has {torch.cuda.device_count()}")
-    timeout_s = timeout_s or LAUNCH_TIMEOUT_S[mode()]
+    timeout_s = timeout_s or launch_timeout_s()
     return torchrun.launch(__name__, ["--plan", json.dumps(dataclasses.asdict(plan))],
                            nproc=world_size, timeout_s=timeout_s,
                            what=f"distributed benchmark (world size {world_size}, {plan.backend})")
