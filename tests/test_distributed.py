@@ -177,3 +177,20 @@ def _running(pid) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_bench_summary_shows_scaling_efficiency_and_bandwidth(tmp_path):
+    from harness.verdict import summary
+    from harness.verdict.results import Entry, ResultSet
+
+    scaling = "distributed.DistributedStepOverSingleProcess.track_step_time_over_single_process"
+    entries = [Entry(f"{scaling}(2)", "ratio", 2.0, [1.0, 2.0, 4.0]),
+               Entry("distributed.AllReduceOfGradientSizedTensor.track_bandwidth(2)", "bytes/s", 5e8, [5e8]),
+               Entry("distributed.DataParallelOverDistributed.track_data_parallel_over_distributed", "ratio",
+                     float("nan"), None)]
+    rs = ResultSet(tmp_path, "m", "0" * 40, "env", None, {e.name: e for e in entries})
+    rows = dict(summary.key_ratio_rows(rs))
+    assert rows["DDP step/single process"] == "2"
+    assert rows["DDP scaling efficiency, world size 2"] == "0.5"  # median of 1/ratio per round
+    assert rows["all-reduce GB/s, gradient-sized tensor, world size 2"] == "0.5"
+    assert rows["DataParallel/DDP step"] == "n/a"

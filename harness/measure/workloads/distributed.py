@@ -211,7 +211,6 @@ class _Worker:
         self.dev = torch.device("cuda", local_rank) if plan.device == "cuda" else torch.device("cpu")
         gen = torch.Generator().manual_seed(plan.seed + 1 + rank)  # each rank its own data
         self.batches = [self.batch(gen) for _ in range(max([1, *plan.micro_batches]))]
-        self._optimizers: dict[int, torch.optim.Optimizer] = {}
 
     def batch(self, gen, scale: int = 1):
         x = torch.randn(self.plan.batch * scale, self.plan.features, generator=gen)
@@ -227,7 +226,7 @@ class _Worker:
     def work(self, model, micro: int = 1, sync_every: bool = True, batch=None):
         """A training step: zero_grad, `micro` forward/backward passes (under DDP all but the
         last inside no_sync() unless `sync_every`), one SGD step, then wait for the device."""
-        opt = self._optimizers.setdefault(id(model), torch.optim.SGD(model.parameters(), lr=0.01))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)  # stateless: one per side is the same
         batches = [batch] if batch is not None else self.batches[:micro]
 
         def run():
