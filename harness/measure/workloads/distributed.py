@@ -277,44 +277,50 @@ def _timed(fn, into: list):
 
 
 def run_sections(plan: Plan, w: _Worker) -> dict:
-    """Every section of `plan` on this rank; the same collectives in the same order on all ranks."""
+    """Every section of `plan` on this rank; the same collectives in the same order on all ranks.
+    meta.section_s records each section's seconds (what a launch spends where)."""
     from harness.measure import timing
 
-    started = time.perf_counter()
+    spent: dict[str, float] = {}
     out: dict = {}
+    t0 = time.perf_counter()
     base = w.ddp()  # default DDP: bucket_cap_mb=25, gradient_as_bucket_view=False
     n_params = sum(p.numel() for p in base.parameters())
-    if "scaling" in plan.sections:
-        single = _mlp(plan, w.dev)  # the same model, not wrapped: no communication at all
-        ratios, ddp_s, single_s = w.paired(w.work(base), w.work(single), rank0_only=(False, True))
-        out["scaling"] = {"ratios": ratios, "ddp_step_s": ddp_s, "single_step_s": single_s}
-    if "all_reduce" in plan.sections:
-        tensor = torch.ones(n_params, dtype=torch.float32, device=w.dev)
+    for name in [s for s in SECTIONS if s in plan.sections]:
+        started = time.perf_counter()
+        if name == "scaling":
+            single = _mlp(plan, w.dev)  # the same model, not wrapped: no communication at all
+            ratios, ddp_s, single_s = w.paired(w.work(base), w.work(single), rank0_only=(False, True))
+            out[name] = {"ratios": ratios, "ddp_step_s": ddp_s, "single_step_s": single_s}
+        elif name == "all_reduce":
+            tensor = torch.ones(n_params, dtype=torch.float32, device=w.dev)
 
-        def all_reduce():
-            torch.distributed.all_reduce(tensor)
-            if w.dev.type == "cuda":
-                torch.cuda.synchronize(w.dev)
-        seconds = timing.measure(all_reduce, w.dev, warmup=plan.warmup, samples=plan.rounds,
-                                 budget_s=math.inf)
-        nbytes = tensor.numel() * tensor.element_size()
-        out["all_reduce"] = {"bytes": nbytes, "seconds": seconds,
-                             "bytes_per_s": [nbytes / s for s in seconds if s > 0]}
-    if "bucket_cap" in plan.sections:
-        out["bucket_cap"] = {str(cap): w.paired(w.work(w.ddp(bucket_cap_mb=cap)), w.work(base))[0]
-                             for cap in plan.bucket_caps_mb}
-    if "bucket_view" in plan.sections:
-        out["bucket_view"] = w.paired(w.work(w.ddp(gradient_as_bucket_view=True)), w.work(base))[0]
-    if "no_sync" in plan.sections:
-        out["no_sync"] = {str(k): w.paired(w.work(base, micro=k, sync_every=False),
-                                           w.work(base, micro=k, sync_every=True))[0]
-                          for k in plan.micro_batches}
-    if "data_parallel" in plan.sections:
-        out["data_parallel"] = _data_parallel(plan, w, base)
+            def all_reduce():
+                torch.distributed.all_reduce(tensor)
+                if w.dev.type == "cuda":
+                    torch.cuda.synchronize(w.dev)
+            seconds = timing.measure(all_reduce, w.dev, warmup=plan.warmup, samples=plan.rounds,
+                                     budget_s=math.inf)
+            nbytes = tensor.numel() * tensor.element_size()
+            out[name] = {"bytes": nbytes, "seconds": seconds,
+                         "bytes_per_s": [nbytes / s for s in seconds if s > 0]}
+        elif name == "bucket_cap":
+            out[name] = {str(cap): w.paired(w.work(w.ddp(bucket_cap_mb=cap)), w.work(base))[0]
+                         for cap in plan.bucket_caps_mb}
+        elif name == "bucket_view":
+            out[name] = w.paired(w.work(w.ddp(gradient_as_bucket_view=True)), w.work(base))[0]
+        elif name == "no_sync":
+            out[name] = {str(k): w.paired(w.work(base, micro=k, sync_every=False),
+                                          w.work(base, micro=k, sync_every=True))[0]
+                         for k in plan.micro_batches}
+        elif name == "data_parallel":
+            out[name] = _data_parallel(plan, w, base)
+        spent[name] = round(time.perf_counter() - started, 2)
     out["meta"] = {"world_size": w.world, "backend": plan.backend, "device": plan.device,
                    "threads_per_worker": torch.get_num_threads(), "parameters": n_params,
                    "gradient_bytes": n_params * 4, "rounds": plan.rounds, "torch": torch.__version__,
-                   "measure_s": round(time.perf_counter() - started, 2), "plan": dataclasses.asdict(plan)}
+                   "measure_s": round(time.perf_counter() - t0, 2), "section_s": spent,
+                   "plan": dataclasses.asdict(plan)}
     return out
 
 
