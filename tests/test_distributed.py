@@ -122,6 +122,35 @@ def test_a_hanging_launch_is_killed_with_every_worker(tmp_path):
     assert _live_children() == []
 
 
+def test_killing_the_benchmark_process_takes_torchrun_and_the_workers_along(tmp_path):
+    """asv's own timeout kills only the benchmark process: torchrun (PR_SET_PDEATHSIG set by the
+    launcher) and harness workers (die_with_parent, as worker_main calls it) must go with it."""
+    import signal
+    import subprocess
+    import time
+
+    script = tmp_path / "hang_with_parent.py"
+    script.write_text("from harness.measure.torchrun import die_with_parent\ndie_with_parent()\n" + HANG)
+    out = tmp_path / "result.json"
+    bench = subprocess.Popen([sys.executable, "-c", "import sys; from harness.measure import torchrun; "
+                              "torchrun.launch(sys.argv[1], nproc=2, timeout_s=300, module=False, result=sys.argv[2])",
+                              str(script), str(out)])
+    started = [tmp_path / f"result.json.{rank}" for rank in (0, 1)]
+    deadline = time.monotonic() + 120
+    while not all(p.exists() and p.read_text() for p in started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    agent = [p for p in _all_pids() if "torch.distributed.run" in _cmdline(p) and str(tmp_path) in _cmdline(p)]
+    os.kill(bench.pid, signal.SIGKILL)
+    bench.wait()
+    assert all(p.exists() for p in started), "the workers did not start within 120 s"
+    assert len(agent) == 1
+    workers = [int(p.read_text().split()[0]) for p in started]
+    deadline = time.monotonic() + 10
+    while any(_running(pid) for pid in agent + workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in agent + workers if _running(pid)], "torchrun or a worker outlived the benchmark"
+
+
 def test_a_failing_worker_is_a_clear_runner_error(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text("raise SystemExit('worker says: no gradients today')\n")
