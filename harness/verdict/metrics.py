@@ -8,7 +8,7 @@ asv stores only a benchmark's `unit`, so the unit string is the contract between
 - paired ratios ("ratio": per-round ratios of two sides timed in the same rounds) and
   reference-normalised times ("relative": per-round time over the reference workload's) carry
   no machine speed: statistics apply (DECISIONS §3);
-- raw times ("seconds") and throughputs ("samples/s", higher is better) carry the machine's
+- raw times ("seconds") and throughputs ("samples/s", "bytes/s", higher is better) carry the machine's
   momentary speed: judged only where the machine's calibrated noise band is below the
   threshold (harness.verdict.compare).
 """
@@ -54,6 +54,8 @@ UNITS = {
     "recompiles": MetricKind(COUNTER),
     "bytes": MetricKind(MEMORY),
     "samples/s": MetricKind(THROUGHPUT, higher_is_better=True),
+    # all-reduce bandwidth (distributed suite): tensor bytes per second, higher is better
+    "bytes/s": MetricKind(THROUGHPUT, higher_is_better=True),
     # compiled/eager, pinned/pageable, AMP/fp32, workers N/0 per-round time ratios: lower is better
     "ratio": MetricKind(RATIO),
     # per-round time over the reference workload's (harness.measure.reference): lower is better

@@ -3,6 +3,8 @@ Shared by `harness bench` (printed after a run) and `harness report` (plotted)."
 
 from __future__ import annotations
 
+import statistics
+
 from harness.core.table import render
 from harness.verdict.results import Entry, ResultSet
 
@@ -14,8 +16,13 @@ KEY_RATIOS = [
     ("pinned/pageable copy", "transfer.PinnedOverPageable.track_pinned_over_pageable"),
     ("uint8+convert/float32 copy", "transfer.Uint8ThenConvertOverFloat32.track_uint8_over_float32"),
     ("AMP/fp32 training step", "amp.AutocastOverFp32.track_autocast_over_fp32"),
+    ("DDP step/single process", "distributed.DistributedStepOverSingleProcess.track_step_time_over_single_process"),
+    ("DDP no_sync/sync every micro-batch", "distributed.NoSyncAccumulation.track_no_sync_over_sync_every_micro_batch"),
+    ("DataParallel/DDP step", "distributed.DataParallelOverDistributed.track_data_parallel_over_distributed"),
 ]
 WORKERS_BENCH = "dataloader.LoadSyntheticImages.track_samples_per_second"
+DDP_SCALING_BENCH = "distributed.DistributedStepOverSingleProcess.track_step_time_over_single_process"
+ALL_REDUCE_BENCH = "distributed.AllReduceOfGradientSizedTensor.track_bandwidth"
 
 
 def failures(rs: ResultSet) -> list[str]:
@@ -49,6 +56,20 @@ def workers_scaling(rs: ResultSet) -> list[tuple[str, float]]:
     return rows
 
 
+def distributed_rows(rs: ResultSet) -> list[tuple[str, float]]:
+    """Per world size: DDP scaling efficiency (single-process step time over DDP step time,
+    the inverse of the paired ratio, median over rounds) and all-reduce bandwidth in GB/s."""
+    rows = []
+    for (world,), e in cases(rs, DDP_SCALING_BENCH):
+        ratios = [s for s in (e.samples or [e.value]) if s and not e.failed and not e.skipped]
+        if ratios:
+            rows.append((f"DDP scaling efficiency, world size {world}", statistics.median(1 / r for r in ratios)))
+    for (world,), e in cases(rs, ALL_REDUCE_BENCH):
+        if not e.failed and not e.skipped:
+            rows.append((f"all-reduce GB/s, gradient-sized tensor, world size {world}", e.value / 1e9))
+    return rows
+
+
 def _span(values: list[float]) -> str:
     if not values:
         return "n/a"
@@ -66,7 +87,7 @@ def key_ratio_rows(rs: ResultSet) -> list[tuple[str, str]]:
         vals = [e.value for e in found if not e.failed and not e.skipped]
         detail = "" if len(found) == 1 else f"  ({len(vals)} of {len(found)} cases)"
         rows.append((label, _span(vals) + detail))
-    rows += [(label, f"{v:.3g}") for label, v in workers_scaling(rs)]
+    rows += [(label, f"{v:.3g}") for label, v in workers_scaling(rs) + distributed_rows(rs)]
     return rows
 
 
@@ -74,5 +95,6 @@ def summary_table(rs: ResultSet) -> str:
     rows = key_ratio_rows(rs)
     if not rows:
         return "key ratios: none of the summarised benchmarks ran in these suites"
-    return ("key ratios (lower is better for time ratios; workers scaling: higher is better)\n"
+    return ("key ratios (lower is better for time ratios; workers scaling, scaling efficiency and "
+            "GB/s: higher is better)\n"
             + render(["key ratio", "value"], rows).rstrip("\n"))
