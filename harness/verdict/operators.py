@@ -35,8 +35,9 @@ def _self_us(summary: dict, device: bool) -> dict[str, float]:
 def profile_changes(before: dict, after: dict, top: int = TOP_CHANGES) -> dict:
     """Two profile summaries of one target -> the operators whose self time per call changed most:
     {"time": "self CPU" | "self CUDA", "total_before", "total_after", "ops": [{op, before_us,
-    after_us, delta_us, calls_before, calls_after}]}. An operator missing from a summary's top
-    list counts as 0 there (it was not among the top operators)."""
+    after_us, delta_us, calls_before, calls_after}]}: the `top` biggest changes, and every operator
+    whose calls per call changed. An operator missing from a summary's top list counts as 0 there
+    (it was not among the top operators)."""
     device = before.get("device") == "cuda" and after.get("device") == "cuda"
     b, a = _self_us(before, device), _self_us(after, device)
     calls_b = {o["name"]: o.get("calls") for o in before.get("ops", []) if isinstance(o, dict)}
@@ -46,9 +47,11 @@ def profile_changes(before: dict, after: dict, top: int = TOP_CHANGES) -> dict:
             "calls_before": calls_b.get(op, 0), "calls_after": calls_a.get(op, 0)}
            for op in set(b) | set(a)]
     ops.sort(key=lambda c: (-abs(c["delta_us"]), c["op"]))
+    # an operator called more or less often per call is news whatever its time (the canary's extra op)
+    ops = ops[:top] + [c for c in ops[top:] if c["calls_before"] != c["calls_after"]]
     total = "self_cuda_us" if device else "self_cpu_us"
     return {"time": "self CUDA" if device else "self CPU", "total_before": before.get(total),
-            "total_after": after.get(total), "ops": ops[:top]}
+            "total_after": after.get(total), "ops": ops}
 
 
 def _why_missing(rec: records.RunRecord, what: str) -> str:
