@@ -305,7 +305,8 @@ def explain(step: Step, points: list[Point], idx: int, last_before: int, loader:
         delta = after.value - before.value
         step.explanation.append(f"{delta:+g} {step.unit} per call ({before.value:g} -> {after.value:g})")
     if step.unit in ("ops", "kernels"):
-        step.operators, lines = operators.explain_counter(step.benchmark, before.run, after.run)
+        step.operators, lines = operators.explain_counter(step.benchmark, before.run, after.run,
+                                                          (before.value, after.value))
         step.explanation += lines
     if step.kind not in (metrics.COUNTER, metrics.MEMORY):
         step.profile, lines = operators.explain_timing(step.benchmark, before.run, after.run)

@@ -46,6 +46,7 @@ def profile_changes(before: dict, after: dict, top: int = TOP_CHANGES) -> dict:
             "delta_us": round(a.get(op, 0.0) - b.get(op, 0.0), 3),
             "calls_before": calls_b.get(op, 0), "calls_after": calls_a.get(op, 0)}
            for op in set(b) | set(a)]
+    ops = [c for c in ops if c["delta_us"] != 0 or c["calls_before"] != c["calls_after"]]
     ops.sort(key=lambda c: (-abs(c["delta_us"]), c["op"]))
     # an operator called more or less often per call is news whatever its time (the canary's extra op)
     ops = ops[:top] + [c for c in ops[top:] if c["calls_before"] != c["calls_after"]]
@@ -64,24 +65,30 @@ def _why_missing(rec: records.RunRecord, what: str) -> str:
     return f"no {what} stored in {rec.run_id} (a run made before they were stored, or not profiled)"
 
 
-def explain_counter(row: str, before: records.RunRecord, after: records.RunRecord) -> tuple[list | None, list[str]]:
-    """(changes or None, lines) for a counter row's step between two runs."""
-    sides = []
+def explain_counter(row: str, before: records.RunRecord, after: records.RunRecord,
+                    values: tuple[float, float] | None = None) -> tuple[list | None, list[str]]:
+    """(changes or None, lines) for a counter row's step between two runs; `values`: the row's
+    values in those runs as asv stored them (a breakdown that sums to another total says so)."""
+    sides, notes = [], []
     for rec in (before, after):
-        rows = profiles.read_op_counts(rec.path) or {}
-        entry = rows.get(row)
+        rows = profiles.read_op_counts(rec.path)
+        entry = (rows or {}).get(row)
         if not isinstance(entry, dict) or not isinstance(entry.get("counts"), dict):
             error = entry.get("error") if isinstance(entry, dict) else None
             why = (f"counting failed in {rec.run_id}: {error}" if error
+                   else f"the operator pass of {rec.run_id} did not count this row" if rows is not None
                    else _why_missing(rec, "per-operator counts"))
             return None, [f"which operators: {why}"]
         sides.append(entry["counts"])
+        if values is not None and entry.get("total") != values[len(sides) - 1]:
+            notes.append(f"{rec.run_id}: the operator pass counted {entry.get('total')}, asv "
+                         f"{values[len(sides) - 1]:g} (a count that varies between calls)")
     changes = count_changes(*sides)
     if not changes:
         return [], ["which operators: the same operators and counts in both runs' operator pass "
-                    "(the change did not repeat there)"]
+                    "(the change did not repeat there)"] + notes
     return changes, ["which operators: " + ", ".join(f"{c['op']} {c['delta']:+d} ({c['before']} -> {c['after']})"
-                                                     for c in changes)]
+                                                     for c in changes)] + notes
 
 
 def explain_timing(row: str, before: records.RunRecord, after: records.RunRecord) -> tuple[dict | None, list[str]]:
@@ -107,7 +114,8 @@ def explain_timing(row: str, before: records.RunRecord, after: records.RunRecord
         out[label] = ch
         ops = "; ".join(f"{c['op']} {c['before_us']:.4g} -> {c['after_us']:.4g} ({c['delta_us']:+.4g}"
                         + (f"; calls {c['calls_before']:g} -> {c['calls_after']:g})"
-                           if c["calls_before"] != c["calls_after"] else ")") for c in ch["ops"])
+                           if c["calls_before"] != c["calls_after"] else ")") for c in ch["ops"]) \
+            or "no operator's self time changed"
         lines.append(f"operator-level profile, {label} ({ch['time']} us per call; total "
                      f"{ch['total_before']:.4g} -> {ch['total_after']:.4g}): {ops}")
     return out, lines or [f"operator-level profile difference: no target of {workload} in both runs"]
