@@ -175,6 +175,14 @@ TOY = '''
         def profile_targets(self, extra):
             return {"chain": self.fn}
 
+    class Broken:
+        def track_time(self):
+            return 1.0
+        track_time.unit = "seconds"
+
+        def profile_targets(self):
+            raise RuntimeError("no workload")
+
     class CudaOnly:
         def setup(self):
             raise NotApplicable("needs CUDA")
@@ -196,7 +204,8 @@ def test_the_operator_pass_breaks_counters_down_and_profiles_workloads(tmp_path)
     benchmarks = {"version": 2,
                   "toy.Chain.track_ops": {"unit": "ops", "params": [["1", "2"]]},
                   "toy.Chain.track_time": {"unit": "seconds", "params": [["1", "2"]]},
-                  "toy.CudaOnly.track_ops": {"unit": "ops", "params": []}}
+                  "toy.CudaOnly.track_ops": {"unit": "ops", "params": []},
+                  "toy.Broken.track_time": {"unit": "seconds", "params": []}}
     assert profiles.wanted(benchmarks, ["toy"], profile=False)
     assert not profiles.wanted(benchmarks, ["other"], profile=False)
     counts, profs = profiles.collect(pkg, benchmarks, ["toy"], profile=True, budget_s=0.05)
@@ -210,6 +219,7 @@ def test_the_operator_pass_breaks_counters_down_and_profiles_workloads(tmp_path)
     assert {"aten::sin", "aten::add", "aten::mul"} <= set(names) and len(names) <= profiles.TOP
     assert all(o["calls"] == 1.0 for o in chain["ops"] if o["name"] in ("aten::sin", "aten::mul"))
     assert profs["skipped"] == {"toy.CudaOnly": "needs CUDA"}
+    assert profs["workloads"]["toy.Broken"] == {"error": "profile_targets failed: RuntimeError: no workload"}
     counts, profs = profiles.collect(pkg, benchmarks, ["toy"], profile=False)
     assert profs is None and len(counts["rows"]) == 2
 
@@ -249,3 +259,16 @@ def test_a_breakdown_that_does_not_add_up_to_the_stored_count_says_so(tmp_path, 
     out = capsys.readouterr().out
     assert "which operators: aten::sqrt +1 (1 -> 2)" in out
     assert f"{fifth}: the operator pass counted 11, asv 12" in out
+
+
+def test_a_failed_profile_is_named_not_compared(tmp_path):
+    recs = []
+    for i, workload in enumerate([{"chain": summary(70.0, 1.0)}, {"error": "profile_targets failed: boom"}]):
+        d = tmp_path / f"run{i}"
+        d.mkdir()
+        data = dict(profile_file(False), workloads={"canary.Canary": workload})
+        (d / profiles.PROFILES).write_text(json.dumps(data))
+        recs.append(records.RunRecord(d, {"profiled": True}))
+    diff, lines = operators.explain_timing(RATIO, *recs)
+    assert diff is None and lines == ["operator-level profile difference: profiling canary.Canary failed "
+                                      "in run1 (profile_targets failed: boom)"]

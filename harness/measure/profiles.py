@@ -163,7 +163,6 @@ def collect(bench_dir: Path, benchmarks: dict, suites: list[str], *, profile: bo
     import torch
 
     from harness.core.env import pick_device
-    from harness.measure import timing
 
     sys.path.insert(0, str(Path(bench_dir).resolve().parent))
     package = Path(bench_dir).name
@@ -174,52 +173,26 @@ def collect(bench_dir: Path, benchmarks: dict, suites: list[str], *, profile: bo
         suite, name = cls_name.split(".")
         module = importlib.import_module(f"{package}.{suite}")
         cls = getattr(module, name, None)
-        counters = [m for m, unit in entry["methods"].items() if unit in COUNTER_UNITS]
+        counters = {m: unit for m, unit in entry["methods"].items() if unit in COUNTER_UNITS}
         wants_profile = profile and callable(getattr(cls, "profile_targets", None))
         if cls is None or not (counters or wants_profile):
             continue
-        shown = entry["params"]
         real = _real_params(cls)
-        if [len(p) for p in real] != [len(p) for p in shown]:
+        if [len(p) for p in real] != [len(p) for p in entry["params"]]:
             print(f"profiles: {cls_name}: parameters differ from asv's list; skipped", file=log)
             continue
-        for values, texts in zip(itertools.product(*real), itertools.product(*shown)):
+        for values, texts in zip(itertools.product(*real), itertools.product(*entry["params"])):
             suffix = f"({', '.join(texts)})" if texts else ""
-            key = cls_name + suffix
             inst = cls()
             try:
-                if callable(getattr(module, "setup", None)):
-                    module.setup(*values)
-                if callable(getattr(inst, "setup", None)):
-                    inst.setup(*values)
-            except NotImplementedError as exc:  # n/a here (workloads.NotApplicable)
-                skipped[key] = str(exc)
-                _teardown(inst, values)
-                continue
-            except Exception as exc:  # a failing setup fails asv's row too; not ours to judge
-                skipped[key] = f"setup failed: {_describe(exc)}"
-                _teardown(inst, values)
-                continue
-            try:
-                for method in counters:
-                    row = f"{cls_name}.{method}{suffix}"
-                    try:
-                        with timing.recording_counts() as got:
-                            total = getattr(inst, method)(*values)
-                        unit, counts = got[-1] if got else (entry["methods"][method], {})
-                        rows[row] = {"unit": unit, "total": total,
-                                     "counts": dict(sorted(counts.items()))}
-                    except Exception as exc:
-                        rows[row] = {"error": _describe(exc)}
+                why = _setup(module, inst, values)
+                if why:
+                    skipped[cls_name + suffix] = why
+                    continue
+                for method, unit in counters.items():
+                    rows[f"{cls_name}.{method}{suffix}"] = _count(inst, method, unit, values)
                 if wants_profile:
-                    out = {}
-                    for label, target in inst.profile_targets(*values).items():
-                        fn, dev = target if isinstance(target, tuple) else (target, getattr(inst, "dev", "cpu"))
-                        try:
-                            out[label] = profile_callable(fn, dev, budget_s)
-                        except Exception as exc:
-                            out[label] = {"error": _describe(exc)}
-                    workloads[key] = out
+                    workloads[cls_name + suffix] = _profile_targets(inst, values, budget_s)
             finally:
                 _teardown(inst, values)
     profiles = None
@@ -227,6 +200,48 @@ def collect(bench_dir: Path, benchmarks: dict, suites: list[str], *, profile: bo
         profiles = {"schema": SCHEMA, "threads": torch.get_num_threads(), "device": pick_device().type,
                     "budget_s": budget_s, "top": TOP, "workloads": workloads, "skipped": skipped}
     return {"schema": SCHEMA, "rows": rows}, profiles
+
+
+def _setup(module, inst, values) -> str | None:
+    """asv's order: the module's setup, then the class's. Returns why the case is skipped."""
+    try:
+        if callable(getattr(module, "setup", None)):
+            module.setup(*values)
+        if callable(getattr(inst, "setup", None)):
+            inst.setup(*values)
+    except NotImplementedError as exc:  # n/a here (workloads.NotApplicable)
+        return str(exc)
+    except Exception as exc:  # a failing setup fails asv's row too; not ours to judge
+        return f"setup failed: {_describe(exc)}"
+    return None
+
+
+def _count(inst, method: str, unit: str, values) -> dict:
+    """The counter method called again, its breakdown recorded by harness.measure.timing."""
+    from harness.measure import timing
+
+    try:
+        with timing.recording_counts() as got:
+            total = getattr(inst, method)(*values)
+    except Exception as exc:
+        return {"error": _describe(exc)}
+    unit, counts = got[-1] if got else (unit, {})
+    return {"unit": unit, "total": total, "counts": dict(sorted(counts.items()))}
+
+
+def _profile_targets(inst, values, budget_s: float) -> dict:
+    try:
+        targets = inst.profile_targets(*values)
+    except Exception as exc:
+        return {"error": f"profile_targets failed: {_describe(exc)}"}
+    out = {}
+    for label, target in targets.items():
+        fn, dev = target if isinstance(target, tuple) else (target, getattr(inst, "dev", "cpu"))
+        try:
+            out[label] = profile_callable(fn, dev, budget_s)
+        except Exception as exc:
+            out[label] = {"error": _describe(exc)}
+    return out
 
 
 def _teardown(inst, values) -> None:

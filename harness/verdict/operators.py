@@ -103,10 +103,15 @@ def explain_timing(row: str, before: records.RunRecord, after: records.RunRecord
         if not isinstance(entry, dict):
             why = (data.get("skipped") or {}).get(workload, "its benchmark class has no profile_targets")
             return None, [f"operator-level profile difference: no profile of {workload} in {rec.run_id} ({why})"]
+        if isinstance(entry.get("error"), str):
+            return None, [f"operator-level profile difference: profiling {workload} failed in "
+                          f"{rec.run_id} ({entry['error']})"]
         stored.append(entry)
     out, lines = {}, []
     for label in [k for k in stored[0] if k in stored[1]]:
         b, a = stored[0][label], stored[1][label]
+        if not (isinstance(b, dict) and isinstance(a, dict)):
+            continue
         if "error" in b or "error" in a:
             lines.append(f"profile of {label}: failed ({b.get('error') or a.get('error')})")
             continue
