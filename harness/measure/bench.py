@@ -79,6 +79,10 @@ class BenchRun:
     suites: list[str]
 
 
+# The operator pass profiles each workload for a few seconds; a full run's grids stay well inside.
+PASS_TIMEOUT_S = 1800
+
+
 def operator_pass(project: Path, staging: Path, names: list[str], env: dict, *, profile: bool,
                   out=sys.stdout) -> str:
     """harness.measure.profiles over the suites just run, in a fresh process with the run's
@@ -112,10 +116,6 @@ def operator_pass(project: Path, staging: Path, names: list[str], env: dict, *, 
     print(f"harness bench: operator pass {'(profiles) ' if profile else ''}{status} in {took:.1f} s",
           file=out if status == "done" else sys.stderr, flush=True)
     return status
-
-
-# The operator pass profiles each workload for a few seconds; a full run's grids stay well inside.
-PASS_TIMEOUT_S = 1800
 
 
 def run(project: Path, root: Path, suites: list[str] | None = None, *, sha: str, machine: str,

@@ -20,10 +20,10 @@ first. A step is found by the benchmark's kind (harness.verdict.metrics):
 
 A step needs MIN_SIDE runs on each side (`harness history --min-side N` changes it; below 4 the
 Mann-Whitney test of a statistical row cannot reach p < ALPHA however clean the step, so only
-exact counters can step: 2 vs 2 perfectly separated runs give p = 0.33, 3 vs 3 give 0.1). Segments shorter than that between two long ones are
-outliers (or the transition) and never a step by themselves: one outlier is not a step. A change
-in the last runs with fewer than MIN_SIDE runs after it is *possible*: listed, not counted, until
-enough runs follow. The step's run is the first run after the last long segment before it whose
+exact counters can step: 2 vs 2 perfectly separated runs give p = 0.33, 3 vs 3 give 0.1).
+Segments shorter than that between two long ones are outliers (or the transition) and never a
+step by themselves: one outlier is not a step. A change in the last runs with fewer than MIN_SIDE
+runs after it is *possible*: listed, not counted, until enough runs follow. The step's run is the first run after the last long segment before it whose
 value is nearer the new level than the old one: the first bad night.
 
 The first bad night explained (explain, harness.verdict.operators): the fingerprint difference
@@ -50,7 +50,7 @@ import statistics
 
 from harness.core import exits, records
 from harness.core.exits import BadInput
-from harness.verdict import metrics
+from harness.verdict import metrics, operators
 from harness.verdict.compare import DEFAULT_THRESHOLD, central, mann_whitney_p
 from harness.verdict.results import (ResultSet, environment_differences, load, load_noise,
                                      noise_path)
@@ -152,7 +152,7 @@ def _run_lengths(values: list[float]) -> list[tuple[int, int]]:
 
 def _potts_segments(values: list[float], threshold: float, min_side: int = MIN_SIDE) -> list[tuple[int, int]]:
     """Segments of the L1 piecewise-constant fit (asv.step_detect.solve_potts_approx). The
-    penalty per segment is what a step of the threshold's size saves over half of MIN_SIDE runs:
+    penalty per segment is what a step of the threshold's size saves over half of min_side runs:
     asv's automatic penalty (detect_steps) missed a 10% step over 2% noise in 20 runs."""
     from asv.step_detect import solve_potts_approx
 
@@ -293,8 +293,6 @@ def explain(step: Step, points: list[Point], idx: int, last_before: int, loader:
     step and the first after it; for counters the change per call and which operators changed;
     for timing steps the operator-level profile difference (harness.verdict.operators); a
     benchmark code change."""
-    from harness.verdict import operators
-
     before, after = points[last_before], points[idx]
     rb, ra = loader(before.run), loader(after.run)
     step.environment = environment_differences(rb, ra)
