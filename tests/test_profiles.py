@@ -3,6 +3,8 @@
 history` shows them in text, Markdown and JSON."""
 
 import json
+import pathlib
+import subprocess
 import textwrap
 
 import pytest
@@ -272,3 +274,34 @@ def test_a_failed_profile_is_named_not_compared(tmp_path):
     diff, lines = operators.explain_timing(RATIO, *recs)
     assert diff is None and lines == ["operator-level profile difference: profiling canary.Canary failed "
                                       "in run1 (profile_targets failed: boom)"]
+
+
+# ---- which runs profile (no asv: its command is replaced by one writing a result) ----
+
+@pytest.mark.parametrize("full, quick, asked, profiled", [
+    (True, False, None, True),     # full runs (nightly) always store profiles
+    (False, True, None, False),    # quick runs store per-operator counts only
+    (False, True, True, True),     # harness bench --quick --profile
+])
+def test_full_runs_and_profile_runs_store_profiles(tmp_path, monkeypatch, full, quick, asked, profiled):
+    from harness.measure import asv, bench
+
+    calls = []
+    real_run = subprocess.run
+
+    def fake_run(cmd, **kwargs):  # `asv run` writes a result; anything else (git) runs
+        conf = [a for a in cmd if str(a).endswith(".conf.json")]
+        if "asv" not in cmd or not conf:
+            return real_run(cmd, **kwargs)
+        results = pathlib.Path(json.loads(pathlib.Path(conf[0]).read_text())["results_dir"])
+        write_set(results, "0" * 40, {OPS: 10}, machine="m1-cpu", units=UNITS)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(asv, "record_machine", lambda *a, **k: None)
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    monkeypatch.setattr(bench, "operator_pass", lambda project, staging, names, env, *, profile, out:
+                        calls.append(profile) or "done")
+    ran = bench.run(pathlib.Path(__file__).resolve().parents[1], tmp_path / "results", ["canary"],
+                    sha="0" * 40, machine="m1-cpu", full=full, quick=quick, profile=asked)
+    assert calls == [profiled]
+    assert ran.record.meta["profiled"] is profiled and ran.record.meta["operator_pass"] == "done"
