@@ -17,6 +17,9 @@ def add_arguments(parser):
     parser.add_argument("--suite", action="append", metavar="NAME",
                         help="suite to run (repeatable): a module in suites/benchmarks/; default all "
                              "but the canary")
+    parser.add_argument("--profile", action="store_true",
+                        help="also store operator-level profile summaries in the run record "
+                             "(profiles.json; always done with --full): a few seconds per workload")
     options.results_dir(parser)
     parser.add_argument("--launch-method", choices=["auto", "spawn", "forkserver"], default="auto",
                         help="asv launch method; auto: spawn on CUDA, forkserver on CPU")
@@ -37,7 +40,7 @@ def run(args) -> int:
     threads = parse_threads(args.threads)
     ran = bench.run(project, root, names, sha=head_commit(project), machine=options.machine_name(args),
                     quick=args.quick, full=args.full, threads=threads, launch=args.launch_method,
-                    label=args.label)
+                    label=args.label, profile=True if args.profile else None)
     if ran.record is None:
         print(f"harness bench: asv saved no results (asv exit code {ran.asv_exit}); no run record kept",
               file=sys.stderr)

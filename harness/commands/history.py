@@ -15,6 +15,10 @@ def add_arguments(parser):
     parser.add_argument("--json", metavar="FILE",
                         help="also write the steps as JSON (schema: harness.verdict.history.as_json)")
     parser.add_argument("--markdown", metavar="FILE", help="also write the new steps as Markdown")
+    parser.add_argument("--min-side", type=int, metavar="N",
+                        help="runs needed on each side of a step before it is confirmed (default 4; "
+                             "below 4 only exact counters can step: the Mann-Whitney test of 2 or 3 "
+                             "runs a side cannot reach p < 0.05)")
     options.results_dir(parser)
     parser.add_argument("--machine", help="machine name (default: every machine with runs)")
 
@@ -33,7 +37,8 @@ def run(args) -> int:
     if not machines:
         raise BadInput(f"no run records under {records.runs_dir(root)}; run `harness bench` first")
     since = history.parse_since(args.since) if args.since else None
-    found = [history.detect(root, m, args.bench, since) for m in machines]
+    found = [history.detect(root, m, args.bench, since,
+                             history.MIN_SIDE if args.min_side is None else args.min_side) for m in machines]
     for h in found:
         print(history.render_text(h), end="")
     if args.json:

@@ -8,7 +8,10 @@ What it does, in order:
 4. records the machine non-interactively under a name carrying the GPU model;
 5. runs `asv run --set-commit-hash <HEAD>` (asv saves nothing from an existing environment
    without a commit hash), forkserver on CPU and spawn on CUDA;
-6. saves the environment fingerprint in the record, then refreshes the asv view (results/asv/).
+6. runs the operator pass (harness.measure.profiles) in the run's environment: per-operator
+   counts behind every ops/kernels row (every run), and operator-level profile summaries per
+   workload (full runs, or `profile=True`), written into the record before it is renamed;
+7. saves the environment fingerprint in the record, then refreshes the asv view (results/asv/).
 
 What the suites are told (run_environment): HARNESS_FULL (sizes and grids), HARNESS_QUICK
 (asv --quick: asv does not tell a benchmark), HARNESS_THREADS (the run's fixed CPU thread
@@ -76,20 +79,61 @@ class BenchRun:
     suites: list[str]
 
 
+# The operator pass profiles each workload for a few seconds; a full run's grids stay well inside.
+PASS_TIMEOUT_S = 1800
+
+
+def operator_pass(project: Path, staging: Path, names: list[str], env: dict, *, profile: bool,
+                  out=sys.stdout) -> str:
+    """harness.measure.profiles over the suites just run, in a fresh process with the run's
+    environment, writing into the staging record. Returns what happened (kept in run.json). A
+    failure here is reported, never fatal: the asv results are the run."""
+    import json
+
+    from harness.measure import profiles
+
+    try:
+        benchmarks = json.loads((staging / "asv" / "benchmarks.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "not run: asv wrote no benchmarks.json"
+    if not profiles.wanted(benchmarks, names, profile):
+        return "not run: no counter rows, no profiling asked"
+    cmd = [sys.executable, "-m", "harness.measure.profiles", "--benchmark-dir",
+           str(project / "suites" / "benchmarks"), "--asv-dir", str(staging / "asv"), "--out", str(staging)]
+    cmd += [a for n in names for a in ("--suite", n)] + (["--profile"] if profile else [])
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=project, env=env, timeout=PASS_TIMEOUT_S,
+                              capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        status = f"failed: no answer within {PASS_TIMEOUT_S} s"
+    else:
+        status = ("done" if proc.returncode == 0 else
+                  f"failed (exit {proc.returncode}): {(proc.stderr.strip().splitlines() or [''])[-1]}")
+        if proc.returncode == 0:
+            print(proc.stdout.strip(), file=out)
+    took = time.perf_counter() - t0
+    print(f"harness bench: operator pass {'(profiles) ' if profile else ''}{status} in {took:.1f} s",
+          file=out if status == "done" else sys.stderr, flush=True)
+    return status
+
+
 def run(project: Path, root: Path, suites: list[str] | None = None, *, sha: str, machine: str,
         quick: bool = False, full: bool = False, threads: int | None = None, launch: str | None = None,
-        label: str | None = None, out=sys.stdout) -> BenchRun:
-    """Run the suites through asv into a new run record under the results root `root`."""
+        label: str | None = None, profile: bool | None = None, out=sys.stdout) -> BenchRun:
+    """Run the suites through asv into a new run record under the results root `root`.
+    `profile`: store operator-level profile summaries (default: in full runs only)."""
     from harness.core.env import fingerprint
     from harness.measure.threads import default_threads
 
     names = check_suites(project, suites)
     method = asv.launch_method(launch)
     threads = threads or default_threads(full, quick)
+    profile = full if profile is None else profile
     run_id = records.new_run_id(sha, label)
     meta = {"commit": sha, "started": run_id.split("-")[0], "label": label or "", "suites": names,
             "mode": "full" if full else "fast", "quick": quick, "launch_method": method,
-            "threads": threads}
+            "threads": threads, "profiled": profile}
     asv_rc, wall = -1, 0.0
     with records.writing(root, machine, run_id, meta) as staging, \
             tempfile.TemporaryDirectory(prefix="harness-inductor-cache-") as cache:
@@ -105,6 +149,9 @@ def run(project: Path, root: Path, suites: list[str] | None = None, *, sha: str,
             t0 = time.perf_counter()
             asv_rc = subprocess.run(cmd, cwd=project, env=env).returncode
             wall = time.perf_counter() - t0
+        # still inside the staging record (and the run's inductor cache): written before the rename;
+        # `meta` is read by records.writing when the block ends
+        meta["operator_pass"] = operator_pass(project, staging, names, env, profile=profile, out=out)
         fp = fingerprint()
         # the run's thread count, not this process's: the suites set it (harness.measure.threads)
         fp.update(machine_name=machine, commit=sha, run_id=run_id, mode=meta["mode"], quick=quick,

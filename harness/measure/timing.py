@@ -296,6 +296,32 @@ def _profile_one_call(fn, device):
     return prof.events()
 
 
+# Recorders opened by `recording_counts`: every counter below also hands them its breakdown by
+# name, so harness.measure.profiles can store which operators make up a counter's row.
+_count_recorders: list[list] = []
+
+
+@contextlib.contextmanager
+def recording_counts():
+    """Collect `(unit, {name: count})` for every ops_per_call / kernels_per_call inside."""
+    got: list = []
+    _count_recorders.append(got)
+    try:
+        yield got
+    finally:
+        _count_recorders.remove(got)
+
+
+def _counted(unit: str, names: list[str]) -> int:
+    if _count_recorders:
+        counts: dict[str, int] = {}
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+        for rec in _count_recorders:
+            rec.append((unit, counts))
+    return len(names)
+
+
 def ops_per_call(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
     """Top-level aten operators dispatched by one call (profiler; nested aten calls not counted).
 
@@ -303,7 +329,7 @@ def ops_per_call(fn: Callable[[], object], device: torch.device | str = "cpu") -
     and dispatches only what the generated wrapper calls (allocations, extern kernels).
     """
     events = _profile_one_call(fn, device)
-    count = 0
+    names = []
     for evt in events:
         if not evt.name.startswith("aten::") or evt.device_type != torch.autograd.DeviceType.CPU:
             continue
@@ -313,8 +339,9 @@ def ops_per_call(fn: Callable[[], object], device: torch.device | str = "cpu") -
                 nested = True
                 break
             parent = parent.cpu_parent
-        count += not nested
-    return count
+        if not nested:
+            names.append(evt.name)
+    return _counted("ops", names)
 
 
 def kernels_per_call(fn: Callable[[], object], device: torch.device | str) -> int:
@@ -322,8 +349,8 @@ def kernels_per_call(fn: Callable[[], object], device: torch.device | str) -> in
     if torch.device(device).type != "cuda":
         raise ValueError("kernels_per_call counts GPU kernels; it needs a CUDA device")
     events = _profile_one_call(fn, device)
-    return sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA
-               and not e.name.lower().startswith(("memcpy", "memset")))
+    return _counted("kernels", [e.name for e in events if e.device_type == torch.autograd.DeviceType.CUDA
+                                and not e.name.lower().startswith(("memcpy", "memset"))])
 
 
 @contextlib.contextmanager

@@ -18,11 +18,18 @@ first. A step is found by the benchmark's kind (harness.verdict.metrics):
   the machine's calibrated noise band for the row is below the threshold (then the threshold is
   the band), else listed as not judged, with the reason.
 
-A step needs MIN_SIDE runs on each side. Segments shorter than that between two long ones are
-outliers (or the transition) and never a step by themselves: one outlier is not a step. A change
-in the last runs with fewer than MIN_SIDE runs after it is *possible*: listed, not counted, until
-enough runs follow. The step's run is the first run after the last long segment before it whose
+A step needs MIN_SIDE runs on each side (`harness history --min-side N` changes it; below 4 the
+Mann-Whitney test of a statistical row cannot reach p < ALPHA however clean the step, so only
+exact counters can step: 2 vs 2 perfectly separated runs give p = 0.33, 3 vs 3 give 0.1).
+Segments shorter than that between two long ones are outliers (or the transition) and never a
+step by themselves: one outlier is not a step. A change in the last runs with fewer than MIN_SIDE
+runs after it is *possible*: listed, not counted, until enough runs follow. The step's run is the first run after the last long segment before it whose
 value is nearer the new level than the old one: the first bad night.
+
+The first bad night explained (explain, harness.verdict.operators): the fingerprint difference
+between the last run before the step and the first after; for ops/kernels counters which
+operators' counts changed (op-counts.json, stored by every run); for timing steps the operators
+whose self time per call changed most (profiles.json, stored by full runs and `--profile`).
 
 Acknowledged steps live in RESULTS/history-acknowledged.json (commit it):
     {"acknowledged": [{"benchmark": NAME, "run": RUN_ID, "reason": "why this step is expected"}]}
@@ -43,7 +50,7 @@ import statistics
 
 from harness.core import exits, records
 from harness.core.exits import BadInput
-from harness.verdict import metrics
+from harness.verdict import metrics, operators
 from harness.verdict.compare import DEFAULT_THRESHOLD, central, mann_whitney_p
 from harness.verdict.results import (ResultSet, environment_differences, load, load_noise,
                                      noise_path)
@@ -79,6 +86,11 @@ class Step:
     acknowledged: str | None = None   # the reason, when acknowledged
     environment: list = dataclasses.field(default_factory=list)  # (setting, before, after)
     explanation: list = dataclasses.field(default_factory=list)  # further lines
+    # counter steps: [{op, before, after, delta}] (harness.verdict.operators.count_changes); None
+    # when a run stores no per-operator counts
+    operators: list | None = None
+    # timing steps: {target label: operators.profile_changes}; None when a run stores no profile
+    profile: dict | None = None
 
     @property
     def new(self) -> bool:
@@ -138,14 +150,14 @@ def _run_lengths(values: list[float]) -> list[tuple[int, int]]:
     return segs
 
 
-def _potts_segments(values: list[float], threshold: float) -> list[tuple[int, int]]:
+def _potts_segments(values: list[float], threshold: float, min_side: int = MIN_SIDE) -> list[tuple[int, int]]:
     """Segments of the L1 piecewise-constant fit (asv.step_detect.solve_potts_approx). The
-    penalty per segment is what a step of the threshold's size saves over half of MIN_SIDE runs:
+    penalty per segment is what a step of the threshold's size saves over half of min_side runs:
     asv's automatic penalty (detect_steps) missed a 10% step over 2% noise in 20 runs."""
     from asv.step_detect import solve_potts_approx
 
     level = abs(statistics.median(values)) or 1.0
-    gamma = MIN_SIDE * threshold * level / 2
+    gamma = min_side * threshold * level / 2
     right, _values, _dists = solve_potts_approx(values, [1.0] * len(values), gamma=gamma)
     return list(zip([0] + list(right[:-1]), right))
 
@@ -160,13 +172,14 @@ def _size(before: float, after: float) -> float:
     return after / before - 1
 
 
-def find_steps(values: list[float], exact: bool, threshold: float) -> list[dict]:
+def find_steps(values: list[float], exact: bool, threshold: float, min_side: int = MIN_SIDE) -> list[dict]:
     """Steps in one series: dicts with index (0-based, first point after), status, before,
-    after, size, p. Pure function of the values, for tests."""
+    after, size, p. Pure function of the values, for tests. `min_side`: runs needed on each side
+    (MIN_SIDE unless `harness history --min-side` says otherwise)."""
     if len(values) < 2:
         return []
-    segs = _run_lengths(values) if exact else _potts_segments(values, threshold)
-    longs = [s for s in segs if s[1] - s[0] >= MIN_SIDE]
+    segs = _run_lengths(values) if exact else _potts_segments(values, threshold, min_side)
+    longs = [s for s in segs if s[1] - s[0] >= min_side]
     found = []
 
     def first_after(lo: int, hi: int, b: float, a: float) -> int:
@@ -268,6 +281,7 @@ class History:
     runs: int
     steps: list[Step]
     not_judged: dict[str, str]
+    min_side: int = MIN_SIDE
 
     @property
     def code(self) -> int:
@@ -276,7 +290,9 @@ class History:
 
 def explain(step: Step, points: list[Point], idx: int, last_before: int, loader: _Loader) -> None:
     """The first bad night explained: fingerprint differences between the last run before the
-    step and the first after it; for counters the change per call; a benchmark code change."""
+    step and the first after it; for counters the change per call and which operators changed;
+    for timing steps the operator-level profile difference (harness.verdict.operators); a
+    benchmark code change."""
     before, after = points[last_before], points[idx]
     rb, ra = loader(before.run), loader(after.run)
     step.environment = environment_differences(rb, ra)
@@ -286,16 +302,19 @@ def explain(step: Step, points: list[Point], idx: int, last_before: int, loader:
     if step.kind == metrics.COUNTER:
         delta = after.value - before.value
         step.explanation.append(f"{delta:+g} {step.unit} per call ({before.value:g} -> {after.value:g})")
-    if step.unit == "ops":
-        step.explanation.append("which operators: not available (runs store the op count only, "
-                                "no per-operator breakdown)")
-    if step.kind != metrics.COUNTER:
-        step.explanation.append("operator-level profile difference: not available (runs store no "
-                                "profile summaries)")
+    if step.unit in ("ops", "kernels"):
+        step.operators, lines = operators.explain_counter(step.benchmark, before.run, after.run,
+                                                          (before.value, after.value))
+        step.explanation += lines
+    if step.kind not in (metrics.COUNTER, metrics.MEMORY):
+        step.profile, lines = operators.explain_timing(step.benchmark, before.run, after.run)
+        step.explanation += lines
 
 
 def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
-           since: datetime.datetime | None = None) -> History:
+           since: datetime.datetime | None = None, min_side: int = MIN_SIDE) -> History:
+    if min_side < 2:
+        raise BadInput(f"--min-side {min_side}: a step needs at least 2 runs on each side")
     runs = records.list_runs(root, machine)
     if not runs:
         raise BadInput(f"no run records in {records.runs_dir(root) / machine}; run `harness bench` "
@@ -319,20 +338,20 @@ def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
                                     else f"noise band {band:.0%} >= threshold {threshold:.0%}"))
                 continue
             threshold = max(threshold, band)
-        for f in find_steps([p.value for p in points], kind.exact, threshold):
+        for f in find_steps([p.value for p in points], kind.exact, threshold, min_side):
             idx = f["index"]
             worse = f["size"] < 0 if kind.higher_is_better else f["size"] > 0
             if kind.exact:
                 evidence = (f"exact counter: {f['before']:g} in {f['n_before']} runs before, "
                             f"{f['after']:g} in {f['n_after']} after")
             elif f["p"] is None:
-                evidence = (f"{f['size']:+.1%} over {f['n_after']} run(s) after; needs {MIN_SIDE} "
+                evidence = (f"{f['size']:+.1%} over {f['n_after']} run(s) after; needs {min_side} "
                             f"to confirm")
             else:
                 evidence = (f"{f['size']:+.1%} (threshold {threshold:.0%}), Mann-Whitney p={f['p']:.2g} "
                             f"over {f['n_before']} runs before vs {f['n_after']} after")
             if f["status"] == POSSIBLE and kind.exact:
-                evidence += f"; possible until {MIN_SIDE} runs follow"
+                evidence += f"; possible until {min_side} runs follow"
             run = points[idx].run
             step = Step(name, units[name], kind.kind, f["status"], idx + 1, run.run_id,
                         points[f["last_before"]].run.run_id, f["before"], f["after"], f["size"],
@@ -342,7 +361,7 @@ def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
                 continue
             explain(step, points, idx, f["last_before"], loader)
             steps.append(step)
-    return History(machine, len(runs), steps, not_judged)
+    return History(machine, len(runs), steps, not_judged, min_side)
 
 
 # ---- rendering ----
@@ -378,7 +397,7 @@ def render_text(h: History) -> str:
     out = [f"history: {h.machine}, {h.runs} runs; {new} new step(s), "
            f"{sum(s.status == POSSIBLE for s in h.steps)} possible, "
            f"{sum(s.acknowledged is not None for s in h.steps)} acknowledged "
-           f"(a step needs {MIN_SIDE} runs on each side)"]
+           f"(a step needs {h.min_side} runs on each side)"]
     if h.steps:
         out += [table(h).rstrip(), ""] + explanations(h)
     if h.not_judged:
@@ -391,13 +410,13 @@ def render_markdown(h: History) -> str:
     """A summary fit for an issue or a chat message: the new steps and what changed with them."""
     new = [s for s in h.steps if s.new]
     lines = [f"# New step(s) in the benchmark history of {h.machine}", "",
-             f"{len(new)} new step(s) over {h.runs} runs (a step needs {MIN_SIDE} runs on each side).", ""]
-    sub = History(h.machine, h.runs, new, {})
+             f"{len(new)} new step(s) over {h.runs} runs (a step needs {h.min_side} runs on each side).", ""]
+    sub = History(h.machine, h.runs, new, {}, h.min_side)
     lines += [table(sub, "markdown"), ""] + explanations(sub, "markdown") + [""]
     return "\n".join(lines)
 
 
 def as_json(h: History) -> dict:
-    return {"machine": h.machine, "runs": h.runs, "min_side": MIN_SIDE, "window": WINDOW,
+    return {"machine": h.machine, "runs": h.runs, "min_side": h.min_side, "window": WINDOW,
             "alpha": ALPHA, "exit_code": h.code, "steps": [s.as_json() for s in h.steps],
             "not_judged": h.not_judged}

@@ -25,6 +25,10 @@ class TrainingStep:
         self.dev = device()
         self.step = wl.build(model, precision, self.dev)
 
+    def profile_targets(self, *params):
+        """What full runs profile per operator (harness.measure.profiles)."""
+        return {"step": self.step}
+
     def track_step_time(self, model, precision):
         return timing.asv_samples(timing.measure(self.step, self.dev))
     track_step_time.unit = "seconds"
@@ -44,6 +48,9 @@ class AutocastOverFp32:
         self.dev = device()
         self.amp = wl.build(model, precision, self.dev)
         self.fp32 = wl.build(model, "fp32", self.dev)
+
+    def profile_targets(self, *params):
+        return {"autocast": self.amp, "fp32": self.fp32}
 
     def track_autocast_over_fp32(self, model, precision):
         return timing.asv_samples(timing.measure_paired(self.amp, self.fp32, self.dev))

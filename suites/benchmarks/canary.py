@@ -59,6 +59,10 @@ class Canary:
         self.fn = lambda: chain(self.x)
         self.reference = lambda: reference_chain(self.ref)
 
+    def profile_targets(self):
+        """What `harness bench --profile` (and full runs) profile: harness.measure.profiles."""
+        return {"chain": self.fn, "reference": self.reference}
+
     def track_time(self):
         from harness.measure import timing
 

@@ -39,6 +39,11 @@ class _EagerVsCompiled:
     def teardown(self):
         torch._dynamo.reset()
 
+    def profile_targets(self):
+        """What full runs profile per operator (harness.measure.profiles)."""
+        return {"eager": (self.case.eager(), self.case.device),
+                "compiled": (self.case.compiled(), self.case.device)}
+
     def track_eager_time(self):
         return timing.asv_samples(timing.measure(self.case.eager(), self.case.device))
     track_eager_time.unit = "seconds"

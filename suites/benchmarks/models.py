@@ -34,6 +34,10 @@ class _ModelTiming:
     def teardown(self, *params):
         wl.set_cudnn_benchmark(False)
 
+    def profile_targets(self, *params):
+        """What full runs profile per operator (harness.measure.profiles)."""
+        return {self.mode: self.fn}
+
 
 class Inference(_ModelTiming):
     mode = "inference"
@@ -74,6 +78,9 @@ class ChannelsLastOverContiguous:
         self.channels_last = wl.build(model, mode, False, True, self.dev)
         self.contiguous = wl.build(model, mode, False, False, self.dev)
 
+    def profile_targets(self, *params):
+        return {"channels_last": self.channels_last, "contiguous": self.contiguous}
+
     def track_channels_last_over_contiguous(self, model, mode):
         return timing.asv_samples(timing.measure_paired(self.channels_last, self.contiguous, self.dev))
     track_channels_last_over_contiguous.unit = "ratio"
@@ -94,6 +101,9 @@ class CudnnBenchmarkOnOverOff:
 
     def teardown(self, *params):
         wl.set_cudnn_benchmark(False)
+
+    def profile_targets(self, *params):
+        return {"cudnn_benchmark_on": self.on, "cudnn_benchmark_off": self.off}
 
     def track_cudnn_benchmark_on_over_off(self, model, mode):
         return timing.asv_samples(timing.measure_paired(self.on, self.off, self.dev))
