@@ -297,6 +297,8 @@ def explain(step: Step, points: list[Point], idx: int, last_before: int, loader:
 def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
            since: datetime.datetime | None = None) -> History:
     runs = records.list_runs(root, machine)
+    merged = records.merged_into_others(runs)  # shards count once, through their merged record
+    runs = [r for r in runs if f"{r.machine}/{r.run_id}" not in merged]
     if not runs:
         raise BadInput(f"no run records in {records.runs_dir(root) / machine}; run `harness bench` "
                        f"(with --machine {machine}) first")
