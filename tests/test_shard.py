@@ -2,8 +2,8 @@
 itself, merge refusals, and several machines in one results root (asv publish, report).
 
 Real asv runs of the canary (3 benchmarks, ~1 s of benchmark time each run; the rest is torch
-import and asv's discovery): shard 1/2 and 2/2 run at the same time, as on two CI runners, then
-one whole run and one run under a second machine name, also at the same time.
+import and asv's discovery), all at the same time as on a CI matrix: the listing, shard 1/2,
+shard 2/2, one whole run (the A/A other side) and one run under a second machine name.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -35,8 +36,9 @@ def test_split_is_balanced_stable_and_covers_every_name_once():
     shards = shard.split(names, durations, 2)
     assert shards == shard.split(list(reversed(names)), dict(reversed(durations.items())), 2)
     assert sorted(n for s in shards for n in s) == sorted(names)
-    # longest first into the lightest: a(9) | b(5) c(4) | d(3)->0: 12 | new(4)->1: 13 | e(3)->0: 15
-    assert shards == [["a", "d", "e"], ["b", "c", "new"]]
+    # longest first (ties by name) into the lightest (ties: lowest number):
+    # a(9)->1 | b(5)->2 | c(4)->2: 9 | new(4)->1 (9 = 9): 13 | d(3)->2: 12 | e(3)->2: 15
+    assert shards == [["a", "new"], ["b", "c", "d", "e"]]
     assert shard.predicted(["new"], durations) == {"new": 4.0}
     assert shard.split(names, {}, 7)[6] == []  # more shards than benchmarks: some are empty
     assert [len(s) for s in shard.split(names, {}, 3)] == [2, 2, 2]  # all default: by name
@@ -75,14 +77,18 @@ def test_durations_file_keeps_other_modes_and_names(tmp_path):
 
 # ---- real runs ----
 
-def _harness(tmp_path, *args):
-    env = {**os.environ, "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+def _harness(work, home, *args):
+    """One `harness` process. Its own HOME (asv writes ~/.asv-machine.json unlocked), one cache
+    for all (asv names the environment after the launcher path in it: one name, as on runners
+    of one image)."""
+    env = {**os.environ, "HOME": str(work / home), "XDG_CACHE_HOME": str(work / "cache")}
+    (work / home).mkdir(exist_ok=True)
     return subprocess.Popen([sys.executable, "-m", "harness.cli", *map(str, args)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _wait(*procs):
-    outs = [p.communicate(timeout=600) for p in procs]
+    outs = [p.communicate(timeout=900) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, out[-3000:] + err[-3000:]
     return [o for o, _ in outs]
@@ -90,17 +96,25 @@ def _wait(*procs):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    """As a CI matrix does it: every job its own results folder, all at once; then the run
+    records are gathered into one results root (the merge job's downloaded artifacts)."""
     work = tmp_path_factory.mktemp("shard")
     root, durations = work / "results", work / "durations.json"
-    common = ["--quick", "--suite", "canary", "--results-dir", root, "--durations", durations]
-    listing = _harness(work, "bench", "--list", "--shard", "1/2", "--json", work / "list.json", *common)
-    (listed,) = _wait(listing)
-    _wait(*[_harness(work, "bench", "--shard", f"{k}/2", "--machine", MACHINE, *common) for k in (1, 2)])
-    shards = records.list_runs(root, MACHINE)
-    _wait(_harness(work, "bench", "--machine", MACHINE, *common),
-          _harness(work, "bench", "--machine", OTHER, "--bench", "track_ops", *common))
-    whole = [r for r in records.list_runs(root, MACHINE) if r not in shards]
-    return work, root, listed, json.loads((work / "list.json").read_text()), shards, whole[0]
+    common = ["--quick", "--suite", "canary", "--durations", durations]
+    jobs = {"list": ["bench", "--list", "--shard", "1/2", "--json", work / "list.json"],
+            "shard1": ["bench", "--shard", "1/2", "--machine", MACHINE],
+            "shard2": ["bench", "--shard", "2/2", "--machine", MACHINE],
+            "whole": ["bench", "--machine", MACHINE],
+            "other": ["bench", "--machine", OTHER, "--bench", "track_ops"]}
+    procs = [_harness(work, job, *args, *common, "--results-dir", work / job) for job, args in jobs.items()]
+    listed = _wait(*procs)[0]
+    for job in jobs:
+        if (work / job / "runs").is_dir():
+            shutil.copytree(work / job / "runs", root / "runs", dirs_exist_ok=True)
+    shards = [records.list_runs(work / f"shard{k}", MACHINE)[0] for k in (1, 2)]
+    shards = [records.load_record(root / "runs" / MACHINE / r.run_id) for r in shards]
+    whole = records.load_record(root / "runs" / MACHINE / records.list_runs(work / "whole")[0].run_id)
+    return work, root, listed, json.loads((work / "list.json").read_text()), shards, whole
 
 
 def _merge(capsys, root, *runs):
@@ -115,7 +129,7 @@ def test_list_prints_names_only_and_shards_cover_the_list(runs):
     parts = [set(s["benchmarks"]) for s in plan["shards"]]
     assert parts[0].isdisjoint(parts[1]) and parts[0] | parts[1] == set(CANARY) == set(plan["all_benchmarks"])
     # each shard run holds exactly its share, and its run id says which share it is
-    for rec, part, k in zip(sorted(shards, key=lambda r: r.meta["shard"]), parts, (1, 2)):
+    for rec, part, k in zip(shards, parts, (1, 2)):
         assert rec.run_id.endswith(f"-shard{k}of2") and rec.meta["shard"] == f"{k}/2"
         held = json.loads(rec.result_file().read_text())["results"]
         assert set(held) == part
@@ -177,3 +191,24 @@ def test_two_machines_publish_into_one_dashboard(runs, capsys, tmp_path):
     assert code == 0, out
     header = next(line for line in out.splitlines() if line.startswith("key ratio"))
     assert MACHINE in header and OTHER in header
+
+
+def test_report_machines_puts_key_ratios_side_by_side(tmp_path, capsys):
+    from test_gate_support import write_set
+
+    root = tmp_path / "results"
+    fusion = "fusion.PointwiseChain.track_compiled_over_eager"
+    write_set(root / "asv", "aaaaaaaa11", {fusion: 0.5}, machine="host-cpu", units={fusion: "ratio"})
+    write_set(root / "asv", "aaaaaaaa11", {fusion: 0.25}, machine="host-NVIDIA_H100", units={fusion: "ratio"})
+    out = tmp_path / "report"
+    code = main(["report", "--machines", "host-cpu,host-NVIDIA_H100", "--results-dir", str(root),
+                 "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    row = next(line for line in text.splitlines() if line.startswith("compiled/eager, pointwise chain"))
+    assert row.split()[-2:] == ["0.5", "0.25"]  # one column per machine, in the order named
+    md = re.sub(r" +", " ", (out / "report.md").read_text())
+    assert "| fusion: PointwiseChain.compiled_over_eager | 0.5 | 0.25 |" in md
+    assert (out / "machines-key-ratios.png").read_bytes()[:4] == b"\x89PNG"
+    code = main(["report", "--machines", "host-cpu", "--results-dir", str(root), "--out", str(out)])
+    assert code == 3 and "two or more" in capsys.readouterr().err

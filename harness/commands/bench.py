@@ -51,7 +51,7 @@ def run(args) -> int:
     threads = parse_threads(args.threads)
     sha = head_commit(project)
     plan = None
-    if args.list or args.shard or args.bench:
+    if args.list or args.shard is not None or args.bench:
         plan = _plan(args, project, names, sha, threads)
         if args.list:
             return _print_list(plan, args.json)
@@ -99,7 +99,7 @@ def _plan(args, project, names, sha, threads):
     from harness.measure import shard
     from harness.measure.threads import default_threads
 
-    part = shard.parse_shard(args.shard) if args.shard else None
+    part = shard.parse_shard(args.shard) if args.shard is not None else None
     return shard.plan(project, names, sha=sha, quick=args.quick, full=args.full,
                       threads=threads or default_threads(args.full, args.quick), regexes=args.bench,
                       shard=part, durations_file=args.durations)

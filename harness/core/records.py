@@ -306,7 +306,7 @@ def rebuild_view(root: Path) -> Path:
     benchmarks: dict = {}
     # oldest first: later runs win, but a shard (part of a run) never hides a whole run or
     # the merged record of its shard set (harness merge)
-    for rec in sorted(list_runs(root), key=lambda r: (bool(r.meta.get("shard")), r.run_id)):
+    for rec in sorted(list_runs(root), key=lambda r: (not r.meta.get("shard"), r.run_id)):
         for f in rec.result_files():
             newest[f"{rec.machine}/{f.name}"] = rec
         bj = rec.asv_dir / "benchmarks.json"
