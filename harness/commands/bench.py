@@ -66,8 +66,7 @@ def run(args) -> int:
     if shard:  # the share is visible in the run id: <time>-<sha8>-[label.]shard1of2
         label = f"{label + '.' if label else ''}shard{plan.shard[0]}of{plan.shard[1]}"
         print(f"harness bench: shard {shard}: {len(plan.chosen)} of {len(plan.selection)} benchmarks, "
-              f"predicted {plan.predicted_s(plan.chosen)} s ({plan.mode} durations from "
-              f"{plan.durations_file})", flush=True)
+              f"predicted {plan.predicted_s(plan.chosen)} s ({plan.durations_note()})", flush=True)
     ran = bench.run(project, root, names, sha=sha, machine=options.machine_name(args),
                     quick=args.quick, full=args.full, threads=threads, launch=args.launch_method,
                     label=label, benches=plan.asv_benches() if plan else None, shard=shard)
@@ -115,8 +114,8 @@ def _print_list(plan, json_file) -> int:
                        for i, s in enumerate(plan.shards))
     print(f"harness bench --list: {len(plan.chosen)} of {len(plan.selection)} benchmarks"
           + (f" (shard {plan.shard[0]}/{plan.shard[1]})" if plan.shard else "")
-          + f"; predicted {plan.predicted_s(plan.chosen)} s from {plan.mode} durations in "
-          f"{plan.durations_file}" + (f"; shares {shares}" if plan.shard else ""), file=sys.stderr)
+          + f"; predicted {plan.predicted_s(plan.chosen)} s ({plan.durations_note()})"
+          + (f"; shares {shares}" if plan.shard else ""), file=sys.stderr)
     if json_file:
         write_json_atomic(json_file, plan.as_json())
     return exits.PASS

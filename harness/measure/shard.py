@@ -231,6 +231,13 @@ class Plan:
     shard: tuple[int, int] | None
     durations_file: Path
     mode: str
+    known: int = 0                     # selected benchmarks that the durations file names
+    default_s: float = DEFAULT_S       # what each of the others counts
+
+    def durations_note(self) -> str:
+        """Where the predicted seconds come from, for the log."""
+        return (f"{self.mode} durations from {self.durations_file}: {self.known} of {len(self.selection)} "
+                f"benchmarks measured, the others count {self.default_s:g} s")
 
     @property
     def chosen(self) -> list[str]:
@@ -245,6 +252,7 @@ class Plan:
 
     def as_json(self) -> dict:
         return {"mode": self.mode, "durations_file": str(self.durations_file),
+                "durations_known": self.known, "default_s": self.default_s,
                 "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
                 "benchmarks": self.chosen, "predicted_s": self.predicted_s(self.chosen),
                 "all_benchmarks": sorted(self.selection),
@@ -271,4 +279,5 @@ def plan(project: Path, suites: list[str], *, sha: str, quick: bool, full: bool,
     durations = load_durations(path, mode)
     names = sorted(selection)
     shards = split(names, durations, shard[1]) if shard else [names]
-    return Plan(benchmarks, selection, predicted(names, durations), shards, shard, path, mode)
+    return Plan(benchmarks, selection, predicted(names, durations), shards, shard, path, mode,
+                sum(n in durations for n in names), default_seconds(durations))
