@@ -50,6 +50,8 @@ def run(args) -> int:
     names = bench.check_suites(project, args.suite)  # bad names fail before anything is written
     threads = parse_threads(args.threads)
     sha = head_commit(project)
+    if args.json and not args.list:
+        raise exits.BadInput("--json FILE goes with --list (the run's results are in its run record)")
     plan = None
     if args.list or args.shard is not None or args.bench:
         plan = _plan(args, project, names, sha, threads)
@@ -57,10 +59,9 @@ def run(args) -> int:
             return _print_list(plan, args.json)
         if not plan.chosen:
             print(f"harness bench: shard {args.shard} holds no benchmark (more shards than benchmarks); "
-                  "nothing to run, no run record written", file=sys.stderr)
+                  "nothing to run, no run record written (merge the other shards with --partial)",
+                  file=sys.stderr)
             return exits.PASS
-    elif args.json:
-        raise exits.BadInput("--json FILE goes with --list (the run's results are in its run record)")
     shard = f"{plan.shard[0]}/{plan.shard[1]}" if plan and plan.shard else None
     label = args.label
     if shard:  # the share is visible in the run id: <time>-<sha8>-[label.]shard1of2
