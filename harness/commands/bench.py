@@ -66,6 +66,11 @@ def run(args) -> int:
     label = args.label
     if shard:  # the share is visible in the run id: <time>-<sha8>-[label.]shard1of2
         label = f"{label + '.' if label else ''}shard{plan.shard[0]}of{plan.shard[1]}"
+        if not args.machine:
+            print(f"harness bench: note: no --machine, so this shard is filed under "
+                  f"{options.machine_name(args)!r} (host name + device); shard runners of one "
+                  "hardware class pass the same --machine, or their runs do not merge",
+                  file=sys.stderr)
         print(f"harness bench: shard {shard}: {len(plan.chosen)} of {len(plan.selection)} benchmarks, "
               f"predicted {plan.predicted_s(plan.chosen)} s ({plan.durations_note()})", flush=True)
     ran = bench.run(project, root, names, sha=sha, machine=options.machine_name(args),
