@@ -27,7 +27,7 @@ def run(args) -> int:
     rec = merge(args.runs, root, machine=args.machine, label=args.label, partial=args.partial,
                 allow_env_change=args.allow_env_change, log=lambda m: print(m, file=sys.stderr))
     records.rebuild_view(root)
-    parts = ", ".join(f"{s['run_id']} ({s['benchmarks']} cases"
+    parts = ", ".join(f"{s['run_id']} ({s['cases']} cases"
                       + (f", shard {s['shard']}" if s.get("shard") else "") + ")"
                       for s in rec.meta["merged_from"])
     print(f"merged run record: {rec.path}\n  from {parts}\n(asv view for asv publish/compare: "

@@ -121,6 +121,9 @@ def _check_shard_set(recs, partial: bool) -> None:
     if len(ns) > 1:
         raise BadInput(f"the runs come from different splits ({', '.join('N=' + n for n in ns)}); "
                        "merge the shards of one split")
+    if not ns[0].isdigit():
+        raise BadInput(f"run.json of {', '.join(parts.values())} says shard {ns[0]!r}, not K/N; "
+                       "merge runs that `harness bench --shard K/N` wrote")
     missing = [f"{k}/{ns[0]}" for k in range(1, int(ns[0]) + 1) if (str(k), ns[0]) not in parts]
     if missing and not partial:
         raise BadInput(f"shard{'s' * (len(missing) > 1)} {', '.join(missing)} not named: the merged "
@@ -141,7 +144,7 @@ def merge(specs: list[str], root: pathlib.Path, *, machine: str | None = None, l
     while (records.runs_dir(root) / rs.machine / run_id).exists():
         run_id += "_"
     suites = sorted({s for r in recs for s in r.meta.get("suites", [])})
-    sources = [{"run_id": r.run_id, "shard": r.meta.get("shard"), "benchmarks": len(s.entries),
+    sources = [{"run_id": r.run_id, "shard": r.meta.get("shard"), "cases": len(s.entries),
                 "asv_wall_s": (fingerprint_of(s) or {}).get("asv_wall_s")} for r, s in zip(recs, sets)]
     meta = {"commit": rs.commit, "started": min(r.meta.get("started") or r.run_id[:16] for r in recs),
             "label": label or "merged", "suites": suites, "merged_from": sources,
