@@ -22,6 +22,8 @@ COMMANDS = {
     "graph": ("harness.commands.graph", "print a model's canonical graph for one front end"),
     "env": ("harness.commands.env", "print the environment fingerprint"),
     "bench": ("harness.commands.bench", "run the asv benchmark suites and summarise key ratios"),
+    "merge": ("harness.commands.merge", "combine shard runs of one machine and commit into one run record"),
+    "durations": ("harness.commands.durations", "refresh suites/durations.json (shard balance) from runs"),
     "gate": ("harness.commands.gate", "compare two result sets; exit 1 on a regression"),
     "ab": ("harness.commands.ab", "run BASE and HEAD alternately in this job, then gate them"),
     "calibrate": ("harness.commands.calibrate", "measure per-benchmark noise bands (A/A runs)"),

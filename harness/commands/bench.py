@@ -25,6 +25,20 @@ def add_arguments(parser):
                         help="asv launch method; auto: spawn on CUDA, forkserver on CPU")
     options.machine(parser)
     parser.add_argument("--label", help="a word appended to the run id (e.g. nightly, base, head)")
+    parser.add_argument("--bench", action="append", metavar="REGEX",
+                        help="only benchmark cases whose full asv name this regex is found in "
+                             "(repeatable, as asv's --bench); one matching nothing is exit 3")
+    parser.add_argument("--list", action="store_true",
+                        help="print the benchmarks that would run, one full asv name per line "
+                             "(nothing else on stdout), and exit without running")
+    parser.add_argument("--shard", metavar="K/N",
+                        help="run (or --list) only share K of N; the split depends only on the "
+                             "benchmark names and the durations file, so every runner computes the same")
+    parser.add_argument("--durations", metavar="FILE",
+                        help="seconds per benchmark for balancing shards (default "
+                             "suites/durations.json; refresh with `harness durations RUN`)")
+    parser.add_argument("--json", metavar="FILE",
+                        help="with --list: write the selection, every shard and predicted seconds")
 
 
 def run(args) -> int:
@@ -38,9 +52,34 @@ def run(args) -> int:
     root = results_root(args.results_dir)
     names = bench.check_suites(project, args.suite)  # bad names fail before anything is written
     threads = parse_threads(args.threads)
-    ran = bench.run(project, root, names, sha=head_commit(project), machine=options.machine_name(args),
+    sha = head_commit(project)
+    if args.json and not args.list:
+        raise exits.BadInput("--json FILE goes with --list (the run's results are in its run record)")
+    plan = None
+    if args.list or args.shard is not None or args.bench:
+        plan = _plan(args, project, names, sha, threads)
+        if args.list:
+            return _print_list(plan, args.json)
+        if not plan.chosen:
+            print(f"harness bench: shard {args.shard} holds no benchmark (more shards than benchmarks); "
+                  "nothing to run, no run record written (merge the other shards with --partial)",
+                  file=sys.stderr)
+            return exits.PASS
+    shard = f"{plan.shard[0]}/{plan.shard[1]}" if plan and plan.shard else None
+    label = args.label
+    if shard:  # the share is visible in the run id: <time>-<sha8>-[label.]shard1of2
+        label = f"{label + '.' if label else ''}shard{plan.shard[0]}of{plan.shard[1]}"
+        if not args.machine:
+            print(f"harness bench: note: no --machine, so this shard is filed under "
+                  f"{options.machine_name(args)!r} (host name + device); shard runners of one "
+                  "hardware class pass the same --machine, or their runs do not merge",
+                  file=sys.stderr)
+        print(f"harness bench: shard {shard}: {len(plan.chosen)} of {len(plan.selection)} benchmarks, "
+              f"predicted {plan.predicted_s(plan.chosen)} s ({plan.durations_note()})", flush=True)
+    ran = bench.run(project, root, names, sha=sha, machine=options.machine_name(args),
                     quick=args.quick, full=args.full, threads=threads, launch=args.launch_method,
-                    label=args.label, profile=True if args.profile else None)
+                    label=label, benches=plan.asv_benches() if plan else None, shard=shard,
+                    profile=True if args.profile else None)
     if ran.record is None:
         print(f"harness bench: asv saved no results (asv exit code {ran.asv_exit}); no run record kept",
               file=sys.stderr)
@@ -62,4 +101,31 @@ def run(args) -> int:
     if ran.asv_exit != 0:
         print(f"harness bench: asv exited with {ran.asv_exit}", file=sys.stderr)
         return exits.RUNNER_FAILED
+    return exits.PASS
+
+
+def _plan(args, project, names, sha, threads):
+    from harness.measure import shard
+    from harness.measure.threads import default_threads
+
+    part = shard.parse_shard(args.shard) if args.shard is not None else None
+    return shard.plan(project, names, sha=sha, quick=args.quick, full=args.full,
+                      threads=threads or default_threads(args.full, args.quick), regexes=args.bench,
+                      shard=part, durations_file=args.durations)
+
+
+def _print_list(plan, json_file) -> int:
+    """Names on stdout, one per line (CI scripts read it); the figures on stderr."""
+    from harness.core.files import write_json_atomic
+
+    for name in plan.chosen:
+        print(name)
+    shares = ", ".join(f"{i + 1}/{len(plan.shards)}: {len(s)} benchmarks, {plan.predicted_s(s)} s"
+                       for i, s in enumerate(plan.shards))
+    print(f"harness bench --list: {len(plan.chosen)} of {len(plan.selection)} benchmarks"
+          + (f" (shard {plan.shard[0]}/{plan.shard[1]})" if plan.shard else "")
+          + f"; predicted {plan.predicted_s(plan.chosen)} s ({plan.durations_note()})"
+          + (f"; shares {shares}" if plan.shard else ""), file=sys.stderr)
+    if json_file:
+        write_json_atomic(json_file, plan.as_json())
     return exits.PASS

@@ -15,6 +15,9 @@ def add_arguments(parser):
                         help="also plot this benchmark's history over stored commits (repeatable)")
     options.results_dir(parser)
     parser.add_argument("--machine", help="machine name for commits/latest (default: the only one)")
+    parser.add_argument("--machines", metavar="A,B",
+                        help="several machines side by side: RESULT (default latest) of each "
+                             "machine, key ratios in one table and plot")
 
 
 def run(args) -> int:
@@ -24,12 +27,34 @@ def run(args) -> int:
     from harness.core.files import check_own_folder, mark_own_folder
 
     root = results_root(args.results_dir)
-    rs = load(resolve(args.result, root, args.machine))
     # RESULTS/report is the harness's own; a folder given with --out must be new, empty or one
     # an earlier report filled, so that no file of someone else's is overwritten
+    if args.machines:
+        return _machines(args, root, load, resolve, check_own_folder, mark_own_folder)
+    rs = load(resolve(args.result, root, args.machine))
     out = check_own_folder(args.out, REPORT_MARK, "--out") if args.out else root / "report"
     md = write_report(rs, out, root, args.history)
     if args.out:
         mark_own_folder(out, REPORT_MARK, "harness report")
+    print(f"report written to {md}")
+    return 0
+
+
+def _machines(args, root, load, resolve, check_own_folder, mark_own_folder) -> int:
+    from harness.core.exits import BadInput
+    from harness.verdict.machines import write_machines_report
+
+    names = [m.strip() for m in args.machines.split(",") if m.strip()]
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise BadInput(f"--machines {args.machines!r}: name two or more different machines, e.g. "
+                       "--machines host-cpu,host-NVIDIA_H100")
+    if args.machine or args.history:
+        raise BadInput("--machines goes without --machine and --history (one table of several machines)")
+    sets = [load(resolve(args.result, root, name)) for name in names]
+    out = check_own_folder(args.out, REPORT_MARK, "--out") if args.out else root / "report"
+    md, text = write_machines_report(sets, out)
+    if args.out:
+        mark_own_folder(out, REPORT_MARK, "harness report")
+    print(text, end="" if text.endswith("\n") else "\n")
     print(f"report written to {md}")
     return 0

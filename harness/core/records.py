@@ -123,6 +123,13 @@ def record_of(path: Path) -> RunRecord | None:
     return None
 
 
+def merged_into_others(runs: list[RunRecord]) -> set[str]:
+    """Run ids (`machine/run-id`) of shard runs that a merged record among `runs` holds
+    (`harness merge`): a history counts the merged record, not its parts again."""
+    return {f"{r.machine}/{src.get('run_id')}" for r in runs for src in r.meta.get("merged_from") or []
+            if isinstance(src, dict)}
+
+
 def machines(root: Path) -> list[str]:
     d = runs_dir(root)
     return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
@@ -297,7 +304,9 @@ def rebuild_view(root: Path) -> Path:
     view = view_dir(root)
     newest: dict[str, RunRecord] = {}
     benchmarks: dict = {}
-    for rec in list_runs(root):  # oldest first: later runs win
+    # oldest first: later runs win, but a shard (part of a run) never hides a whole run or
+    # the merged record of its shard set (harness merge)
+    for rec in sorted(list_runs(root), key=lambda r: (not r.meta.get("shard"), r.run_id)):
         for f in rec.result_files():
             newest[f"{rec.machine}/{f.name}"] = rec
         bj = rec.asv_dir / "benchmarks.json"

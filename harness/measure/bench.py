@@ -120,9 +120,12 @@ def operator_pass(project: Path, staging: Path, names: list[str], env: dict, *, 
 
 def run(project: Path, root: Path, suites: list[str] | None = None, *, sha: str, machine: str,
         quick: bool = False, full: bool = False, threads: int | None = None, launch: str | None = None,
-        label: str | None = None, profile: bool | None = None, out=sys.stdout) -> BenchRun:
+        label: str | None = None, profile: bool | None = None, benches: list[str] | None = None,
+        shard: str | None = None, out=sys.stdout) -> BenchRun:
     """Run the suites through asv into a new run record under the results root `root`.
-    `profile`: store operator-level profile summaries (default: in full runs only)."""
+    `profile`: store operator-level profile summaries (default: in full runs only);
+    `benches`: asv `--bench` regexes selecting part of the suites (harness.measure.shard);
+    `shard`: 'K/N', recorded in run.json (the label carries it too)."""
     from harness.core.env import fingerprint
     from harness.measure.threads import default_threads
 
@@ -133,7 +136,7 @@ def run(project: Path, root: Path, suites: list[str] | None = None, *, sha: str,
     run_id = records.new_run_id(sha, label)
     meta = {"commit": sha, "started": run_id.split("-")[0], "label": label or "", "suites": names,
             "mode": "full" if full else "fast", "quick": quick, "launch_method": method,
-            "threads": threads, "profiled": profile}
+            "threads": threads, "profiled": profile, **({"shard": shard} if shard else {})}
     asv_rc, wall = -1, 0.0
     with records.writing(root, machine, run_id, meta) as staging, \
             tempfile.TemporaryDirectory(prefix="harness-inductor-cache-") as cache:
@@ -141,8 +144,9 @@ def run(project: Path, root: Path, suites: list[str] | None = None, *, sha: str,
         with asv.config(project, staging / "asv") as config:
             asv.record_machine(config, machine, env)
             cmd = asv.run_command(config, sha, machine, method, quick=quick,
-                                  benches=[rf"^{n}\." for n in names])
-            print(f"harness bench: {'full' if full else 'fast'}{' quick' if quick else ''} run of "
+                                  benches=benches or [rf"^{n}\." for n in names])
+            print(f"harness bench: {'full' if full else 'fast'}{' quick' if quick else ''} "
+                  f"{'run of shard ' + shard + ' of ' if shard else 'run of '}"
                   f"{', '.join(names)} on {machine} ({method}, {threads} CPU thread{'s' * (threads > 1)}), "
                   f"commit {sha[:8]}, run {run_id}", file=out, flush=True)
             print("$ " + " ".join(cmd[2:]), file=out, flush=True)

@@ -258,6 +258,19 @@ def wanted(benchmarks: dict, suites: list[str], profile: bool) -> bool:
                           and n.split(".")[0] in suites for n, i in benchmarks.items())
 
 
+def _ran(asv_dir: Path, benchmarks: dict) -> dict:
+    """Only the benchmarks asv ran in this run: benchmarks.json lists every discovered one, but a
+    shard (`harness bench --shard`) or `--bench` runs part of them."""
+    ran: set[str] = set()
+    for f in asv_dir.glob("*/*.json"):
+        if f.name != "machine.json":
+            try:
+                ran.update(json.loads(f.read_text(encoding="utf-8")).get("results") or {})
+            except (OSError, ValueError, AttributeError):
+                pass  # not a result file: the pass covers every listed benchmark
+    return {n: i for n, i in benchmarks.items() if n in ran} if ran else benchmarks
+
+
 def main(argv: list[str] | None = None) -> int:
     from harness.core.files import write_json_atomic
 
@@ -269,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true")
     p.add_argument("--budget-s", type=float, default=BUDGET_S)
     args = p.parse_args(argv)
-    benchmarks = json.loads((args.asv_dir / "benchmarks.json").read_text(encoding="utf-8"))
+    benchmarks = _ran(args.asv_dir, json.loads((args.asv_dir / "benchmarks.json").read_text(encoding="utf-8")))
     counts, profiles = collect(args.benchmark_dir, benchmarks, args.suite, profile=args.profile,
                                budget_s=args.budget_s)
     write_json_atomic(args.out / OP_COUNTS, counts)

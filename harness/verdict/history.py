@@ -316,6 +316,8 @@ def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
     if min_side < 2:
         raise BadInput(f"--min-side {min_side}: a step needs at least 2 runs on each side")
     runs = records.list_runs(root, machine)
+    merged = records.merged_into_others(runs)  # shards count once, through their merged record
+    runs = [r for r in runs if f"{r.machine}/{r.run_id}" not in merged]
     if not runs:
         raise BadInput(f"no run records in {records.runs_dir(root) / machine}; run `harness bench` "
                        f"(with --machine {machine}) first")

@@ -101,7 +101,11 @@ def history(root: pathlib.Path, machine: str, name: str) -> list[tuple[str, str,
     """(commit, run id, median, q25, q75) per run record holding `name` on `machine`, in the
     order the runs started: every run is a point, also reruns of one commit."""
     points = []
-    for rec in records.list_runs(root, machine):
+    runs = records.list_runs(root, machine)
+    merged = records.merged_into_others(runs)  # shards count once, through their merged record
+    for rec in runs:
+        if f"{rec.machine}/{rec.run_id}" in merged:
+            continue
         for f in rec.result_files():
             rs = load(f)
             e = rs.entries.get(name)
