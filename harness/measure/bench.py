@@ -84,11 +84,13 @@ PASS_TIMEOUT_S = 1800
 
 
 def operator_pass(project: Path, staging: Path, names: list[str], env: dict, *, profile: bool,
-                  out=sys.stdout) -> str:
+                  out=None) -> str:
     """harness.measure.profiles over the suites just run, in a fresh process with the run's
     environment, writing into the staging record. Returns what happened (kept in run.json). A
     failure here is reported, never fatal: the asv results are the run."""
     import json
+
+    out = out or sys.stdout  # looked up per call: a stream bound at import time may be closed since
 
     from harness.measure import profiles
 
@@ -121,11 +123,12 @@ def operator_pass(project: Path, staging: Path, names: list[str], env: dict, *, 
 def run(project: Path, root: Path, suites: list[str] | None = None, *, sha: str, machine: str,
         quick: bool = False, full: bool = False, threads: int | None = None, launch: str | None = None,
         label: str | None = None, profile: bool | None = None, benches: list[str] | None = None,
-        shard: str | None = None, out=sys.stdout) -> BenchRun:
+        shard: str | None = None, out=None) -> BenchRun:
     """Run the suites through asv into a new run record under the results root `root`.
     `profile`: store operator-level profile summaries (default: in full runs only);
     `benches`: asv `--bench` regexes selecting part of the suites (harness.measure.shard);
     `shard`: 'K/N', recorded in run.json (the label carries it too)."""
+    out = out or sys.stdout  # looked up per call (see operator_pass)
     from harness.core.env import fingerprint
     from harness.measure.threads import default_threads
 

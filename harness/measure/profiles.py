@@ -158,9 +158,11 @@ def _describe(exc: BaseException) -> str:
 
 
 def collect(bench_dir: Path, benchmarks: dict, suites: list[str], *, profile: bool,
-            budget_s: float = BUDGET_S, log=sys.stderr) -> tuple[dict, dict | None]:
+            budget_s: float = BUDGET_S, log=None) -> tuple[dict, dict | None]:
     """(op counts, profiles or None) for the suites' benchmarks listed in `benchmarks`."""
     import torch
+
+    log = log or sys.stderr
 
     from harness.core.env import pick_device
 
