@@ -29,7 +29,7 @@ _CUDA_ONLY = {"efficient": "the memory-efficient attention kernel",
 def sizes() -> dict:
     """(batch, heads, sequence, head dim): fast keeps one call around 10 ms on a CPU core."""
     return ({"batch": 8, "heads": 16, "seq": 2048, "head_dim": 64} if full_mode()
-            else {"batch": 2, "heads": 4, "seq": 512, "head_dim": 64})
+            else {"batch": 2, "heads": 4, "seq": 256, "head_dim": 64})
 
 
 def hand_written(q, k, v, causal: bool):
