@@ -25,7 +25,9 @@ from harness.verdict.results import BadInput, ResultSet, load
 from harness.verdict.summary import COMPUTE_BOUND_BELOW, bandwidth_view, cases, workers_scaling
 
 SUITES = {
-    "fusion": ("compiled / eager time", "lower is better; < 1: compiled is faster"),
+    "fusion": ("fused / unfused time (compiled/eager, fused/eager, SDPA/hand-written, "
+               "foreach or fused/for-loop; checkpointed/plain)",
+               "lower is better; < 1: the fused side is faster"),
     "transfer": ("time ratio (pinned/pageable, uint8+convert/float32)", "lower is better; < 1: faster"),
     "amp": ("AMP / fp32 training-step time", "lower is better; < 1: AMP is faster"),
     "dataloader": ("samples/s with N workers / with 0 workers", "higher is better; > 1: workers help"),
