@@ -28,7 +28,7 @@ import torch._inductor.compile_fx  # noqa: F401
 
 from harness.measure import timing
 from harness.measure.threads import fix_threads
-from harness.measure import traffic
+from harness.measure import allocator, traffic
 from harness.measure.workloads import NotApplicable, device, full_mode, grid, require_cuda
 from harness.measure.workloads import attention, bandwidth, checkpointing, optimizers
 from harness.measure.workloads import fusion as wl
@@ -113,9 +113,28 @@ class SmallModelTrainingStep(_EagerVsCompiled):
     workload = "training_step"
 
 
+class _FreedMemoryRetained:
+    """Freed memory stays in the process while the benchmark runs (harness.measure.allocator): a
+    paired ratio must not depend on which side's temporaries glibc happened to unmap."""
+
+    def setup(self, *params):
+        self._restore = allocator.retain_freed_memory()
+
+    def teardown(self, *params):
+        self._restore()
+
+
 class CompiledCrossEntropyLoss(_PairedWithCounts):
     """torch.compile(nn.CrossEntropyLoss()) vs eager: forward and backward on a batch of logits."""
     workload = "cross_entropy_loss"
+
+    def setup(self):
+        self._restore = allocator.retain_freed_memory()
+        super().setup()
+
+    def teardown(self):
+        super().teardown()
+        self._restore()
 
 
 class KernelLaunchesPerCall:
@@ -230,12 +249,13 @@ class OptimizerStep:
     track_ops_per_step.unit = "ops"
 
 
-class OptimizerStepOverForLoop:
+class OptimizerStepOverForLoop(_FreedMemoryRetained):
     """Per round, one foreach or fused step's time over one foreach=False step's, same model."""
     params = (list(optimizers.OPTIMIZERS), ["foreach", "fused"])
     param_names = ["optimizer", "impl"]
 
     def setup(self, optimizer, impl):
+        super().setup()
         self.dev = device()
         self.step, _ = optimizers.build(optimizer, impl, self.dev)
         self.loop, _ = optimizers.build(optimizer, "for_loop", self.dev)
@@ -264,12 +284,13 @@ class OptimizerKernelLaunches:
 # Attention: SDPA backends vs a hand-written softmax(QK^T)V (workloads/attention.py)
 
 
-class AttentionOverHandWritten:
+class AttentionOverHandWritten(_FreedMemoryRetained):
     """Per round, SDPA's time with one backend forced over the hand-written attention's."""
     params = (list(attention.BACKENDS), [False, True])
     param_names = ["backend", "causal"]
 
     def setup(self, backend, causal):
+        super().setup()
         self.dev = device()
         self.sdpa = attention.build(backend, causal, self.dev)
         self.hand = attention.build("hand_written", causal, self.dev)
@@ -317,12 +338,13 @@ class AttentionKernelLaunches:
 # Gradient checkpointing: memory saved vs time added (workloads/checkpointing.py)
 
 
-class GradientCheckpointing:
+class GradientCheckpointing(_FreedMemoryRetained):
     """The zoo transformer's training step with every encoder layer checkpointed vs plain: the
     trade-off pair is track_peak_memory_saved and track_checkpointed_over_plain (time)."""
     timeout = 300
 
     def setup(self):
+        super().setup()
         self.dev = device()
         self.plain, _ = checkpointing.build("plain", self.dev)
         self.checkpointed, _ = checkpointing.build("checkpointed", self.dev)

@@ -22,14 +22,12 @@ the saved fraction; a multiply-add chain beside it is memory-bound and shows wha
 On CPU, freed outputs of this size go back to the OS (glibc returns large blocks with munmap),
 and every call then page-faults a fresh 128 MiB: on the 2-core VM an `empty(2**25).fill_(1)`
 took 266 ms against a 7 ms copy of the same bytes into an existing buffer, which would drown the
-kernels' traffic. `keep_freed_memory` keeps freed memory in the process while measuring, as
-PyTorch's caching allocator does on a GPU.
+kernels' traffic. Freed memory is kept in the process while measuring (harness.measure.allocator),
+as PyTorch's caching allocator does on a GPU.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import dataclasses
 from collections.abc import Callable
 
@@ -38,7 +36,7 @@ import torch._dynamo
 from torch import nn
 
 from harness.core.env import seed_everything
-from harness.measure import timing, traffic
+from harness.measure import allocator, timing, traffic
 from harness.measure.workloads import full_mode
 
 WORKLOADS = ("pointwise_chain", "multiply_add", "norm_activation")
@@ -111,37 +109,11 @@ def copy_reference(like: torch.Tensor) -> tuple[Callable[[], object], int]:
     return (lambda: dst.copy_(src)), 2 * traffic.nbytes(src)
 
 
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc mallopt parameters (malloc.h)
-_DEFAULT_TRIM, _DEFAULT_MMAP_MAX = 128 * 1024, 65536
-
-
-@contextlib.contextmanager
-def keep_freed_memory():
-    """glibc: serve large tensors from the heap and never return freed memory to the OS while
-    inside, so that a repeated call reuses resident pages (see the module docstring). Elsewhere
-    (no glibc, a GPU) a no-op."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt  # noqa: B018 (glibc only)
-    except (OSError, AttributeError):
-        libc = None
-    if libc is not None:
-        libc.mallopt(_M_MMAP_MAX, 0)
-        libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
-    try:
-        yield
-    finally:
-        if libc is not None:  # glibc's defaults (this also ends its dynamic mmap threshold)
-            libc.mallopt(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
-            libc.mallopt(_M_TRIM_THRESHOLD, _DEFAULT_TRIM)
-            libc.malloc_trim(0)
-
-
 def measure(name: str, device: torch.device, n: int | None = None) -> dict:
     """Every figure of one workload from one timing loop: eager, fused and the copy timed in
     the same rounds. Returns bytes per call, per-round GB/s and fractions of the copy's GB/s,
     and the per-round fused/eager time ratio."""
-    with keep_freed_memory():
+    with allocator.freed_memory_retained():
         chain = build(name, device, n)
         eager, fused = chain.eager(), chain.fused()
         copy, copy_bytes = copy_reference(chain.args[0])
