@@ -8,7 +8,8 @@ SCALES = {
     "seconds": [(1, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")],
     "bytes": [(2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")],
 }
-UNITLESS = ("ratio", "relative", "efficiency")
+SCALES["bytes moved"] = SCALES["bytes saved"] = SCALES["bytes"]
+UNITLESS = ("ratio", "relative", "efficiency", "fraction of copy bandwidth")
 
 
 def scale(unit: str, magnitude: float) -> tuple[float, str]:
@@ -33,6 +34,8 @@ def format_value(x: float | None, unit: str) -> str:
         return f"{x / factor:.3g} {label}"
     if unit == "samples/s":
         return f"{x:.4g}/s"
+    if unit == "GB/s":
+        return f"{x:.3g} GB/s"
     if float(x).is_integer() and unit not in UNITLESS:
         return f"{int(x)} {unit}"
     return f"{x:.3g}"

@@ -105,6 +105,16 @@ def measure_over_reference(fn: Callable[[], object], device: torch.device | str 
                           budget_s=budget_s)
 
 
+def measure_rounds(fns: list[Callable[[], object]], device: torch.device | str = "cpu", *,
+                   warmup: int | None = None, samples: int | None = None,
+                   budget_s: float | None = None, clock: str | None = None) -> list[list[float]]:
+    """Per-call times of each of `fns`, all timed in the same rounds in rotating order: the
+    raw material of `measure_paired` for more than two sides, e.g. eager, fused and a plain
+    device copy, so that their bandwidths are read against the copy of the same seconds.
+    The clock is measure_paired's (see _clock)."""
+    return _timed_rounds(list(fns), device, warmup, samples, budget_s, clock)
+
+
 class CompiledDuringTiming(RuntimeError):
     """Dynamo or inductor compiled inside a timed call: that call timed compilation, not the
     workload, so the benchmark fails instead of reporting it."""
@@ -436,3 +446,34 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device | str = "cp
         fn()
         peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(max(peak_kib - base_kib, 0) * 1024)
+
+
+def peak_tensor_bytes(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
+    """Peak bytes of tensor memory that one call of `fn()` holds above what was allocated before
+    it (after one warm-up call): CUDA's max_memory_allocated on a GPU; on CPU, the allocation
+    and free records of torch's CPU allocator as the profiler reports them (profile_memory),
+    replayed in time order. Exact and repeatable, unlike the process RSS (peak_memory_bytes),
+    which moves with the C allocator's reuse of freed pages: this is the number to compare
+    kernels by (SDPA backends, checkpointing). Memory a kernel takes outside torch's allocator
+    (e.g. a library's own scratch) is not seen on CPU.
+    """
+    device = torch.device(device)
+    fn()
+    if device.type == "cuda":
+        return peak_memory_bytes(fn, device)
+    from torch.profiler import ProfilerActivity, profile
+
+    gc.collect()
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        kept = fn()
+    del kept
+    # The raw records: FunctionEvent folds each allocation into the op around it (net per op),
+    # which hides a temporary that an op allocates and frees inside itself.
+    records = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
+               and e.device_type() == torch.autograd.DeviceType.CPU]
+    records.sort(key=lambda e: e.start_ns())
+    held = peak = 0
+    for e in records:
+        held += e.nbytes()
+        peak = max(peak, held)
+    return int(peak)

@@ -8,9 +8,14 @@ asv stores only a benchmark's `unit`, so the unit string is the contract between
 - paired ratios ("ratio": per-round ratios of two sides timed in the same rounds) and
   reference-normalised times ("relative": per-round time over the reference workload's) carry
   no machine speed: statistics apply (DECISIONS §3);
-- raw times ("seconds") and throughputs ("samples/s", "bytes/s", higher is better) carry the machine's
-  momentary speed: judged only where the machine's calibrated noise band is below the
+- raw times ("seconds") and throughputs ("samples/s", "bytes/s", "GB/s", higher is better) carry
+  the machine's momentary speed: judged only where the machine's calibrated noise band is below the
   threshold (harness.verdict.compare).
+
+Bandwidth rows (fusion.MemoryBandwidth): "bytes moved" per call is computed from tensor shapes
+(harness.measure.traffic), so it is an exact counter; "fraction of copy bandwidth" is a workload's
+GB/s over a plain copy's timed in the same rounds, a paired ratio where higher is better.
+"bytes saved" (gradient checkpointing) is memory where more is better.
 """
 
 from __future__ import annotations
@@ -53,15 +58,21 @@ UNITS = {
     "graphs": MetricKind(COUNTER),
     "recompiles": MetricKind(COUNTER),
     "bytes": MetricKind(MEMORY),
+    "bytes saved": MetricKind(MEMORY, higher_is_better=True),
+    # global memory traffic per call from tensor shapes: deterministic, more is worse
+    "bytes moved": MetricKind(COUNTER),
     "samples/s": MetricKind(THROUGHPUT, higher_is_better=True),
     # all-reduce bandwidth (distributed suite): tensor bytes per second, higher is better
     "bytes/s": MetricKind(THROUGHPUT, higher_is_better=True),
+    "GB/s": MetricKind(THROUGHPUT, higher_is_better=True),
     # compiled/eager, pinned/pageable, AMP/fp32, workers N/0 per-round time ratios: lower is better
     "ratio": MetricKind(RATIO),
     # per-round time over the reference workload's (harness.measure.reference): lower is better
     "relative": MetricKind(NORMALISED),
     # compute / (compute + waiting for data): higher is better
     "efficiency": MetricKind(RATIO, higher_is_better=True),
+    # per round, a workload's GB/s over a plain device copy's in the same round: higher is better
+    "fraction of copy bandwidth": MetricKind(RATIO, higher_is_better=True),
 }
 
 

@@ -22,10 +22,12 @@ from harness.core.units import scale
 from harness.core import records
 from harness.verdict import bands
 from harness.verdict.results import BadInput, ResultSet, load
-from harness.verdict.summary import workers_scaling
+from harness.verdict.summary import COMPUTE_BOUND_BELOW, bandwidth_view, cases, workers_scaling
 
 SUITES = {
-    "fusion": ("compiled / eager time", "lower is better; < 1: compiled is faster"),
+    "fusion": ("fused / unfused time (compiled/eager, fused/eager, SDPA/hand-written, "
+               "foreach or fused/for-loop; checkpointed/plain)",
+               "lower is better; < 1: the fused side is faster"),
     "transfer": ("time ratio (pinned/pageable, uint8+convert/float32)", "lower is better; < 1: faster"),
     "amp": ("AMP / fp32 training-step time", "lower is better; < 1: AMP is faster"),
     "dataloader": ("samples/s with N workers / with 0 workers", "higher is better; > 1: workers help"),
@@ -190,6 +192,50 @@ def advice_section(rs: ResultSet) -> list[str]:
             render(advice.HEADERS, advice.rows(result), "markdown")]
 
 
+SEED_CLAIM = ("The seed: `x.cos().cos()` eager makes 4 global memory passes (read x, write t, read t, "
+              "write y), fused 2, \"so fusion will speed it up by 2x\".")
+
+
+def claim_verdict(bytes_ratio: float, measured: float, compute_bound: bool) -> str:
+    """Whether the measured eager/fused time ratio is the one the saved bytes predict (within
+    25%), and what explains it where it is not."""
+    if abs(measured / bytes_ratio - 1) <= 0.25:
+        return f"holds: {measured:.2f}x measured, {bytes_ratio:.2f}x predicted by bytes"
+    why = ("the kernels are compute-bound, so bytes do not set the time" if compute_bound
+           else "memory-bound, yet the fused kernel does not reach the eager kernels' bandwidth")
+    if measured > bytes_ratio:
+        why = ("the fused kernel computes faster (inductor's own vectorised code), beyond what "
+               "the saved bytes explain" if compute_bound else why)
+    return f"does not hold: {measured:.2f}x measured vs {bytes_ratio:.2f}x predicted; {why}"
+
+
+def bandwidth_section(rs: ResultSet) -> list[str]:
+    """The seed's 2x claim next to the measured eager/fused ratio and the bandwidth behind it."""
+    view = bandwidth_view(rs)
+    lines = ["## fusion: the 2x claim vs memory bandwidth", "", SEED_CLAIM, ""]
+    if not view:
+        return lines + ["No fusion.MemoryBandwidth results in this set (not run, failed or n/a).", ""]
+    small = [e.value for _, e in cases(rs, "fusion.PointwiseChain.track_compiled_over_eager")
+             if _ok(e.value) and e.value > 0]
+    if small:
+        lines += [f"At the suite's small size (in cache), eager/compiled time for the chain: "
+                  f"{1 / small[0]:.2f}x.", ""]
+    lines += ["Beyond the last-level cache, eager vs fused (torch.compile), a plain device copy timed "
+              "in the same rounds as the limit (fraction of its GB/s in brackets); a kernel below "
+              f"{COMPUTE_BOUND_BELOW:.0%} of it is called compute-bound:", ""]
+    rows = []
+    for b in view:
+        ratio, measured = b.bytes_eager / b.bytes_fused, 1 / b.fused_over_eager
+        rows.append((b.workload, f"{b.bytes_eager / 2**20:.0f} MiB", f"{b.bytes_fused / 2**20:.0f} MiB",
+                     f"{measured:.2f}x", f"{b.gbps_eager:.3g} ({b.fraction_eager:.2f})",
+                     f"{b.gbps_fused:.3g} ({b.fraction_fused:.2f})", f"{b.gbps_copy:.3g}",
+                     b.bound.split(" (")[0], claim_verdict(ratio, measured, b.compute_bound)))
+    lines.append(render(["workload", "bytes/call eager", "fused", "eager/fused time", "GB/s eager",
+                         "GB/s fused", "GB/s copy", "eager is", "2x claim (bytes ratio as the prediction)"],
+                        rows, "markdown"))
+    return lines + [""]
+
+
 def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
                  history_names: list[str] | None = None) -> pathlib.Path:
     """Write report.md and its PNGs into `out`; returns the Markdown path."""
@@ -207,6 +253,7 @@ def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
         lines += [f"![{suite} ratios]({png.name})", ""]
         lines += [render(["case", f"ratio ({hint})"], [(b.label, f"{b.value:.3g}") for b in bars],
                          "markdown", ("left", "right"))]
+    lines += bandwidth_section(rs)
     lines += sanity_section(rs)
     lines += advice_section(rs)
     for name in history_names or []:

@@ -1,8 +1,10 @@
-"""What a result set says at a glance: failed cases, the key ratios and DataLoader workers scaling.
-Shared by `harness bench` (printed after a run) and `harness report` (plotted)."""
+"""What a result set says at a glance: failed cases, the key ratios, DataLoader workers scaling
+and the fusion suite's memory-bandwidth view. Shared by `harness bench` (printed after a run)
+and `harness report` (plotted)."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 from harness.core.table import render
@@ -13,6 +15,11 @@ KEY_RATIOS = [
     ("compiled/eager, pointwise chain", "fusion.PointwiseChain.track_compiled_over_eager"),
     ("compiled/eager, norm + activation", "fusion.NormActivationBlock.track_compiled_over_eager"),
     ("compiled/eager, training step", "fusion.SmallModelTrainingStep.track_compiled_over_eager"),
+    ("compiled/eager, cross-entropy loss", "fusion.CompiledCrossEntropyLoss.track_compiled_over_eager"),
+    ("fused/eager beyond the cache (bandwidth)", "fusion.MemoryBandwidth.track_fused_over_eager"),
+    ("foreach or fused / for-loop optimizer step", "fusion.OptimizerStepOverForLoop.track_step_over_for_loop"),
+    ("SDPA backend / hand-written attention", "fusion.AttentionOverHandWritten.track_sdpa_over_hand_written"),
+    ("checkpointed/plain training step", "fusion.GradientCheckpointing.track_checkpointed_over_plain"),
     ("pinned/pageable copy", "transfer.PinnedOverPageable.track_pinned_over_pageable"),
     ("uint8+convert/float32 copy", "transfer.Uint8ThenConvertOverFloat32.track_uint8_over_float32"),
     ("AMP/fp32 training step", "amp.AutocastOverFp32.track_autocast_over_fp32"),
@@ -23,6 +30,10 @@ KEY_RATIOS = [
 WORKERS_BENCH = "dataloader.LoadSyntheticImages.track_samples_per_second"
 DDP_SCALING_BENCH = "distributed.DistributedStepOverSingleProcess.track_step_time_over_single_process"
 ALL_REDUCE_BENCH = "distributed.AllReduceOfGradientSizedTensor.track_bandwidth"
+BANDWIDTH = "fusion.MemoryBandwidth."
+# Below this fraction of a plain copy's bandwidth, a kernel is limited by its arithmetic, not by
+# memory: halving its memory traffic (fusion) cannot halve its time. A judgement, stated where used.
+COMPUTE_BOUND_BELOW = 0.5
 
 
 def failures(rs: ResultSet) -> list[str]:
@@ -91,10 +102,74 @@ def key_ratio_rows(rs: ResultSet) -> list[tuple[str, str]]:
     return rows
 
 
+@dataclasses.dataclass
+class Bandwidth:
+    """One workload of fusion.MemoryBandwidth: medians of its rows."""
+    workload: str
+    bytes_eager: float
+    bytes_fused: float
+    gbps_eager: float
+    gbps_fused: float
+    gbps_copy: float
+    fraction_eager: float
+    fraction_fused: float
+    fused_over_eager: float
+
+    @property
+    def compute_bound(self) -> bool:
+        return self.fraction_eager < COMPUTE_BOUND_BELOW
+
+    @property
+    def bound(self) -> str:
+        return (f"compute-bound (eager at {self.fraction_eager:.0%} of copy bandwidth)" if self.compute_bound
+                else f"memory-bound (eager at {self.fraction_eager:.0%} of copy bandwidth)")
+
+
+def _median(e: Entry | None) -> float | None:
+    if e is None or e.failed or e.skipped:
+        return None
+    return statistics.median(e.samples) if e.samples else e.value
+
+
+def bandwidth_view(rs: ResultSet) -> list[Bandwidth]:
+    """Per workload of fusion.MemoryBandwidth with every row present, its medians."""
+    fields = {"bytes_eager": "track_bytes_per_call_eager", "bytes_fused": "track_bytes_per_call_fused",
+              "gbps_eager": "track_gbps_eager", "gbps_fused": "track_gbps_fused",
+              "gbps_copy": "track_gbps_copy", "fraction_eager": "track_fraction_of_copy_bandwidth_eager",
+              "fraction_fused": "track_fraction_of_copy_bandwidth_fused",
+              "fused_over_eager": "track_fused_over_eager"}
+    by: dict[str, dict[str, float | None]] = {}
+    for field, method in fields.items():
+        for params, e in cases(rs, BANDWIDTH + method):
+            if len(params) == 1:
+                by.setdefault(params[0].strip("'\""), {})[field] = _median(e)
+    return [Bandwidth(w, **vals) for w, vals in by.items()
+            if len(vals) == len(fields) and None not in vals.values()]
+
+
+def bandwidth_rows(rs: ResultSet) -> list[tuple]:
+    return [(b.workload, f"{b.bytes_eager / 2**20:.0f} -> {b.bytes_fused / 2**20:.0f} MiB",
+             f"{1 / b.fused_over_eager:.2f}x", f"{b.gbps_eager:.3g} / {b.gbps_fused:.3g} / {b.gbps_copy:.3g}",
+             f"{b.fraction_eager:.2f} / {b.fraction_fused:.2f}", b.bound.split(" (")[0])
+            for b in bandwidth_view(rs)]
+
+
+BANDWIDTH_HEADERS = ["workload", "bytes/call eager -> fused", "eager/fused time",
+                     "GB/s eager / fused / copy", "fraction of copy eager / fused", "eager is"]
+
+
 def summary_table(rs: ResultSet) -> str:
     rows = key_ratio_rows(rs)
-    if not rows:
+    bw = bandwidth_rows(rs)
+    if not rows and not bw:
         return "key ratios: none of the summarised benchmarks ran in these suites"
     return ("key ratios (lower is better for time ratios; workers scaling, scaling efficiency and "
             "GB/s: higher is better)\n"
             + render(["key ratio", "value"], rows).rstrip("\n"))
+    out = ("key ratios (lower is better for time ratios; workers scaling: higher is better)\n"
+           + render(["key ratio", "value"], rows).rstrip("\n")) if rows else ""
+    if bw:
+        out += (("\n\n" if out else "") + "memory bandwidth beyond the cache (fusion.MemoryBandwidth; "
+                f"compute-bound: eager below {COMPUTE_BOUND_BELOW:.0%} of a plain copy's GB/s)\n"
+                + render(BANDWIDTH_HEADERS, bw).rstrip("\n"))
+    return out

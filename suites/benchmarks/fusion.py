@@ -1,6 +1,8 @@
-"""Fusion: what torch.compile (inductor) is worth against eager, per workload.
+"""Fusion: fused vs unfused kernels. What torch.compile (inductor) is worth against eager, per
+workload, and the fused kernels PyTorch ships beside it.
 
-Per workload:
+Per torch.compile workload (pointwise chain, norm + activation, MLP training step; the compiled
+cross-entropy loss has the paired ratio and op counts only):
 - track_compiled_over_eager: per round, compiled time over eager time, both timed in the same
   rounds in alternating order (timing.measure_paired); samples, unit "ratio": judged by the gate;
 - track_eager_time / track_compiled_time: raw seconds per call, kept for the record and
@@ -11,6 +13,13 @@ Per workload:
 - exact counters: aten ops per call (eager, compiled), dynamo graph breaks; GPU kernels per call
   on CUDA (KernelLaunchesPerCall).
 A timed call during which anything compiled fails the benchmark with the recompile reason.
+
+Beyond torch.compile (each comparison paired, both sides in the same rounds):
+- MemoryBandwidth: bytes moved per call, GB/s and fraction of a plain copy's GB/s, eager vs
+  fused, at sizes beyond the last-level cache (is the seed's "2x from 4 -> 2 memory passes" true?);
+- OptimizerStep*: SGD/Adam/AdamW with foreach=False, foreach=True, fused=True;
+- Attention*: scaled_dot_product_attention per backend vs a hand-written softmax(QK^T)V;
+- GradientCheckpointing: peak memory saved vs step time added.
 """
 
 import torch
@@ -19,7 +28,9 @@ import torch._inductor.compile_fx  # noqa: F401
 
 from harness.measure import timing
 from harness.measure.threads import fix_threads
-from harness.measure.workloads import NotApplicable, device, full_mode, grid
+from harness.measure import allocator, traffic
+from harness.measure.workloads import NotApplicable, device, full_mode, grid, require_cuda
+from harness.measure.workloads import attention, bandwidth, checkpointing, optimizers
 from harness.measure.workloads import fusion as wl
 
 
@@ -29,7 +40,8 @@ def setup(*params):
     fix_threads()
 
 
-class _EagerVsCompiled:
+class _PairedWithCounts:
+    """The paired compiled/eager ratio and the exact op counts of one fusion workload."""
     workload = None
     timeout = 600  # the first compile on a fresh machine is ~30 s per graph on two CPU cores
 
@@ -43,6 +55,23 @@ class _EagerVsCompiled:
         """What full runs profile per operator (harness.measure.profiles)."""
         return {"eager": (self.case.eager(), self.case.device),
                 "compiled": (self.case.compiled(), self.case.device)}
+
+    def track_compiled_over_eager(self):
+        return timing.asv_samples(timing.measure_paired(self.case.compiled(), self.case.eager(),
+                                                        self.case.device))
+    track_compiled_over_eager.unit = "ratio"
+
+    def track_ops_per_call_eager(self):
+        return timing.ops_per_call(self.case.eager(), self.case.device)
+    track_ops_per_call_eager.unit = "ops"
+
+    def track_ops_per_call_compiled(self):
+        return timing.ops_per_call(self.case.compiled(), self.case.device)
+    track_ops_per_call_compiled.unit = "ops"
+
+
+class _EagerVsCompiled(_PairedWithCounts):
+    """Every row: raw and reference-normalised times, compile time and graph breaks too."""
 
     def track_eager_time(self):
         return timing.asv_samples(timing.measure(self.case.eager(), self.case.device))
@@ -61,11 +90,6 @@ class _EagerVsCompiled:
         return timing.asv_samples(timing.measure_over_reference(self.case.compiled(), self.case.device))
     track_compiled_time_over_reference.unit = "relative"
 
-    def track_compiled_over_eager(self):
-        return timing.asv_samples(timing.measure_paired(self.case.compiled(), self.case.eager(),
-                                                        self.case.device))
-    track_compiled_over_eager.unit = "ratio"
-
     def track_compile_time(self):
         """Warm compile time: inductor's cache filled by a priming compile earlier in this run
         (see timing.compile_seconds; cold compiles are ColdCompilation, full mode only)."""
@@ -73,14 +97,6 @@ class _EagerVsCompiled:
         return timing.asv_samples([timing.compile_seconds(self.case.compiled, self.case.device)
                                    for _ in range(repeats)])
     track_compile_time.unit = "seconds"
-
-    def track_ops_per_call_eager(self):
-        return timing.ops_per_call(self.case.eager(), self.case.device)
-    track_ops_per_call_eager.unit = "ops"
-
-    def track_ops_per_call_compiled(self):
-        return timing.ops_per_call(self.case.compiled(), self.case.device)
-    track_ops_per_call_compiled.unit = "ops"
 
     def track_graph_breaks(self):
         return timing.graph_breaks(self.case.target, *self.case.example_args)
@@ -100,6 +116,30 @@ class NormActivationBlock(_EagerVsCompiled):
 class SmallModelTrainingStep(_EagerVsCompiled):
     """Forward, loss, backward and SGD step of the zoo's MLP, with the model compiled."""
     workload = "training_step"
+
+
+class _FreedMemoryRetained:
+    """Freed memory stays in the process while the benchmark runs (harness.measure.allocator): a
+    paired ratio must not depend on which side's temporaries glibc happened to unmap."""
+
+    def setup(self, *params):
+        self._restore = allocator.retain_freed_memory()
+
+    def teardown(self, *params):
+        self._restore()
+
+
+class CompiledCrossEntropyLoss(_PairedWithCounts):
+    """torch.compile(nn.CrossEntropyLoss()) vs eager: forward and backward on a batch of logits."""
+    workload = "cross_entropy_loss"
+
+    def setup(self):
+        self._restore = allocator.retain_freed_memory()
+        super().setup()
+
+    def teardown(self):
+        super().teardown()
+        self._restore()
 
 
 class KernelLaunchesPerCall:
@@ -141,3 +181,192 @@ class ColdCompilation:
     def track_cold_compile_time(self, workload):
         return timing.asv_samples([timing.compile_seconds(self.case.compiled, self.case.device, cold=True)])
     track_cold_compile_time.unit = "seconds"
+
+
+# --------------------------------------------------------------------------------------------
+# Bandwidth: how close eager and fused kernels get to a plain copy (workloads/bandwidth.py)
+
+
+class MemoryBandwidth:
+    """Bytes moved per call, achieved GB/s and the fraction of a plain device copy's GB/s, eager
+    vs fused (torch.compile), at sizes beyond the last-level cache. One timing loop per workload
+    times eager, fused and the copy in the same rounds (setup_cache: asv would otherwise re-run
+    the loop in a fresh process for every row); every row below reads from it."""
+    params = list(bandwidth.WORKLOADS)
+    param_names = ["workload"]
+    timeout = 900
+
+    def setup_cache(self):
+        return bandwidth.measure_all(device())
+    setup_cache.timeout = 900
+
+    def setup(self, figures, workload):
+        self.f = figures[workload]
+
+    def track_bytes_per_call_eager(self, figures, workload):
+        return self.f["eager"]["bytes"]
+    track_bytes_per_call_eager.unit = "bytes moved"
+
+    def track_bytes_per_call_fused(self, figures, workload):
+        return self.f["fused"]["bytes"]
+    track_bytes_per_call_fused.unit = "bytes moved"
+
+    def track_gbps_eager(self, figures, workload):
+        return timing.asv_samples(self.f["eager"]["gbps"])
+    track_gbps_eager.unit = "GB/s"
+
+    def track_gbps_fused(self, figures, workload):
+        return timing.asv_samples(self.f["fused"]["gbps"])
+    track_gbps_fused.unit = "GB/s"
+
+    def track_gbps_copy(self, figures, workload):
+        return timing.asv_samples(self.f["copy_gbps"])
+    track_gbps_copy.unit = "GB/s"
+
+    def track_fraction_of_copy_bandwidth_eager(self, figures, workload):
+        return timing.asv_samples(self.f["eager"]["fraction"])
+    track_fraction_of_copy_bandwidth_eager.unit = "fraction of copy bandwidth"
+
+    def track_fraction_of_copy_bandwidth_fused(self, figures, workload):
+        return timing.asv_samples(self.f["fused"]["fraction"])
+    track_fraction_of_copy_bandwidth_fused.unit = "fraction of copy bandwidth"
+
+    def track_fused_over_eager(self, figures, workload):
+        return timing.asv_samples(self.f["fused_over_eager"])
+    track_fused_over_eager.unit = "ratio"
+
+
+# --------------------------------------------------------------------------------------------
+# Optimizers: a loop of small kernels vs multi-tensor (foreach) vs fused (workloads/optimizers.py)
+
+
+class OptimizerStep:
+    """Aten ops dispatched by one optimizer step over a model of many small parameters."""
+    params = (list(optimizers.OPTIMIZERS), list(optimizers.IMPLS))
+    param_names = ["optimizer", "impl"]
+
+    def setup(self, optimizer, impl):
+        self.dev = device()
+        self.step, _ = optimizers.build(optimizer, impl, self.dev)
+
+    def track_ops_per_step(self, optimizer, impl):
+        return timing.ops_per_call(self.step, self.dev)
+    track_ops_per_step.unit = "ops"
+
+
+class OptimizerStepOverForLoop(_FreedMemoryRetained):
+    """Per round, one foreach or fused step's time over one foreach=False step's, same model."""
+    params = (list(optimizers.OPTIMIZERS), ["foreach", "fused"])
+    param_names = ["optimizer", "impl"]
+
+    def setup(self, optimizer, impl):
+        super().setup()
+        self.dev = device()
+        self.step, _ = optimizers.build(optimizer, impl, self.dev)
+        self.loop, _ = optimizers.build(optimizer, "for_loop", self.dev)
+
+    def track_step_over_for_loop(self, optimizer, impl):
+        return timing.asv_samples(timing.measure_paired(self.step, self.loop, self.dev))
+    track_step_over_for_loop.unit = "ratio"
+
+
+class OptimizerKernelLaunches:
+    """GPU kernels launched by one optimizer step (profiler CUDA activity)."""
+    params = (list(optimizers.OPTIMIZERS), list(optimizers.IMPLS))
+    param_names = ["optimizer", "impl"]
+
+    def setup(self, optimizer, impl):
+        self.dev = device()
+        require_cuda(self.dev, "counting GPU kernels (see OptimizerStep.track_ops_per_step on CPU)")
+        self.step, _ = optimizers.build(optimizer, impl, self.dev)
+
+    def track_kernels_per_step(self, optimizer, impl):
+        return timing.kernels_per_call(self.step, self.dev)
+    track_kernels_per_step.unit = "kernels"
+
+
+# --------------------------------------------------------------------------------------------
+# Attention: SDPA backends vs a hand-written softmax(QK^T)V (workloads/attention.py)
+
+
+class AttentionOverHandWritten(_FreedMemoryRetained):
+    """Per round, SDPA's time with one backend forced over the hand-written attention's."""
+    params = (list(attention.BACKENDS), [False, True])
+    param_names = ["backend", "causal"]
+
+    def setup(self, backend, causal):
+        super().setup()
+        self.dev = device()
+        self.sdpa = attention.build(backend, causal, self.dev)
+        self.hand = attention.build("hand_written", causal, self.dev)
+
+    def track_sdpa_over_hand_written(self, backend, causal):
+        return timing.asv_samples(timing.measure_paired(self.sdpa, self.hand, self.dev))
+    track_sdpa_over_hand_written.unit = "ratio"
+
+
+class Attention:
+    """Peak tensor memory of one attention call and the aten kernels it dispatches (after
+    composite ops decompose: the math backend's bmm/softmax, a fused backend's one kernel)."""
+    params = (list(attention.IMPLS), [False, True])
+    param_names = ["impl", "causal"]
+
+    def setup(self, impl, causal):
+        self.dev = device()
+        self.call = attention.build(impl, causal, self.dev)
+
+    def track_peak_memory(self, impl, causal):
+        return timing.peak_tensor_bytes(self.call, self.dev)
+    track_peak_memory.unit = "bytes"
+
+    def track_kernels_dispatched(self, impl, causal):
+        return traffic.count(self.call).kernels
+    track_kernels_dispatched.unit = "ops"
+
+
+class AttentionKernelLaunches:
+    """GPU kernels launched by one attention call (profiler CUDA activity)."""
+    params = (list(attention.IMPLS), [False, True])
+    param_names = ["impl", "causal"]
+
+    def setup(self, impl, causal):
+        self.dev = device()
+        require_cuda(self.dev, "counting GPU kernels (see Attention.track_kernels_dispatched on CPU)")
+        self.call = attention.build(impl, causal, self.dev)
+
+    def track_kernels_per_call(self, impl, causal):
+        return timing.kernels_per_call(self.call, self.dev)
+    track_kernels_per_call.unit = "kernels"
+
+
+# --------------------------------------------------------------------------------------------
+# Gradient checkpointing: memory saved vs time added (workloads/checkpointing.py)
+
+
+class GradientCheckpointing(_FreedMemoryRetained):
+    """The zoo transformer's training step with every encoder layer checkpointed vs plain: the
+    trade-off pair is track_peak_memory_saved and track_checkpointed_over_plain (time)."""
+    timeout = 300
+
+    def setup(self):
+        super().setup()
+        self.dev = device()
+        self.plain, _ = checkpointing.build("plain", self.dev)
+        self.checkpointed, _ = checkpointing.build("checkpointed", self.dev)
+
+    def track_peak_memory_plain(self):
+        return timing.peak_tensor_bytes(self.plain, self.dev)
+    track_peak_memory_plain.unit = "bytes"
+
+    def track_peak_memory_checkpointed(self):
+        return timing.peak_tensor_bytes(self.checkpointed, self.dev)
+    track_peak_memory_checkpointed.unit = "bytes"
+
+    def track_peak_memory_saved(self):
+        return (timing.peak_tensor_bytes(self.plain, self.dev)
+                - timing.peak_tensor_bytes(self.checkpointed, self.dev))
+    track_peak_memory_saved.unit = "bytes saved"
+
+    def track_checkpointed_over_plain(self):
+        return timing.asv_samples(timing.measure_paired(self.checkpointed, self.plain, self.dev))
+    track_checkpointed_over_plain.unit = "ratio"

@@ -1,9 +1,14 @@
-"""Fusion: eager vs torch.compile (inductor) for three workloads.
+"""Fusion: eager vs torch.compile (inductor) for four workloads.
 
 - pointwise_chain: `x.cos().cos()` (two kernels eager, one fused kernel compiled);
 - norm_activation: LayerNorm followed by GELU, inference;
 - training_step: forward + loss + backward + SGD step of the zoo's MLP, with the model compiled
-  (the optimizer stays eager, as in the usual `model = torch.compile(model)` advice).
+  (the optimizer stays eager, as in the usual `model = torch.compile(model)` advice);
+- cross_entropy_loss: `nn.CrossEntropyLoss()` forward and backward on a batch of logits, the
+  module compiled as the seed suggests (`torch.compile(nn.CrossEntropyLoss())`): eager runs
+  log_softmax and nll_loss (and their backward kernels) one after the other.
+
+Bandwidth (bytes moved, GB/s) of the memory-bound ones at sizes beyond the cache: bandwidth.py.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from torch import nn
 from harness.core.env import seed_everything
 from harness.measure.workloads import full_mode, size, to_device
 
-WORKLOADS = ("pointwise_chain", "norm_activation", "training_step")
+WORKLOADS = ("pointwise_chain", "norm_activation", "training_step", "cross_entropy_loss")
 
 
 @dataclasses.dataclass
@@ -68,6 +73,20 @@ def build(name: str, device: torch.device) -> FusionCase:
             return call
 
         return FusionCase(name, device, make_call, block, (x,))
+    if name == "cross_entropy_loss":
+        rows, classes = (4096, 32000) if full else (256, 1000)
+        logits = torch.randn(rows, classes, generator=gen).to(device).requires_grad_()
+        targets = torch.randint(0, classes, (rows,), generator=gen).to(device)
+
+        def make_call(loss_fn):
+            def call():
+                logits.grad = None
+                loss = loss_fn(logits, targets)
+                loss.backward()
+                return loss
+            return call
+
+        return FusionCase(name, device, make_call, nn.CrossEntropyLoss(), (logits, targets))
     # training_step
     from harness.core.zoo import get_model
 

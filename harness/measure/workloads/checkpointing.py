@@ -1,0 +1,74 @@
+"""Gradient checkpointing (`torch.utils.checkpoint`, non-reentrant) on the zoo's transformer:
+each encoder layer keeps only its input in the forward pass and recomputes its activations in
+the backward pass. The trade: peak memory saved against step time added.
+
+Sizes: the zoo's configs, with the fast one's sequence and batch raised (batch 8, 128 tokens)
+so that activations, which checkpointing drops, outweigh the weights, which it cannot.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from harness.core.env import seed_everything
+from harness.measure.workloads import size, to_device
+
+MODEL = "transformer"
+MODES = ("plain", "checkpointed")
+_FAST_OVERRIDES = {"batch": 8, "seq_len": 128}
+
+
+def config() -> dict:
+    from harness.core.zoo import get_model
+
+    cfg = get_model(MODEL).config(size())
+    return cfg if size() == "full" else {**cfg, **_FAST_OVERRIDES}
+
+
+def layers_of(model: nn.Module) -> nn.ModuleList:
+    """The repeated blocks to checkpoint: the model's first ModuleList (the encoder layers)."""
+    for m in model.modules():
+        if isinstance(m, nn.ModuleList) and len(m):
+            return m
+    raise ValueError(f"{type(model).__name__} has no ModuleList of layers to checkpoint")
+
+
+def checkpoint_layers(model: nn.Module) -> nn.Module:
+    """Make every layer's forward run under checkpoint. The layer objects stay (the encoder reads
+    their attributes); only their forward is wrapped. RNG state is preserved, so dropout draws
+    the same mask when recomputed and gradients equal the plain model's."""
+    for layer in layers_of(model):
+        layer.forward = functools.partial(checkpoint, layer.forward, use_reentrant=False)
+    return model
+
+
+def build(mode: str, device: torch.device, cfg: dict | None = None
+          ) -> tuple[Callable[[], torch.Tensor], nn.Module]:
+    """(one training step: zero_grad, forward, loss, backward; the model). No optimizer: it
+    is the same for both modes and would only dilute the difference."""
+    from harness.core.zoo import get_model
+
+    if mode not in MODES:
+        raise ValueError(f"unknown checkpointing mode {mode!r}; choose from {', '.join(MODES)}")
+    spec = get_model(MODEL)
+    cfg = cfg or config()
+    seed_everything()
+    model = spec.build_fn(cfg).to(device).train()
+    if mode == "checkpointed":
+        checkpoint_layers(model)
+    gen = torch.Generator().manual_seed(1)
+    inputs = to_device(tuple(spec.inputs_fn(cfg, gen)), device)
+    targets = torch.randint(0, cfg["num_classes"], (cfg["batch"],), generator=gen).to(device)
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        loss = spec.loss(model(*inputs), targets)
+        loss.backward()
+        return loss
+
+    return step, model

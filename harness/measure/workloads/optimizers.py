@@ -1,0 +1,53 @@
+"""One optimizer update, three implementations: `foreach=False` (a Python loop launching a few
+small kernels per parameter), `foreach=True` (multi-tensor kernels over lists of parameters) and
+`fused=True` (one kernel per parameter group; on CPU too since torch 2.4).
+
+The model has many small parameters (a stack of Linear layers: fast 64 layers = 128 tensors of
+64x64 and 64), where the per-parameter launch cost that foreach and fused remove dominates.
+Gradients are set once, seeded, and kept: the timed call is `opt.step()` alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from harness.core.env import seed_everything
+from harness.measure.workloads import NotApplicable, full_mode
+
+OPTIMIZERS = ("SGD", "Adam", "AdamW")
+IMPLS = ("for_loop", "foreach", "fused")
+_FLAGS = {"for_loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+_HYPER = {"SGD": {"lr": 0.01, "momentum": 0.9}, "Adam": {"lr": 1e-3}, "AdamW": {"lr": 1e-3}}
+
+
+def sizes() -> dict:
+    return {"layers": 256, "width": 256} if full_mode() else {"layers": 64, "width": 64}
+
+
+def many_parameter_model(device: torch.device) -> nn.Module:
+    s = sizes()
+    seed_everything()
+    return nn.Sequential(*[nn.Linear(s["width"], s["width"]) for _ in range(s["layers"])]).to(device)
+
+
+def build(optimizer: str, impl: str, device: torch.device) -> tuple[Callable[[], object], nn.Module]:
+    """(one `opt.step()`, the model it updates), with seeded gradients in place."""
+    if optimizer not in OPTIMIZERS or impl not in IMPLS:
+        raise ValueError(f"unknown optimizer case {optimizer!r}/{impl!r}; choose from "
+                         f"{', '.join(OPTIMIZERS)} x {', '.join(IMPLS)}")
+    model = many_parameter_model(device)
+    gen = torch.Generator().manual_seed(7)
+    for p in model.parameters():
+        p.grad = torch.randn(p.shape, generator=gen).to(device)
+    opt = getattr(torch.optim, optimizer)(model.parameters(), **_HYPER[optimizer], **_FLAGS[impl])
+    try:
+        opt.step()  # creates the state (first step differs from the rest); also checks support
+    except RuntimeError as e:
+        if impl == "fused":
+            raise NotApplicable(f"fused {optimizer} does not run on {device.type} here: "
+                                f"{str(e).splitlines()[0]}") from e
+        raise
+    return opt.step, model
