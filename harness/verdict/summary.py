@@ -163,10 +163,8 @@ def summary_table(rs: ResultSet) -> str:
     bw = bandwidth_rows(rs)
     if not rows and not bw:
         return "key ratios: none of the summarised benchmarks ran in these suites"
-    return ("key ratios (lower is better for time ratios; workers scaling, scaling efficiency and "
-            "GB/s: higher is better)\n"
-            + render(["key ratio", "value"], rows).rstrip("\n"))
-    out = ("key ratios (lower is better for time ratios; workers scaling: higher is better)\n"
+    out = ("key ratios (lower is better for time ratios; workers scaling, scaling efficiency and "
+           "GB/s: higher is better)\n"
            + render(["key ratio", "value"], rows).rstrip("\n")) if rows else ""
     if bw:
         out += (("\n\n" if out else "") + "memory bandwidth beyond the cache (fusion.MemoryBandwidth; "
