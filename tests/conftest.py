@@ -1,0 +1,20 @@
+"""Shared test set-up for tests/.
+
+pytester's in-process runs (test_capture, test_device_goldens, test_user_models) snapshot
+sys.modules and drop every module the inner run imported. torch registers dynamo's debug
+backends in a process-wide registry when `torch._dynamo.repro.after_dynamo` is first imported
+(lazily, by the first torch.compile). Dropped from sys.modules, it is imported again by the next
+torch.compile in that worker, re-registers and fails: "duplicate name: dynamo_minifier_backend".
+Whether an earlier test had imported it depended on how xdist spread the tests; now it is
+imported before any pytester run.
+"""
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _torch_lazy_modules_outlive_pytester(request):
+    if "pytester" in request.fixturenames:
+        import torch._dynamo.repro.after_aot  # noqa: F401
+        import torch._dynamo.repro.after_dynamo  # noqa: F401
+    yield
