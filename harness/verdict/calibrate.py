@@ -10,6 +10,14 @@ RESULTS/noise/<machine>.json (atomic write; other benchmarks' bands are kept).
 `--trials N` is the gate's end-to-end proof (slow, for the report, not for tests): per trial a
 clean run A, a run B with HARNESS_CANARY_EXTRA=1 (one more op), and another clean run C, in
 that order; `gate A B` must exit 1 (caught) and `gate A C` must exit 0 (no false alarm).
+
+`--trials N --slowdown F --workload NAME` is the same proof on a real workload (test-only, see
+harness.verdict.slowdown): quick runs of a scratch benchmark folder wrapping the real suite's
+class, B slowed by the fraction F; `--route ab` runs it through `harness ab` instead (per trial
+one ab run clean vs slowed, which must exit 1, and one clean vs clean, which must exit 0). Per
+benchmark row the table says how often the gate flagged it, and how often it would have
+flagged it if every timing row were judged without a calibrated band (compare.compare with a
+band of 0): the evidence for or against judging raw and reference-normalised rows uncalibrated.
 """
 
 from __future__ import annotations
