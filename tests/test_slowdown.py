@@ -27,11 +27,11 @@ def load(bench: pathlib.Path, module: str, monkeypatch, fraction: str, side: str
 
 
 class FakeClock:
-    """perf_counter advances 1 µs per read; the workload advances it by its own cost."""
+    """The thread CPU clock: 1 µs per read; the workload advances it by its own cost."""
     def __init__(self):
         self.now = 0.0
 
-    def perf_counter(self):
+    def thread_time(self):
         self.now += 1e-6
         return self.now
 
@@ -39,10 +39,10 @@ class FakeClock:
 def test_the_slowed_call_waits_the_fraction_of_its_own_call_time_measured_once(tmp_path, monkeypatch):
     mod = load(slowdown.write_suite(ROOT, "mlp", tmp_path), "models", monkeypatch, "0.25")
     clock = FakeClock()
-    monkeypatch.setattr(mod.time, "perf_counter", clock.perf_counter)
+    monkeypatch.setattr(mod.time, "thread_time", clock.thread_time)
     calls = []
 
-    def work():  # a 2 ms workload on the fake clock
+    def work():  # 2 ms of CPU on the fake clock
         calls.append(1)
         clock.now += 0.002
 
@@ -53,7 +53,7 @@ def test_the_slowed_call_waits_the_fraction_of_its_own_call_time_measured_once(t
         before, t0 = len(calls), clock.now
         fn()
         assert len(calls) == before + 1  # later calls run the workload once...
-        assert 0.0025 <= clock.now - t0 < 0.0026  # ...and then wait 25% of its 2 ms
+        assert 0.0025 <= clock.now - t0 < 0.0026  # ...and then 25% more CPU work
 
 
 def test_zoo_model_wrapper_keeps_the_real_rows_for_one_model_and_slows_only_when_asked(tmp_path, monkeypatch):

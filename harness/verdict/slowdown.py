@@ -10,11 +10,14 @@ step; suites/benchmarks/fusion.py), or a zoo model name (its inference step, sma
 channels_last; suites/benchmarks/models.py `Inference`). The wrapper subclasses the real suite's
 class, loaded from its file, so the rows keep their real names and code.
 
-The slowdown: with HARNESS_TEST_SLOWDOWN=F, each call of the slowed callable is followed by a
-busy wait of F times that callable's own call time, measured once per process (the fastest of
-CALIBRATION_CALLS calls, taken during its first call, which is always an untimed warm-up: in
-timing.measure and in the profiler's op count) and then fixed: every timed call pays the same
-extra time, whatever the neighbours do later.
+The slowdown: with HARNESS_TEST_SLOWDOWN=F, each call of the slowed callable is followed by
+busy CPU work of F times that callable's own CPU time, measured once per process (the median
+of CALIBRATION_CALLS calls' thread CPU time, taken during its first call) and then fixed:
+every timed call does the same extra work, i.e. F more work than the workload does. CPU time,
+not wall time, for a reason measured on the loaded 2-core runner: a fixed wall-clock wait is
+not stretched by the neighbours the way the workload's own work is, so a wait of 10% of the
+median call (calibrated right after a compile) slowed the compiled/eager ratio by 20-60%, and
+10% of the fastest call by only 0-6%. Extra CPU work is preempted like real work.
 HARNESS_TEST_SLOWDOWN_SIDE picks what slows in a fusion workload: `all` (default: eager and
 compiled alike, as a slower machine or a slower shared op would) or `compiled` (an inductor
 regression: the paired compiled/eager ratio sees it). The wait is pure Python, so the exact op
@@ -36,6 +39,7 @@ CALIBRATION_CALLS = 20
 _COMMON = '''"""Test-only wrapper of {real} (written by harness.verdict.slowdown; not a user suite)."""
 import importlib.util
 import os
+import statistics
 import time
 
 _spec = importlib.util.spec_from_file_location("_real_{module}_suite", {real!r})
@@ -47,27 +51,26 @@ SIDE = os.environ.get({side_switch!r}) or "all"
 
 
 def slowed(fn):
-    """fn, then a busy wait of FRACTION x fn's own call time, measured once during the first
-    call (always an untimed warm-up: measure(), the profiler's op count). The fastest of the
-    calibration calls, not their median: right after a compile, inductor's compile workers and
-    the neighbours slowed a median of 10 calls so much that a nominal 10% wait slowed the
-    compiled/eager ratio by 20-60%; the fastest call is the workload's own cost, so the
-    slowdown is at most F of a timed call (under load a timed call is slower than the fastest)."""
-    wait = []
+    """fn, then FRACTION x fn's own CPU time of busy CPU work on the calling thread. The call's
+    CPU time (time.thread_time: quick runs use one thread) is measured once, the median of
+    {calls} calls, during the first call (always an untimed warm-up: measure(), the profiler's
+    op count). The wait spins until the thread's CPU clock has advanced that much, so the
+    neighbours stretch it exactly as they stretch the call's own work."""
+    extra = []
 
     def call():
         out = fn()
-        if not wait:
-            fn()  # the first call may have compiled: one more before timing
-            times = []
+        if not extra:
+            fn()  # the first call may have compiled: one more before measuring
+            cpu = []
             for _ in range({calls}):
-                t0 = time.perf_counter()
+                t0 = time.thread_time()
                 fn()
-                times.append(time.perf_counter() - t0)
-            wait.append(FRACTION * min(times))
+                cpu.append(time.thread_time() - t0)
+            extra.append(FRACTION * statistics.median(cpu))
             return out
-        end = time.perf_counter() + wait[0]
-        while time.perf_counter() < end:
+        end = time.thread_time() + extra[0]
+        while time.thread_time() < end:
             pass
         return out
     return call
