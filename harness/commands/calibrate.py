@@ -16,6 +16,19 @@ def add_arguments(parser):
     parser.add_argument("--trials", type=int, default=0,
                         help="instead: run N end-to-end canary trials (regression + A/A) and report")
     parser.add_argument("--threshold", type=float, default=None, help="gate threshold for --trials")
+    # test-only (harness.verdict.slowdown): the proof on a real workload instead of the canary
+    parser.add_argument("--slowdown", type=float, metavar="F",
+                        help="with --trials: slow a real workload by the fraction F (0.1 = 10%%) "
+                             "in a scratch benchmark folder instead of the canary's extra op")
+    parser.add_argument("--workload", metavar="NAME",
+                        help="with --slowdown: pointwise_chain, training_step (fusion) or a zoo "
+                             "model (its inference step)")
+    parser.add_argument("--slowed-side", choices=("all", "compiled"), default="all",
+                        help="with --slowdown on a fusion workload: slow eager and compiled "
+                             "(default) or the compiled side only")
+    parser.add_argument("--route", choices=("gate", "ab"), default="gate",
+                        help="with --slowdown: gate on stored runs A,B,C (default) or harness ab")
+    parser.add_argument("--pairs", type=int, default=5, help="with --route ab: pairs per ab run")
     parser.add_argument("--json", metavar="FILE", help="also write the outcome as JSON")
 
 
@@ -32,14 +45,18 @@ def run(args) -> int:
     machine = options.machine_name(args)
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="harness-calibrate-"))
     if args.trials:
-        out = calibrate.trials(project, args.trials, root, machine, work,
-                               args.threshold if args.threshold is not None else DEFAULT_THRESHOLD)
+        threshold = args.threshold if args.threshold is not None else DEFAULT_THRESHOLD
+        out = _trials(args, project, root, machine, work, threshold)
         print(f"caught {out['caught']}/{out['trials']} injected regressions; "
-              f"false alarms {out['false_alarms']}/{out['trials']} A/A; "
-              f"gate run time {out['gate_seconds_median']:.2f} s (median)")
-        rows = [(name, f"{c['caught']}/{out['trials']}", f"{c['false_alarms']}/{out['trials']}")
+              f"false alarms {out['false_alarms']}/{out['trials']} A/A"
+              + (f"; gate run time {out['gate_seconds_median']:.2f} s (median)"
+                 if "gate_seconds_median" in out else f"; ab run {out['ab_seconds_median']:.0f} s (median)"))
+        n = out["trials"]
+        rows = [(name, "yes" if c["judged"] else "no", f"{c['caught']}/{n}", f"{c['false_alarms']}/{n}",
+                 f"{c['caught_if_judged']}/{n}", f"{c['false_alarms_if_judged']}/{n}")
                 for name, c in sorted(out["per_benchmark"].items())]
-        print(render(["benchmark", "flagged in regression trials", "flagged in A/A trials"], rows), end="")
+        print(render(["benchmark", "judged", "flagged in regression trials", "flagged in A/A trials",
+                      "if judged: regression", "if judged: A/A"], rows), end="")
     else:
         out = calibrate.calibrate(project, args.suite or ["canary"], args.runs, root, machine, work)
         rows = [(name, f"{rec['band']:.1%}", rec["runs"]) for name, rec in out.items()]
@@ -48,3 +65,24 @@ def run(args) -> int:
     if args.json:
         write_json_atomic(args.json, out)
     return 0
+
+
+def _trials(args, project, root, machine, work, threshold) -> dict:
+    from harness.core.exits import BadInput
+    from harness.verdict import calibrate, slowdown
+
+    if args.slowdown is None:
+        if args.workload or args.route != "gate":
+            raise BadInput("--workload and --route ab go with --slowdown F")
+        return calibrate.trials(project, args.trials, root, machine, work, threshold)
+    if not args.workload:
+        raise BadInput("--slowdown needs --workload NAME (pointwise_chain, training_step or a zoo model)")
+    if not 0 < args.slowdown < 10:
+        raise BadInput(f"--slowdown is a fraction of the call time (0.1 = 10%), got {args.slowdown}")
+    bench = slowdown.write_suite(project, args.workload, work)
+    env = slowdown.environment(args.slowdown, args.slowed_side)
+    if args.route == "ab":
+        return calibrate.ab_trials(project, args.trials, machine, work, threshold, bench,
+                                   slowdown.module_for(args.workload), env, args.pairs)
+    return calibrate.trials(project, args.trials, root, machine, work, threshold, bench_dir=bench,
+                            slowed_env=env, quick=True)

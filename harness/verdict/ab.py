@@ -91,13 +91,15 @@ def _raise_interrupt(signum, frame):
 
 
 def run_side(side: Side, suite: str, out_dir: pathlib.Path, machine: str, quick: bool,
-             benches: list[str], method: str, base_env: dict) -> pathlib.Path:
+             benches: list[str], method: str, base_env: dict,
+             bench_dir: pathlib.Path | None = None) -> pathlib.Path:
     """One asv process tree for one side and suite; returns its result file. `base_env` is the
     run's environment (harness.measure.bench.run_environment: sizes, quick, threads, the private
-    inductor cache), the same for both sides; the side's own settings go on top."""
+    inductor cache), the same for both sides; the side's own settings go on top. `bench_dir`:
+    a scratch benchmark folder instead of the side's suites (harness calibrate's proof)."""
     env = {**base_env, **side.env, "HARNESS_PYTHON": side.python}
     regexes = [rf"^{suite}\."] + list(benches)
-    with asv.config(side.project, out_dir) as config:
+    with asv.config(side.project, out_dir, benchmark_dir=bench_dir) as config:
         asv.record_machine(config, machine, env)
         cmd = asv.run_command(config, side.commit, machine, method, quick=quick, benches=regexes)
         proc = subprocess.run(cmd, cwd=side.project, env=env, capture_output=True, text=True)
@@ -173,7 +175,7 @@ def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], **kw) 
 def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, work: pathlib.Path,
          cache: pathlib.Path, suites: list[str], benches: list[str], machine: str, pairs: int,
          quick: bool, budget_s: float | None, envs: dict[str, dict[str, str]] | None = None,
-         threads: int | None = None, log=print) -> dict:
+         threads: int | None = None, bench_dir: pathlib.Path | None = None, log=print) -> dict:
     import json
 
     from harness.measure.bench import run_environment
@@ -194,7 +196,8 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
                 t0 = time.perf_counter()
                 for label in ("base", "head") if i % 2 == 0 else ("head", "base"):
                     files[label].append(run_side(side[label], suite, work / f"{suite}-{label}-{i}",
-                                                 machine, quick, benches, method, base_env))
+                                                 machine, quick, benches, method, base_env,
+                                                 bench_dir))
                 pair_s = time.perf_counter() - t0
                 log(f"ab: {suite} pair {i + 1}/{pairs} took {pair_s:.0f} s")
                 spent = time.perf_counter() - started

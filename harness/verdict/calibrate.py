@@ -10,6 +10,14 @@ RESULTS/noise/<machine>.json (atomic write; other benchmarks' bands are kept).
 `--trials N` is the gate's end-to-end proof (slow, for the report, not for tests): per trial a
 clean run A, a run B with HARNESS_CANARY_EXTRA=1 (one more op), and another clean run C, in
 that order; `gate A B` must exit 1 (caught) and `gate A C` must exit 0 (no false alarm).
+
+`--trials N --slowdown F --workload NAME` is the same proof on a real workload (test-only, see
+harness.verdict.slowdown): quick runs of a scratch benchmark folder wrapping the real suite's
+class, B slowed by the fraction F; `--route ab` runs it through `harness ab` instead (per trial
+one ab run clean vs slowed, which must exit 1, and one clean vs clean, which must exit 0). Per
+benchmark row the table says how often the gate flagged it, and how often it would have
+flagged it if every timing row were judged without a calibrated band (compare.compare with a
+band of 0): the evidence for or against judging raw and reference-normalised rows uncalibrated.
 """
 
 from __future__ import annotations
@@ -95,22 +103,57 @@ def calibrate(project: pathlib.Path, modules: list[str], runs: int, root: pathli
     return bands
 
 
+def _tally(per_bench: dict, rows, key: str, if_judged=None) -> dict[str, str]:
+    """Count each row's REGRESSION under the gate's rules (`key`) and, where given, under the
+    rule "every timing row judged, uncalibrated" (`key` + "_if_judged"); the row's cells."""
+    cells = {}
+    what_if = {r.name: r for r in if_judged or []}
+    for r in rows:
+        counts = per_bench.setdefault(r.name, {"caught": 0, "false_alarms": 0, "caught_if_judged": 0,
+                                               "false_alarms_if_judged": 0, "judged": r.verdict != "not judged"})
+        counts[key] += r.verdict == "REGRESSION"
+        w = what_if.get(r.name)
+        if w is not None:
+            counts[key + "_if_judged"] += w.verdict == "REGRESSION"
+        cells[r.name] = f"{r.ratio:.3f} {r.verdict}" if r.ratio is not None else r.verdict
+        if w is not None and w.verdict != r.verdict:
+            cells[r.name] += f" (if judged: {w.verdict})"
+    return cells
+
+
+def if_all_judged(outcome, threshold: float) -> list:
+    """The outcome's rows as if every timing row were judged without calibration (a band of 0):
+    what raw and reference-normalised rows would say under the gate's statistics."""
+    from harness.verdict import compare
+
+    if not (outcome.base and outcome.head):
+        return []
+    zero = {name: 0.0 for name in set(outcome.base.entries) | set(outcome.head.entries)}
+    return compare.compare(outcome.base, outcome.head, threshold, noise=zero)
+
+
 def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work: pathlib.Path,
-           threshold: float, log=print) -> dict:
-    """The end-to-end proof on the canary: n regression trials and n A/A trials."""
+           threshold: float, log=print, *, bench_dir: pathlib.Path | None = None,
+           slowed_env: dict | None = None, quick: bool = False) -> dict:
+    """The end-to-end proof on stored results: per trial a clean run A, a run B with the injected
+    regression (default: the canary's extra op; `bench_dir` + `slowed_env`: a slowed real workload,
+    harness.verdict.slowdown), another clean run C; `gate A B` must exit 1, `gate A C` exit 0."""
     from harness.core.project import head_commit
     from harness.verdict.gate import run_gate
 
-    bench_dir = _benchmark_dir(project, ["canary"], work)
+    bench_dir = bench_dir or _benchmark_dir(project, ["canary"], work)
+    slowed_env = slowed_env or {"HARNESS_CANARY_EXTRA": "1"}
     commit = head_commit(project)
     npath = noise_path(root, machine)
     caught = false_alarms = 0
-    per_bench: dict[str, dict[str, int]] = {}  # benchmark -> regression trials caught, A/A alarms
-    gate_seconds, rows = [], []
+    per_bench: dict[str, dict] = {}  # benchmark -> regression trials caught, A/A alarms
+    gate_seconds, rows, run_seconds = [], [], []
     for i in range(n):
-        a = asv_run(project, bench_dir, work / f"t{i}-A", machine, commit)
-        b = asv_run(project, bench_dir, work / f"t{i}-B", machine, commit, {"HARNESS_CANARY_EXTRA": "1"})
-        c = asv_run(project, bench_dir, work / f"t{i}-C", machine, commit)
+        t0 = time.perf_counter()
+        a = asv_run(project, bench_dir, work / f"t{i}-A", machine, commit, quick=quick)
+        b = asv_run(project, bench_dir, work / f"t{i}-B", machine, commit, slowed_env, quick=quick)
+        c = asv_run(project, bench_dir, work / f"t{i}-C", machine, commit, quick=quick)
+        run_seconds.append((time.perf_counter() - t0) / 3)
         t0 = time.perf_counter()
         reg = run_gate(str(a), str(b), root=root, threshold=threshold, noise_file=str(npath))
         gate_seconds.append(time.perf_counter() - t0)
@@ -119,12 +162,48 @@ def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work
         false_alarms += aa.code != 0
         row = {"trial": i, "regression_exit": reg.code, "aa_exit": aa.code}
         for label, outcome, key in (("B/A", reg, "caught"), ("C/A", aa, "false_alarms")):
-            for r in outcome.rows:
-                counts = per_bench.setdefault(r.name, {"caught": 0, "false_alarms": 0})
-                counts[key] += r.verdict == "REGRESSION"
-                row[f"{label} {r.name}"] = f"{r.ratio:.3f} {r.verdict}" if r.ratio is not None else r.verdict
+            cells = _tally(per_bench, outcome.rows, key, if_all_judged(outcome, threshold))
+            row.update({f"{label} {name}": cell for name, cell in cells.items()})
         rows.append(row)
         log(json.dumps(row))
-    return {"trials": n, "caught": caught, "false_alarms": false_alarms, "per_benchmark": per_bench,
-            "gate_seconds_median": sorted(gate_seconds)[len(gate_seconds) // 2],
+    return {"route": "gate", "trials": n, "caught": caught, "false_alarms": false_alarms,
+            "per_benchmark": per_bench, "gate_seconds_median": sorted(gate_seconds)[len(gate_seconds) // 2],
+            "asv_run_seconds_median": sorted(run_seconds)[len(run_seconds) // 2], "rows": rows}
+
+
+def ab_trials(project: pathlib.Path, n: int, machine: str, work: pathlib.Path, threshold: float,
+              bench_dir: pathlib.Path, suite: str, slowed_env: dict, pairs: int, log=print) -> dict:
+    """The same proof through `harness ab`: per trial one ab run (base clean, head slowed, `pairs`
+    alternating processes each) that must exit 1, and one A/A ab run (both clean) that must exit 0.
+    Both sides run this checkout's interpreter; results go to a scratch root per run."""
+    import sys
+
+    from harness.verdict import ab
+    from harness.verdict.gate import run_gate
+
+    caught = false_alarms = 0
+    per_bench: dict[str, dict] = {}
+    rows, seconds = [], []
+    python = sys.executable
+    for i in range(n):
+        row = {"trial": i}
+        for label, envs, key in (("slowed", {"head": slowed_env}, "caught"), ("A/A", {}, "false_alarms")):
+            root = work / f"ab{i}-{'slowed' if key == 'caught' else 'aa'}"
+            out = ab.run(project, root, {"base": python, "head": python}, suites=[suite], benches=[],
+                         machine=machine, pairs=pairs, quick=True, budget_s=None, envs=envs,
+                         bench_dir=bench_dir, log=lambda msg: None)
+            seconds.append(out["seconds"])
+            outcome = run_gate(str(out["records"]["base"].path), str(out["records"]["head"].path),
+                               root=root, threshold=threshold)
+            if key == "caught":
+                caught += outcome.code == 1
+            else:
+                false_alarms += outcome.code != 0
+            row[f"{label} exit"] = outcome.code
+            cells = _tally(per_bench, outcome.rows, key, if_all_judged(outcome, threshold))
+            row.update({f"{label} {name}": cell for name, cell in cells.items()})
+        rows.append(row)
+        log(json.dumps(row))
+    return {"route": "ab", "trials": n, "pairs": pairs, "caught": caught, "false_alarms": false_alarms,
+            "per_benchmark": per_bench, "ab_seconds_median": sorted(seconds)[len(seconds) // 2],
             "rows": rows}

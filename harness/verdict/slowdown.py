@@ -1,0 +1,145 @@
+"""Test-only: a scratch benchmark folder that wraps a real workload and can slow it by a fraction.
+
+Used by `harness calibrate --trials N --slowdown F --workload NAME` (the gate's proof on the real
+suites, DECISIONS §3 / issue 8) and by its tests; never part of `harness bench`: the module is
+written into a scratch folder, suites/benchmarks is untouched, and the switch it reads
+(HARNESS_TEST_SLOWDOWN) does nothing anywhere else.
+
+NAME is one of the fusion workloads `pointwise_chain` or `training_step` (the zoo MLP's training
+step; suites/benchmarks/fusion.py), or a zoo model name (its inference step, small size, no
+channels_last; suites/benchmarks/models.py `Inference`). The wrapper subclasses the real suite's
+class, loaded from its file, so the rows keep their real names and code.
+
+The slowdown: with HARNESS_TEST_SLOWDOWN=F, each call of the slowed callable is followed by
+busy CPU work of F times that callable's own CPU time, measured once per process (the median
+of CALIBRATION_CALLS calls' thread CPU time, taken during its first call) and then fixed:
+every timed call does the same extra work, i.e. F more work than the workload does. CPU time,
+not wall time, for a reason measured on the loaded 2-core runner: a fixed wall-clock wait is
+not stretched by the neighbours the way the workload's own work is, so a wait of 10% of the
+median call (calibrated right after a compile) slowed the compiled/eager ratio by 20-60%, and
+10% of the fastest call by only 0-6%. Extra CPU work is preempted like real work.
+HARNESS_TEST_SLOWDOWN_SIDE picks what slows in a fusion workload: `all` (default: eager and
+compiled alike, as a slower machine or a slower shared op would) or `compiled` (an inductor
+regression: the paired compiled/eager ratio sees it). The wait is pure Python, so the exact op
+counters never see it: only timing rows can catch it.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+from harness.core.exits import BadInput
+
+SWITCH = "HARNESS_TEST_SLOWDOWN"
+SIDE_SWITCH = "HARNESS_TEST_SLOWDOWN_SIDE"
+FUSION_WORKLOADS = ("pointwise_chain", "training_step")
+SIDES = ("all", "compiled")
+CALIBRATION_CALLS = 20
+
+_COMMON = '''"""Test-only wrapper of {real} (written by harness.verdict.slowdown; not a user suite)."""
+import importlib.util
+import os
+import statistics
+import time
+
+_spec = importlib.util.spec_from_file_location("_real_{module}_suite", {real!r})
+_real = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_real)
+setup = _real.setup
+FRACTION = float(os.environ.get({switch!r}) or 0)
+SIDE = os.environ.get({side_switch!r}) or "all"
+
+
+def slowed(fn):
+    """fn, then FRACTION x fn's own CPU time of busy CPU work on the calling thread. The call's
+    CPU time (time.thread_time: quick runs use one thread) is measured once, the median of
+    {calls} calls, during the first call (always an untimed warm-up: measure(), the profiler's
+    op count). The wait spins until the thread's CPU clock has advanced that much, so the
+    neighbours stretch it exactly as they stretch the call's own work."""
+    extra = []
+
+    def call():
+        out = fn()
+        if not extra:
+            fn()  # the first call may have compiled: one more before measuring
+            cpu = []
+            for _ in range({calls}):
+                t0 = time.thread_time()
+                fn()
+                cpu.append(time.thread_time() - t0)
+            extra.append(FRACTION * statistics.median(cpu))
+            return out
+        end = time.thread_time() + extra[0]
+        while time.thread_time() < end:
+            pass
+        return out
+    return call
+'''
+
+_FUSION = '''
+
+class {cls}(_real.{cls}):
+    # left out to keep a trial short (~1 min per run on two loaded cores): compile times and raw
+    # seconds are not judged without a calibrated band, and the counters cannot see a busy wait
+    track_compile_time = track_graph_breaks = track_eager_time = track_compiled_time = None
+    track_ops_per_call_eager = track_ops_per_call_compiled = None
+
+    def setup(self):
+        super().setup()
+        if FRACTION:
+            case, make_call = self.case, self.case.make_call
+            # compiled() hands make_call the torch.compile wrapper, eager() the target itself
+            case.make_call = lambda target: (make_call(target) if SIDE == "compiled" and target is case.target
+                                             else slowed(make_call(target)))
+'''
+
+_INFERENCE = '''
+
+class Inference(_real.Inference):
+    params = ([{model!r}], [False], [False])
+
+    def setup(self, *params):
+        super().setup(*params)
+        if FRACTION:
+            self.fn = slowed(self.fn)
+'''
+
+
+def module_for(workload: str) -> str:
+    """The real suite module a workload's wrapper imports."""
+    return "fusion" if workload in FUSION_WORKLOADS else "models"
+
+
+def check_workload(workload: str) -> None:
+    from harness.core.zoo import model_names
+
+    if workload not in FUSION_WORKLOADS and workload not in model_names():
+        raise BadInput(f"unknown workload {workload!r} for --slowdown; choose "
+                       f"{', '.join(FUSION_WORKLOADS)} (fusion) or a zoo model (its inference step): "
+                       f"{', '.join(model_names())}")
+
+
+def write_suite(project: pathlib.Path, workload: str, work: pathlib.Path) -> pathlib.Path:
+    """A scratch benchmark folder under `work` holding the wrapper of `workload`; returns it."""
+    check_workload(workload)
+    module = module_for(workload)
+    real = project / "suites" / "benchmarks" / f"{module}.py"
+    text = _COMMON.format(real=str(real), module=module, switch=SWITCH, side_switch=SIDE_SWITCH,
+                          calls=CALIBRATION_CALLS)
+    if module == "fusion":
+        cls = {"pointwise_chain": "PointwiseChain", "training_step": "SmallModelTrainingStep"}[workload]
+        text += _FUSION.format(cls=cls)
+    else:
+        text += _INFERENCE.format(model=workload)
+    bench = work / f"benchmarks-{workload}"
+    bench.mkdir(parents=True, exist_ok=True)
+    (bench / "__init__.py").write_text("")
+    (bench / f"{module}.py").write_text(text)
+    return bench
+
+
+def environment(fraction: float, side: str = "all") -> dict[str, str]:
+    """The slowed side's extra environment."""
+    if side not in SIDES:
+        raise BadInput(f"unknown slowed side {side!r}; choose {', '.join(SIDES)}")
+    return {SWITCH: repr(fraction), SIDE_SWITCH: side}

@@ -1,0 +1,113 @@
+"""The test-only slowdown of a real workload (harness.verdict.slowdown, `harness calibrate
+--slowdown`): the wiring, with a simulated clock; no timed assertion. The figures it produces on a
+loaded machine are in the README (issue 8's proof), not asserted here."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+from test_gate_support import draw, write_set
+
+from harness.cli import main
+from harness.verdict import calibrate, slowdown
+from harness.verdict.gate import run_gate
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def load(bench: pathlib.Path, module: str, monkeypatch, fraction: str, side: str = "all"):
+    monkeypatch.setenv(slowdown.SWITCH, fraction)
+    monkeypatch.setenv(slowdown.SIDE_SWITCH, side)
+    spec = importlib.util.spec_from_file_location(f"_scratch_{module}", bench / f"{module}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class FakeClock:
+    """The thread CPU clock: 1 µs per read; the workload advances it by its own cost."""
+    def __init__(self):
+        self.now = 0.0
+
+    def thread_time(self):
+        self.now += 1e-6
+        return self.now
+
+
+def test_the_slowed_call_waits_the_fraction_of_its_own_call_time_measured_once(tmp_path, monkeypatch):
+    mod = load(slowdown.write_suite(ROOT, "mlp", tmp_path), "models", monkeypatch, "0.25")
+    clock = FakeClock()
+    monkeypatch.setattr(mod.time, "thread_time", clock.thread_time)
+    calls = []
+
+    def work():  # 2 ms of CPU on the fake clock
+        calls.append(1)
+        clock.now += 0.002
+
+    fn = mod.slowed(work)
+    fn()  # first call: itself, one more warm call, then the calibration calls; no wait
+    assert len(calls) == 2 + slowdown.CALIBRATION_CALLS
+    for _ in range(3):
+        before, t0 = len(calls), clock.now
+        fn()
+        assert len(calls) == before + 1  # later calls run the workload once...
+        assert 0.0025 <= clock.now - t0 < 0.0026  # ...and then 25% more CPU work
+
+
+def test_zoo_model_wrapper_keeps_the_real_rows_for_one_model_and_slows_only_when_asked(tmp_path, monkeypatch):
+    bench = slowdown.write_suite(ROOT, "mlp", tmp_path)
+    assert sorted(p.name for p in bench.iterdir()) == ["__init__.py", "models.py"]
+    slowed = load(bench, "models", monkeypatch, "0.1")
+    assert slowed.Inference.params == (["mlp"], [False], [False])
+    assert slowed.Inference.track_inference_time_over_reference.unit == "relative"
+    bench_case = slowed.Inference()
+    bench_case.setup("mlp", False, False)
+    assert bench_case.fn.__qualname__.startswith("slowed.")
+    clean = load(bench, "models", monkeypatch, "")
+    plain = clean.Inference()
+    plain.setup("mlp", False, False)
+    assert not plain.fn.__qualname__.startswith("slowed.")
+
+
+def test_fusion_wrapper_slows_the_chosen_side(tmp_path, monkeypatch):
+    mod = load(slowdown.write_suite(ROOT, "pointwise_chain", tmp_path), "fusion", monkeypatch, "0.1")
+    for side, eager_slowed in (("compiled", False), ("all", True)):
+        mod.SIDE = side  # read per call of make_call, as set from HARNESS_TEST_SLOWDOWN_SIDE at import
+        case = mod.PointwiseChain()
+        case.setup()
+        assert case.track_compiled_over_eager.unit == "ratio"
+        assert case.case.make_call(case.case.target).__qualname__.startswith("slowed.") == eager_slowed
+        # compiled(): make_call gets the torch.compile wrapper, not the target (no compile here)
+        assert case.case.make_call(lambda x: x).__qualname__.startswith("slowed.")
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--slowdown", "0.1"], "--slowdown needs --workload"),
+    (["--slowdown", "0.1", "--workload", "nosuchmodel"], "unknown workload 'nosuchmodel'"),
+    (["--workload", "mlp"], "go with --slowdown"),
+    (["--slowdown", "-1", "--workload", "mlp"], "fraction of the call time"),
+])
+def test_bad_slowdown_options_are_bad_input(tmp_path, capsys, argv, says):
+    code = main(["calibrate", "--trials", "1", "--results-dir", str(tmp_path / "r"),
+                 "--work", str(tmp_path / "w"), *argv])
+    assert code == 3
+    assert says in capsys.readouterr().err
+
+
+def test_per_row_tally_counts_the_gate_verdict_and_the_verdict_if_judged(tmp_path):
+    # a relative row 20% slower: not judged without a calibrated band, REGRESSION if it were
+    units = {"t.rel": "relative", "t.ratio": "ratio"}
+    b = write_set(tmp_path / "base", "aaaaaaaa11", {"t.rel": draw(30, seed=1), "t.ratio": draw(30, seed=3)},
+                  units=units)
+    h = write_set(tmp_path / "head", "bbbbbbbb22", {"t.rel": draw(30, seed=2, scale=1.2),
+                                                    "t.ratio": draw(30, seed=4)}, units=units)
+    outcome = run_gate(str(b), str(h), root=tmp_path / "none")
+    assert outcome.code == 0
+    per_bench: dict = {}
+    cells = calibrate._tally(per_bench, outcome.rows, "caught", calibrate.if_all_judged(outcome, 0.05))
+    assert per_bench["t.rel"] == {"caught": 0, "false_alarms": 0, "caught_if_judged": 1,
+                                  "false_alarms_if_judged": 0, "judged": False}
+    assert per_bench["t.ratio"]["judged"] and per_bench["t.ratio"]["caught_if_judged"] == 0
+    assert "(if judged: REGRESSION)" in cells["t.rel"]
