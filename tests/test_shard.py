@@ -94,7 +94,9 @@ def _wait(*procs):
     return [o for o, _ in outs]
 
 
-@pytest.fixture(scope="module")
+# session, not module: xdist may run another module's test between these on the worker, and
+# a module fixture would then be torn down and its five real runs made again
+@pytest.fixture(scope="session")
 def runs(tmp_path_factory):
     """As a CI matrix does it: every job its own results folder, all at once; then the run
     records are gathered into one results root (the merge job's downloaded artifacts)."""
