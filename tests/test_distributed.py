@@ -30,7 +30,7 @@ def _tiny_plan(**changes) -> wl.Plan:
     return wl.Plan(**options)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, also when xdist interleaves modules
 def ddp_result():
     return wl.measure(2, _tiny_plan(), timeout_s=180)
 

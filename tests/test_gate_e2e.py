@@ -21,7 +21,7 @@ pytestmark = pytest.mark.xdist_group("canary-e2e")
 MACHINE = "e2e-cpu"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, also when xdist interleaves modules
 def runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("e2e")
     bench_dir = calibrate._benchmark_dir(ROOT, ["canary"], work)

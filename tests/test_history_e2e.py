@@ -25,7 +25,7 @@ MACHINE = "history-e2e-cpu"
 OPS = "canary.Canary.track_ops"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, also when xdist interleaves modules
 def root(tmp_path_factory):
     root = tmp_path_factory.mktemp("history-e2e") / "results"
     with pytest.MonkeyPatch.context() as mp:

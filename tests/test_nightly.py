@@ -24,7 +24,7 @@ pytestmark = pytest.mark.xdist_group("nightly")  # the published fixture is buil
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, also when xdist interleaves modules
 def published(tmp_path_factory):
     """A results root with one real asv run of the canary, published by `harness nightly`."""
     root = tmp_path_factory.mktemp("results")

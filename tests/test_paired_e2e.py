@@ -68,7 +68,7 @@ class SmallModelTrainingStep(_real.SmallModelTrainingStep):
 '''
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, also when xdist interleaves modules
 def runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("paired-e2e")
     bench = work / "benchmarks"
