@@ -195,3 +195,16 @@ def test_advise_reads_a_real_quick_run(tmp_path, capsys):
             assert l["n"] >= 3 and l["low"] <= l["median"] <= l["high"], (tip, l)
             assert l["measured_on"].startswith("1 thread; ") and "small" in l["measured_on"]
     assert "not in this run: run `harness bench --suite amp`" in out
+
+
+def test_fused_optimizer_and_attention_tips_name_their_rows_and_sizes():
+    from harness.verdict import advice
+
+    tips = {t.name: t for t in advice.TIPS}
+    opt, sdpa = tips["foreach / fused optimizer"], tips["fused attention (SDPA)"]
+    assert re.fullmatch(opt.benchmark, "fusion.OptimizerStepOverForLoop.track_step_over_for_loop")
+    assert re.fullmatch(sdpa.benchmark, "fusion.AttentionOverHandWritten.track_sdpa_over_hand_written")
+    assert opt.sizes({"optimizer": "Adam", "impl": "fused"}, False) == \
+        "one Adam step over 128 parameter tensors (64 Linear 64x64)"
+    assert opt.sizes({"optimizer": "SGD"}, True).startswith("one SGD step over 512 parameter tensors")
+    assert sdpa.sizes({"backend": "flash", "causal": "True"}, False).endswith("256 tokens, head dim 64, causal")

@@ -57,7 +57,25 @@ def _fusion_sizes(params: dict, full: bool) -> str:
     return {"PointwiseChain": f"x.cos().cos() on 2^{22 if full else 20} float32",
             "NormActivationBlock": f"LayerNorm+GELU on {'8192x1024' if full else '256x256'} float32",
             "SmallModelTrainingStep": "training step of " + _zoo("mlp", full),
+            "CompiledCrossEntropyLoss": "nn.CrossEntropyLoss forward+backward, as in "
+                                        "harness/measure/workloads/fusion.py",
             }.get(params["benchmark"], "sizes as in harness/measure/workloads/fusion.py")
+
+
+def _optimizer_sizes(params: dict, full: bool) -> str:
+    from harness.measure.workloads.optimizers import sizes
+
+    s = sizes(full)
+    return (f"one {params.get('optimizer', '').strip(chr(39))} step over {2 * s['layers']} parameter "
+            f"tensors ({s['layers']} Linear {s['width']}x{s['width']})")
+
+
+def _attention_sizes(params: dict, full: bool) -> str:
+    from harness.measure.workloads.attention import sizes
+
+    s = sizes(full)
+    return (f"float32 batch {s['batch']}, {s['heads']} heads, {s['seq']} tokens, head dim "
+            f"{s['head_dim']}" + (", causal" if params.get("causal") == "True" else ""))
 
 
 def _batch(full: bool) -> str:
@@ -151,6 +169,12 @@ TIPS = (
     Tip("zero_grad(set_to_none=True)", "reset gradients with zero_grad(set_to_none=True)",
         r"training_loop\.ZeroGrad\.track_set_to_none_over_zero_fill",
         "set_to_none=True / False training-step time", _zoo_sizes),
+    Tip("foreach / fused optimizer", "use the foreach=True or fused=True optimizer implementation",
+        r"fusion\.OptimizerStepOverForLoop\.track_step_over_for_loop",
+        "foreach or fused step / for-loop step time", _optimizer_sizes),
+    Tip("fused attention (SDPA)", "call F.scaled_dot_product_attention instead of softmax(QK^T)V",
+        r"fusion\.AttentionOverHandWritten\.track_sdpa_over_hand_written",
+        "SDPA (one backend forced) / hand-written attention time", _attention_sizes),
     Tip("no .item() per step", "sum the logged loss on the device; call .item() once, not every step",
         r"training_loop\.LossLogging\.track_accumulated_over_item_each_step",
         "on-device sum / .item() each step, loop time", _loop_sizes),

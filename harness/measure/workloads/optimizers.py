@@ -23,8 +23,10 @@ _FLAGS = {"for_loop": {"foreach": False}, "foreach": {"foreach": True}, "fused":
 _HYPER = {"SGD": {"lr": 0.01, "momentum": 0.9}, "Adam": {"lr": 1e-3}, "AdamW": {"lr": 1e-3}}
 
 
-def sizes() -> dict:
-    return {"layers": 256, "width": 256} if full_mode() else {"layers": 64, "width": 64}
+def sizes(full: bool | None = None) -> dict:
+    """`full`: the sizes of that mode (reports name them); default this process's mode."""
+    full = full_mode() if full is None else full
+    return {"layers": 256, "width": 256} if full else {"layers": 64, "width": 64}
 
 
 def many_parameter_model(device: torch.device) -> nn.Module:
