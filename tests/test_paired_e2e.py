@@ -2,8 +2,12 @@
 slowdown injected into the compiled side is caught on the timing rows, with no noise file.
 
 The benchmark folder is a scratch copy (as harness calibrate makes for the canary) holding one
-`fusion` module that wraps the real suite's SmallModelTrainingStep (the MLP training step whose
-compiled/eager row once read 1.1 -> 22.8 for identical code). Two things differ from a user's
+`fusion` module that wraps the real suite's PointwiseChain (`x.cos().cos()` on 2^20 floats, a few
+ms per call). It used to wrap the MLP training step (~250 us per call), but there the paired
+eager / dynamo-eager ratio of identical code moved by 11% between two processes on a quiet
+2-core CI machine (0.985 -> 1.09, p=1.7e-5): a per-process effect that rounds within one process
+cannot see, and an open part of the trust issue (see the closing note of 2026-11-30), not
+something this test should hide or trip on at random. Two things differ from a user's
 run, both for test time only: dynamo's "eager" backend instead of inductor (no C++ compile),
 and a test-only switch, P8_TEST_SLOWDOWN=F, that makes each compiled call busy-wait for F times
 its own duration, i.e. slows the compiled workload by the fraction F whatever the machine's
@@ -29,7 +33,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.xdist_group("paired-e2e")
 MACHINE = "e2e-paired-cpu"
 SLOWDOWN = "0.25"
-CLASS = "fusion.SmallModelTrainingStep"
+CLASS = "fusion.PointwiseChain"
 
 SCRATCH_SUITE = '''"""Test-only wrapper of suites/benchmarks/fusion.py (written by tests/test_paired_e2e.py)."""
 import importlib.util
@@ -54,7 +58,7 @@ def _slowed(fn):
     return call
 
 
-class SmallModelTrainingStep(_real.SmallModelTrainingStep):
+class PointwiseChain(_real.PointwiseChain):
     track_compile_time = track_graph_breaks = track_ops_per_call_eager = None  # test time
 
     def setup(self):
