@@ -11,6 +11,8 @@ imported before any pytester run.
 
 import pytest
 
+from harness.core import user_models, zoo
+
 
 @pytest.fixture(autouse=True)
 def _torch_lazy_modules_outlive_pytester(request):
@@ -18,3 +20,17 @@ def _torch_lazy_modules_outlive_pytester(request):
         import torch._dynamo.repro.after_aot  # noqa: F401
         import torch._dynamo.repro.after_dynamo  # noqa: F401
     yield
+
+
+@pytest.fixture
+def clean_registry(monkeypatch):
+    """Loading registers into process-wide state: put it back after each test."""
+    registry, loaded, files = dict(zoo._REGISTRY), set(user_models._LOADED), set(user_models.LOADED_FILES)
+    monkeypatch.delenv(user_models.ENV_VAR, raising=False)
+    yield
+    zoo._REGISTRY.clear()
+    zoo._REGISTRY.update(registry)
+    user_models._LOADED.clear()
+    user_models._LOADED.update(loaded)
+    user_models.LOADED_FILES.clear()
+    user_models.LOADED_FILES.update(files)

@@ -263,19 +263,6 @@ def test_the_harness_synthetic_dataset_passes():
 
 # ---- the command -----------------------------------------------------------------------------
 
-@pytest.fixture
-def clean_registry(monkeypatch):
-    registry, loaded, files = dict(zoo._REGISTRY), set(user_models._LOADED), set(user_models.LOADED_FILES)
-    monkeypatch.delenv(user_models.ENV_VAR, raising=False)
-    yield
-    zoo._REGISTRY.clear()
-    zoo._REGISTRY.update(registry)
-    user_models._LOADED.clear()
-    user_models._LOADED.update(loaded)
-    user_models.LOADED_FILES.clear()
-    user_models.LOADED_FILES.update(files)
-
-
 USER_MODEL = textwrap.dedent("""
     import torch
     import torch.nn.functional as F

@@ -42,20 +42,6 @@ register_model("tiny_cnn", build=lambda cfg: TinyCNN(cfg["width"], cfg["num_clas
 """
 
 
-@pytest.fixture
-def clean_registry(monkeypatch):
-    """Loading registers into process-wide state: put it back after each test."""
-    registry, loaded, files = dict(zoo._REGISTRY), set(user_models._LOADED), set(user_models.LOADED_FILES)
-    monkeypatch.delenv(user_models.ENV_VAR, raising=False)
-    yield
-    zoo._REGISTRY.clear()
-    zoo._REGISTRY.update(registry)
-    user_models._LOADED.clear()
-    user_models._LOADED.update(loaded)
-    user_models.LOADED_FILES.clear()
-    user_models.LOADED_FILES.update(files)
-
-
 @pytest.mark.parametrize("name", ["modèle", "模型", "x²", "tiny\n", "a.b", "a-b", "", "../x"])
 def test_names_that_can_never_get_a_golden_are_refused_at_registration(name, tmp_path, clean_registry):
     import torch
