@@ -16,9 +16,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from harness.verdict.compare import central
 from harness.verdict.results import ResultSet, fingerprint_of
-from harness.verdict.summary import cases
+from harness.verdict.summary import cases, value_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,15 +101,9 @@ def device_of(rs: ResultSet) -> str:
     return "cpu" if rs.machine.endswith("-cpu") else "cuda"
 
 
-def _value(entry) -> float | None:
-    if entry.failed or entry.skipped:
-        return None
-    return central(entry)
-
-
 def _pairs(rs: ResultSet, benchmark: str, index: int, on: str, off: str) -> list[tuple[tuple, float]]:
     """(other params, value(on) / value(off)) for a parameter at `index` switched on vs off."""
-    by = {params: _value(e) for params, e in cases(rs, benchmark)}
+    by = {params: value_of(e) for params, e in cases(rs, benchmark)}
     out = []
     for params, v in sorted(by.items()):
         if len(params) <= index or params[index] != on or not v:
@@ -125,14 +118,14 @@ def measured(rs: ResultSet) -> list[Measured]:
     """Every ratio of the result set that has a published band somewhere."""
     out = []
     for params, e in cases(rs, "amp.AutocastOverFp32.track_autocast_over_fp32"):
-        if _value(e) is not None:
-            out.append(Measured("amp", ", ".join(params), _value(e)))
+        if value_of(e) is not None:
+            out.append(Measured("amp", ", ".join(params), value_of(e)))
     for suite in ("models.Inference.track_inference_time", "models.TrainingStep.track_step_time"):
         for params, r in _pairs(rs, suite, 2, "True", "False"):
             out.append(Measured("channels_last", f"{suite.split('.')[1]} {', '.join(params)}", r))
     e = rs.entries.get("fusion.SmallModelTrainingStep.track_compiled_over_eager")
-    if e is not None and _value(e) is not None:
-        out.append(Measured("compile_training", "SmallModelTrainingStep (zoo MLP)", _value(e)))
+    if e is not None and value_of(e) is not None:
+        out.append(Measured("compile_training", "SmallModelTrainingStep (zoo MLP)", value_of(e)))
     bench = "transfer.HostToDeviceCopy.track_copy_time"
     for params, r in _pairs(rs, bench, 0, "'pin_then_copy'", "'pageable'"):
         out.append(Measured("pin_then_copy", ", ".join(params), r))

@@ -8,6 +8,7 @@ import dataclasses
 import statistics
 
 from harness.core.table import render
+from harness.verdict.compare import central
 from harness.verdict.results import Entry, ResultSet
 
 # (label, benchmark name): every case of the benchmark is summarised
@@ -125,10 +126,12 @@ class Bandwidth:
                 else f"memory-bound (eager at {self.fraction_eager:.0%} of copy bandwidth)")
 
 
-def _median(e: Entry | None) -> float | None:
+def value_of(e: Entry | None) -> float | None:
+    """The figure of a case that ran: the gate's central value (median of its samples), or None
+    for a missing, failed or skipped case."""
     if e is None or e.failed or e.skipped:
         return None
-    return statistics.median(e.samples) if e.samples else e.value
+    return central(e)
 
 
 def bandwidth_view(rs: ResultSet) -> list[Bandwidth]:
@@ -142,7 +145,7 @@ def bandwidth_view(rs: ResultSet) -> list[Bandwidth]:
     for field, method in fields.items():
         for params, e in cases(rs, BANDWIDTH + method):
             if len(params) == 1:
-                by.setdefault(params[0].strip("'\""), {})[field] = _median(e)
+                by.setdefault(params[0].strip("'\""), {})[field] = value_of(e)
     return [Bandwidth(w, **vals) for w, vals in by.items()
             if len(vals) == len(fields) and None not in vals.values()]
 
