@@ -103,8 +103,9 @@ def asv_run(ctx, run: str) -> dict:
     t0 = time.perf_counter()
     with asv.config(ctx.root, results, benchmark_dir=bench_dir) as config:
         conf = json.loads(Path(config).read_text())
-        # `branches: [main]` fails where no local main exists (CI checkouts); HEAD always does.
-        conf.update(repo=str(repo), branches=["HEAD"])
+        # a copied checkout without .git runs against a scratch repository (see _commit); the run
+        # config already names HEAD alone as its branch (asv.config)
+        conf.update(repo=str(repo))
         Path(config).write_text(json.dumps(conf, indent=2))
         asv.record_machine(config, machine, env)
         cmd = asv.run_command(config, sha, machine, LAUNCH, benches=list(spec["benches"]))
