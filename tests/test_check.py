@@ -223,20 +223,16 @@ def _dataset(path, factory):
     return getattr(user_models.load_module(str(path), "test"), factory)()
 
 
-def test_seed_inside_getitem_is_caught_with_its_line(data_module):
-    found = datachecks.check_dataset(_dataset(data_module, "seeded"), "ds")
+@pytest.mark.parametrize("factory, cause, aspect", [
+    ("seeded", "torch.manual_seed(0) at mydata.py:", checks.PASS),  # a seed inside __getitem__
+    ("generator_in_init", "self.rng (numpy.random._generator.Generator)", checks.NA),
+], ids=["seed-inside-getitem", "generator-made-in-init"])
+def test_frozen_augmentation_is_caught_with_its_cause(data_module, factory, cause, aspect):
+    found = datachecks.check_dataset(_dataset(data_module, factory), "ds")
     for check in ("augmentation across epochs", "augmentation across workers"):
         f = _one(found, check)
-        assert f.failed and "torch.manual_seed(0) at mydata.py:" in f.reason, f.reason
-    assert _one(found, "shape over aspect ratios").status == checks.PASS
-
-
-def test_generator_made_in_init_is_caught_and_named(data_module):
-    found = datachecks.check_dataset(_dataset(data_module, "generator_in_init"), "ds")
-    for check in ("augmentation across epochs", "augmentation across workers"):
-        f = _one(found, check)
-        assert f.failed and "self.rng (numpy.random._generator.Generator)" in f.reason, f.reason
-    assert _one(found, "shape over aspect ratios").status == checks.NA
+        assert f.failed and cause in f.reason, f.reason
+    assert _one(found, "shape over aspect ratios").status == aspect
 
 
 def test_resize_with_one_int_is_caught(data_module):
