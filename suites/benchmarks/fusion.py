@@ -124,22 +124,18 @@ class _FreedMemoryRetained:
 
     def setup(self, *params):
         self._restore = allocator.retain_freed_memory()
+        if hasattr(super(), "setup"):  # before a workload class in the bases (cooperative)
+            super().setup(*params)
 
     def teardown(self, *params):
+        if hasattr(super(), "teardown"):
+            super().teardown(*params)
         self._restore()
 
 
-class CompiledCrossEntropyLoss(_PairedWithCounts):
+class CompiledCrossEntropyLoss(_FreedMemoryRetained, _PairedWithCounts):
     """torch.compile(nn.CrossEntropyLoss()) vs eager: forward and backward on a batch of logits."""
     workload = "cross_entropy_loss"
-
-    def setup(self):
-        self._restore = allocator.retain_freed_memory()
-        super().setup()
-
-    def teardown(self):
-        super().teardown()
-        self._restore()
 
 
 class KernelLaunchesPerCall:
