@@ -22,6 +22,62 @@ def test_paired_rounds_alternate_the_order_and_return_one_ratio_per_round():
     assert calls == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up, then alternating
 
 
+def test_block_ratio_is_fastest_over_fastest_per_quarter_second_of_rounds():
+    stamps = [0.0, 0.1, 0.2, 0.3, 0.45, 0.6, 2.0]
+    work = [5.0, 4.0, 6.0, 3.0, 9.0, 9.0, 7.0]
+    base = [2.0, 4.0, 3.0, 1.0, 2.0, 3.0, 2.0]
+    # blocks start at 0.0 (rounds at 0, .1, .2), 0.3 (.3, .45), 0.6 (.6), 2.0 (a long round)
+    assert timing.block_ratios(work, base, stamps, 0.25) == [4.0 / 2.0, 3.0 / 1.0, 9.0 / 3.0, 7.0 / 2.0]
+    assert timing.block_ratios([1.0], [0.0], [0.0]) == []  # a zero-time base is no sample
+
+
+def test_paired_rounds_by_default_fill_the_window_one_sample_per_block(monkeypatch):
+    import time
+
+    monkeypatch.setattr(timing, "FAST", {"warmup": 1, "samples": 2, "budget_s": 0.0, "paired_window_s": 0.3})
+    monkeypatch.setattr(timing, "BLOCK_S", 0.1)
+    calls = []
+
+    def side(name):
+        def call():
+            calls.append(name)
+            time.sleep(0.004)
+        return call
+
+    t0 = time.perf_counter()
+    ratios = timing.measure_paired(side("a"), side("b"), "cpu", clock="wall")
+    assert time.perf_counter() - t0 >= 0.3  # the window, not the 2 `samples` of measure()
+    assert calls.count("a") == calls.count("b") > 2 * 10  # many rounds, both sides each round
+    assert 3 <= len(ratios) <= 4 and all(0.5 < r < 2 for r in ratios)
+
+
+def test_timing_loops_keep_freed_memory_and_nested_retains_restore_once(monkeypatch):
+    from harness.measure import allocator
+
+    seen = []
+
+    class FakeLibc:
+        def mallopt(self, param, value):
+            seen.append(("mallopt", param, value))
+
+        def malloc_trim(self, pad):
+            seen.append(("trim",))
+
+    monkeypatch.setattr(allocator, "_libc", lambda: FakeLibc())
+    outer = allocator.retain_freed_memory()
+    timing.measure(lambda: seen.append("call"), "cpu", warmup=1, samples=2)
+    assert seen[:2] == [("mallopt", allocator._M_MMAP_MAX, 0), ("mallopt", allocator._M_TRIM_THRESHOLD, 2**31 - 1)]
+    assert seen[2:] == ["call"] * 3  # the loop's own retain nested inside: nothing restored yet
+    outer()
+    outer()
+    assert [s for s in seen if s != "call"][2:] == [("mallopt", allocator._M_MMAP_MAX, 65536),
+                                                    ("mallopt", allocator._M_TRIM_THRESHOLD, 128 * 1024),
+                                                    ("trim",)]
+    seen.clear()
+    timing.measure(lambda: None, "cpu", warmup=1, samples=1)  # alone, the loop retains and restores
+    assert [s[0] for s in seen] == ["mallopt", "mallopt", "mallopt", "mallopt", "trim"]
+
+
 def test_a_timed_call_that_recompiles_fails_with_the_reason():
     import torch._dynamo
 

@@ -14,7 +14,8 @@ from *how* it is measured (this module). Every timing goes through `measure`:
   `time.perf_counter`.
 
 Comparisons (compiled/eager, pinned/pageable, AMP/fp32, workers N/0) go through
-`measure_paired`: both sides in alternating order in the same rounds, one ratio per round.
+`measure_paired`: both sides in alternating order in the same rounds spread over a few
+seconds, one ratio (fastest over fastest) per quarter second of rounds.
 Raw times get a companion row from `measure_over_reference`: the time over a fixed reference
 workload timed in the same rounds (harness.measure.reference), so that machine speed cancels.
 Every timed call is guarded: if torch.compile compiled during it, the benchmark fails with the
@@ -41,10 +42,13 @@ import torch
 from harness.core.env import synchronize
 from harness.core.switches import full_mode
 
-# fast (default) and full settings for the sampling loop; full_mode() (HARNESS_FULL) picks one
-FAST = {"warmup": 2, "samples": 60, "budget_s": 1.0}
-FULL = {"warmup": 3, "samples": 60, "budget_s": 5.0}
+# fast (default) and full settings for the sampling loop; full_mode() (HARNESS_FULL) picks one.
+# paired_window_s: the wall-clock window a paired comparison is spread over (measure_paired)
+FAST = {"warmup": 2, "samples": 60, "budget_s": 1.0, "paired_window_s": 4.0}
+FULL = {"warmup": 3, "samples": 60, "budget_s": 5.0, "paired_window_s": 8.0}
 MIN_SAMPLES = 3
+BLOCK_S = 0.25  # one paired sample per quarter second of rounds (measure_paired)
+MAX_WINDOW_ROUNDS = 200_000  # a window of microsecond calls stops here (memory of the lists)
 
 
 def settings() -> dict:
@@ -58,7 +62,7 @@ def measure(fn: Callable[[], object], device: torch.device | str = "cpu", *, war
     Stops after `samples` calls, or earlier once `budget_s` seconds of timed calls have passed
     and at least MIN_SAMPLES were taken (slow full-size workloads on small machines).
     """
-    return _timed_rounds([fn], device, warmup, samples, budget_s, "wall")[0]
+    return _timed_rounds([fn], device, warmup, samples, budget_s, "wall")[0][0]
 
 
 def measure_returning(fn: Callable[[], object], device: torch.device | str = "cpu", *,
@@ -67,7 +71,7 @@ def measure_returning(fn: Callable[[], object], device: torch.device | str = "cp
     """`measure`, also keeping what each timed call returned (e.g. an epoch's sample count and
     compute time, from which the DataLoader benchmarks derive throughput and efficiency)."""
     returned: list = []
-    times = _timed_rounds([lambda: returned.append(fn())], device, warmup, samples, budget_s, "wall")[0]
+    times = _timed_rounds([lambda: returned.append(fn())], device, warmup, samples, budget_s, "wall")[0][0]
     return times, returned[len(returned) - len(times):]
 
 
@@ -75,30 +79,71 @@ def measure_paired(fn: Callable[[], object], base: Callable[[], object],
                    device: torch.device | str = "cpu", *, warmup: int | None = None,
                    samples: int | None = None, budget_s: float | None = None,
                    clock: str | None = None) -> list[float]:
-    """Per round, the time of `fn()` over the time of `base()` timed beside it: compiled/eager,
+    """The time of `fn()` over the time of `base()` timed beside it, as samples: compiled/eager,
     pinned/pageable, AMP/fp32, workers N/0, or a workload over the machine's reference workload.
 
     Both sides run in the same rounds of one timing loop, in alternating order (fn first in even
-    rounds, base first in odd ones). A shared or virtual machine changes speed between processes
-    and over seconds (on the 2-core CI machines one benchmark's median moved by 30-55% from one
-    asv run to the next) but hardly within one round, so the per-round ratio cancels it; timed
-    one after the other instead, eager in a quiet second and compiled in a busy one, the ratio
-    read 22.8 for identical code. Returned as samples (unit "ratio", lower is better) so that the
-    gate and asv apply their tests to the per-round spread.
+    rounds, base first in odd ones), so that what slows the machine slows both: timed one after
+    the other instead, eager in a quiet second and compiled in a busy one, the ratio read 22.8
+    for identical code. Returned as samples (unit "ratio", lower is better) for the gate's and
+    asv's tests.
+
+    By default the rounds fill a wall-clock window (settings()["paired_window_s"]: 4 s fast,
+    8 s full) and each quarter second of rounds (BLOCK_S) gives one sample: the fastest fn call
+    of that quarter second over the fastest base call of it. Why, as measured on the shared
+    2-core CI VM with two busy processes beside it: the host's memory system has bursts of
+    0.5-2 s that slow torch calls 1.5-2.2x, the two sides unevenly (the MLP step's per-round
+    ratio read 1.05 in a quiet second and 1.44 in a burst), so the median ratio of 60 rounds
+    (0.1 s, all inside one burst or none) moved 4-5% (log SD) from one process to the next, 9-14%
+    at worst. Over a 4 s window, with one fastest-of-quarter-second ratio per block, the spread
+    fell to 0.8-1.5% (8 processes each of the MLP step, the pointwise chain and word_lm over the
+    reference), and replaying those processes through the gate gave 0/28 A/A alarms and caught a
+    10% slowdown in 56/56 pairs. The fastest call is what the code costs when nothing else gets
+    in the way; a quarter second is short against a burst and long against one call.
+
+    `samples=N` (or a `budget_s`) instead fixes the rounds, one ratio per round: for callers that
+    pace rounds themselves (the canary; the distributed workers, whose rounds are collective).
 
     `clock` (see _clock): by default the process's CPU time when the run uses one CPU thread on
     a CPU device, else wall time; "wall" where work happens outside this process (DataLoader
     workers).
     """
-    work, ref = _timed_rounds([fn, base], device, warmup, samples, budget_s, clock)
-    return [w / r for w, r in zip(work, ref) if r > 0]
+    if samples is not None or budget_s is not None:
+        (work, ref), _ = _timed_rounds([fn, base], device, warmup, samples, budget_s, clock)
+        return [w / r for w, r in zip(work, ref) if r > 0]
+    window = settings().get("paired_window_s", settings()["budget_s"])
+    (work, ref), stamps = _timed_rounds([fn, base], device, warmup, None, None, clock, window_s=window)
+    return block_ratios(work, ref, stamps, BLOCK_S)
+
+
+def block_ratios(work: list[float], base: list[float], stamps: list[float],
+                 block_s: float = BLOCK_S) -> list[float]:
+    """Per block of rounds started within `block_s` seconds of the block's first round: the
+    fastest `work` time over the fastest `base` time of that block (see measure_paired). A round
+    longer than a block is a block of its own (then this is the per-round ratio)."""
+    out: list[float] = []
+    w: list[float] = []
+    b: list[float] = []
+    begin = None
+    for t, x, y in zip(stamps, work, base):
+        if w and t - begin >= block_s:
+            out.append((min(w), min(b)))
+            w, b = [], []
+        if not w:
+            begin = t
+        w.append(x)
+        b.append(y)
+    if w:
+        out.append((min(w), min(b)))
+    return [x / y for x, y in out if y > 0]
 
 
 def measure_over_reference(fn: Callable[[], object], device: torch.device | str = "cpu", *,
                            warmup: int | None = None, samples: int | None = None,
                            budget_s: float | None = None) -> list[float]:
-    """Per round, `fn()`'s time over the reference workload's (harness.measure.reference) timed
-    beside it: a time with the machine's momentary speed divided out (unit "relative")."""
+    """`fn()`'s time over the reference workload's (harness.measure.reference) timed beside it,
+    as measure_paired samples: a time with the machine's momentary speed divided out (unit
+    "relative")."""
     from harness.measure.reference import reference_workload
 
     return measure_paired(fn, reference_workload(device), device, warmup=warmup, samples=samples,
@@ -112,7 +157,7 @@ def measure_rounds(fns: list[Callable[[], object]], device: torch.device | str =
     raw material of `measure_paired` for more than two sides, e.g. eager, fused and a plain
     device copy, so that their bandwidths are read against the copy of the same seconds.
     The clock is measure_paired's (see _clock)."""
-    return _timed_rounds(list(fns), device, warmup, samples, budget_s, clock)
+    return _timed_rounds(list(fns), device, warmup, samples, budget_s, clock)[0]
 
 
 class CompiledDuringTiming(RuntimeError):
@@ -161,10 +206,19 @@ def _clock(device: torch.device, clock: str | None) -> Callable[[], float]:
     return time.process_time if clock == "cpu" else time.perf_counter
 
 
-def _timed_rounds(fns, device, warmup, samples, budget_s, clock=None) -> list[list[float]]:
+def _timed_rounds(fns, device, warmup, samples, budget_s, clock=None, *,
+                  window_s: float | None = None) -> tuple[list[list[float]], list[float]]:
     """The one timing loop: per round, each of `fns` is called and timed in turn, the order
     rotating from round to round so that no side always runs first (warm caches, boost clocks).
-    A call during which anything compiled raises CompiledDuringTiming (see _compile_events)."""
+    A call during which anything compiled raises CompiledDuringTiming (see _compile_events).
+    Returns the per-call times of each fn and each round's start (wall seconds from the first).
+
+    Rounds stop after `samples`, or once `budget_s` seconds of timed calls passed; with
+    `window_s`, once that many wall seconds passed (measure_paired). Never fewer than
+    MIN_SAMPLES. On a CPU device freed memory stays in the process meanwhile
+    (harness.measure.allocator): every call reuses resident pages, in every process alike."""
+    from harness.measure.allocator import freed_memory_retained
+
     cfg = settings()
     warmup = cfg["warmup"] if warmup is None else warmup
     samples = cfg["samples"] if samples is None else samples
@@ -175,16 +229,28 @@ def _timed_rounds(fns, device, warmup, samples, budget_s, clock=None) -> list[li
     if samples < 1:
         raise ValueError(f"measure() needs samples >= 1, got {samples}")
     device = torch.device(device)
-    for _ in range(warmup):
-        for fn in fns:
-            fn()
-    synchronize(device)
     if device.type == "cuda":
-        return _timed_rounds_cuda(fns, samples, budget_s)
+        for _ in range(warmup):
+            for fn in fns:
+                fn()
+        synchronize(device)
+        return _timed_rounds_cuda(fns, samples, budget_s, window_s)
+    with freed_memory_retained():
+        for _ in range(warmup):
+            for fn in fns:
+                fn()
+        return _timed_rounds_cpu(fns, device, samples, budget_s, clock, window_s)
+
+
+def _timed_rounds_cpu(fns, device, samples, budget_s, clock, window_s):
     now = _clock(device, clock)
     out: list[list[float]] = [[] for _ in fns]
+    stamps: list[float] = []
     spent = 0.0
-    for round_ in range(samples):
+    wall0 = time.perf_counter()
+    round_ = 0
+    while True:
+        stamps.append(time.perf_counter() - wall0)
         for i in _order(round_, len(fns)):
             before = _compile_events()
             t0 = now()
@@ -194,21 +260,32 @@ def _timed_rounds(fns, device, warmup, samples, budget_s, clock=None) -> list[li
                 raise _compile_failure(round_, fns, i)
             out[i].append(dt)
             spent += dt
-        if spent > budget_s and len(out[0]) >= MIN_SAMPLES:
-            break
-    return out
+        round_ += 1
+        if _enough(round_, samples, spent, budget_s, time.perf_counter() - wall0, window_s):
+            return out, stamps
+
+
+def _enough(rounds: int, samples: int, spent: float, budget_s: float, wall: float,
+            window_s: float | None) -> bool:
+    if window_s is not None:
+        return rounds >= MIN_SAMPLES and (wall >= window_s or rounds >= MAX_WINDOW_ROUNDS)
+    return rounds >= samples or (rounds >= MIN_SAMPLES and spent > budget_s)
 
 
 def _order(round_: int, n: int) -> list[int]:
     return [(round_ + k) % n for k in range(n)]
 
 
-def _timed_rounds_cuda(fns, samples: int, budget_s: float) -> list[list[float]]:
+def _timed_rounds_cuda(fns, samples: int, budget_s: float, window_s: float | None):
     # Events are recorded on the stream, so queued kernels are timed where they run; one
     # synchronise at the end, none inside the loop (that would time the launch gaps too).
+    # Round starts are host-side enqueue times: the launch queue bounds how far they run ahead.
     events: list[list[tuple]] = [[] for _ in fns]
+    stamps: list[float] = []
     wall0 = time.perf_counter()
-    for round_ in range(samples):
+    round_ = 0
+    while True:
+        stamps.append(time.perf_counter() - wall0)
         for i in _order(round_, len(fns)):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             before = _compile_events()
@@ -218,10 +295,13 @@ def _timed_rounds_cuda(fns, samples: int, budget_s: float) -> list[list[float]]:
             if _compile_events() != before:
                 raise _compile_failure(round_, fns, i)
             events[i].append((start, end))
-        if len(events[0]) >= MIN_SAMPLES and time.perf_counter() - wall0 > budget_s:
+        round_ += 1
+        wall = time.perf_counter() - wall0
+        # budget in wall time here: event times are only known after the final synchronise
+        if _enough(round_, samples, wall, budget_s, wall, window_s):
             break
     torch.cuda.synchronize()
-    return [[s.elapsed_time(e) / 1000.0 for s, e in pairs] for pairs in events]
+    return [[s.elapsed_time(e) / 1000.0 for s, e in pairs] for pairs in events], stamps
 
 
 def asv_samples(samples: list[float]) -> dict:

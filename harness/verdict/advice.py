@@ -3,14 +3,14 @@ ratio rows: one line per tip and case, with the measured effect, a confidence in
 verdict (helps / hurts / no measurable effect / n/a here, with the reason). Nothing is rerun.
 
 Every tip is one entry of TIPS: the paired benchmark row(s) that measure it, which side is the
-advice, and how the ratio reads. Each row is a per-round time ratio "advice over the habit it
-replaces" (timing.measure_paired: both sides timed in the same rounds, so machine speed cancels),
-so for every tip a ratio below 1 means the advice saves time.
+advice, and how the ratio reads. Each row is a time ratio "advice over the habit it replaces"
+(timing.measure_paired: both sides timed in the same rounds, so machine speed cancels), so for
+every tip a ratio below 1 means the advice saves time.
 
-The statistics, per case: the median of the per-round ratios and a distribution-free confidence
+The statistics, per case: the median of the paired samples and a distribution-free confidence
 interval for that median from order statistics (the interval [x_(j), x_(n-j+1)] of the sorted
 ratios covers the median with probability 1 - 2 * BinomCDF(j - 1; n, 1/2); the largest j reaching
-CONFIDENCE is used, and with too few rounds for that, [min, max] with its own, lower coverage,
+CONFIDENCE is used, and with too few samples for that, [min, max] with its own, lower coverage,
 which the line states). Verdicts:
 - helps: the interval lies below 1 and the median saves more than the tolerance;
 - hurts: the interval lies above 1 and the median costs more than the tolerance;
@@ -342,7 +342,7 @@ def _case_line(tip: Tip, bench: str, params: dict, entry, label: str, threads, f
     if entry.failed:
         line.reason = "the benchmark failed in this run (its error is in the bench log)"
     elif not entry.samples:
-        line.reason = "the row holds no per-round samples (run it with this harness's suites)"
+        line.reason = "the row holds no paired samples (run it with this harness's suites)"
     else:
         line.n = len(entry.samples)
         line.median, line.low, line.high, line.coverage = median_ci(entry.samples, confidence)
@@ -385,7 +385,7 @@ def header(advice: Advice) -> str:
     return (f"What the advice is worth on {r['machine']} ({r['device']}, {r['cpu'] or '?'}"
             f"{', ' + r['gpu'] if r['gpu'] else ''}; torch {r['torch'] or '?'}; {_threads(r['threads'])}; "
             f"{mode} run {r['run_id'] or r['path']}).\n"
-            f"Each ratio is advice / the habit it replaces, per-round time ratios of paired rounds: "
+            f"Each ratio is advice / the habit it replaces, time ratios of paired rounds: "
             f"< 1 saves time. Verdict: the {advice.confidence:.0%} order-statistic interval of the "
             f"median excludes 1 and the median moves more than {advice.tolerance:.0%}; otherwise "
             f"no measurable effect." + (

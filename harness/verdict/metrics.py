@@ -5,8 +5,8 @@ asv stores only a benchmark's `unit`, so the unit string is the contract between
 
 - counters (kernel launches, graph breaks, recompiles) are deterministic and compared exactly;
 - memory ("bytes") is near-deterministic and compared within a small stated tolerance;
-- paired ratios ("ratio": per-round ratios of two sides timed in the same rounds) and
-  reference-normalised times ("relative": per-round time over the reference workload's) carry
+- paired ratios ("ratio": ratios of two sides timed in the same rounds) and
+  reference-normalised times ("relative": time over the reference workload's, same rounds) carry
   no machine speed: statistics apply (DECISIONS §3);
 - raw times ("seconds") and throughputs ("samples/s", "bytes/s", "GB/s", higher is better) carry
   the machine's momentary speed: judged only where the machine's calibrated noise band is below the
@@ -65,9 +65,9 @@ UNITS = {
     # all-reduce bandwidth (distributed suite): tensor bytes per second, higher is better
     "bytes/s": MetricKind(THROUGHPUT, higher_is_better=True),
     "GB/s": MetricKind(THROUGHPUT, higher_is_better=True),
-    # compiled/eager, pinned/pageable, AMP/fp32, workers N/0 per-round time ratios: lower is better
+    # compiled/eager, pinned/pageable, AMP/fp32, workers N/0 paired time ratios: lower is better
     "ratio": MetricKind(RATIO),
-    # per-round time over the reference workload's (harness.measure.reference): lower is better
+    # time over the reference workload's, same rounds (harness.measure.reference): lower is better
     "relative": MetricKind(NORMALISED),
     # compute / (compute + waiting for data): higher is better
     "efficiency": MetricKind(RATIO, higher_is_better=True),

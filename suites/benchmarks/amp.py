@@ -39,7 +39,7 @@ class TrainingStep:
 
 
 class AutocastOverFp32:
-    """Per round, the autocast step's time over the fp32 step's, same model, same rounds."""
+    """Paired (timing.measure_paired): the autocast step's time over the fp32 step's, same model, same rounds."""
     params = (list(wl.MODELS), ["bf16", "fp16"])
     param_names = ["model", "precision"]
     timeout = 300

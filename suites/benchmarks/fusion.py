@@ -3,8 +3,8 @@ workload, and the fused kernels PyTorch ships beside it.
 
 Per torch.compile workload (pointwise chain, norm + activation, MLP training step; the compiled
 cross-entropy loss has the paired ratio and op counts only):
-- track_compiled_over_eager: per round, compiled time over eager time, both timed in the same
-  rounds in alternating order (timing.measure_paired); samples, unit "ratio": judged by the gate;
+- track_compiled_over_eager: compiled time over eager time, both timed in the same rounds in
+  alternating order (timing.measure_paired); samples, unit "ratio": judged by the gate;
 - track_eager_time / track_compiled_time: raw seconds per call, kept for the record and
   judged only where the machine's calibrated noise band is below the threshold;
 - track_*_time_over_reference: the same times over the reference workload timed in the same
@@ -251,7 +251,7 @@ class OptimizerStep:
 
 
 class OptimizerStepOverForLoop(_FreedMemoryRetained):
-    """Per round, one foreach or fused step's time over one foreach=False step's, same model."""
+    """Paired (timing.measure_paired): one foreach or fused step's time over one foreach=False step's, same model."""
     params = (list(optimizers.OPTIMIZERS), ["foreach", "fused"])
     param_names = ["optimizer", "impl"]
 
@@ -286,7 +286,7 @@ class OptimizerKernelLaunches:
 
 
 class AttentionOverHandWritten(_FreedMemoryRetained):
-    """Per round, SDPA's time with one backend forced over the hand-written attention's."""
+    """Paired (timing.measure_paired): SDPA's time with one backend forced over the hand-written attention's."""
     params = (list(attention.BACKENDS), [False, True])
     param_names = ["backend", "causal"]
 

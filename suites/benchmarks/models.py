@@ -68,7 +68,7 @@ def _image_models():
 
 
 class ChannelsLastOverContiguous:
-    """Per round, the channels_last call's time over the contiguous one's (image models)."""
+    """Paired (timing.measure_paired): the channels_last call's time over the contiguous one's (image models)."""
     params = (_image_models(), _MODES)
     param_names = ["model", "mode"]
     timeout = 300
@@ -87,7 +87,7 @@ class ChannelsLastOverContiguous:
 
 
 class CudnnBenchmarkOnOverOff:
-    """Per round, the call's time with cudnn.benchmark on over off (image models, CUDA)."""
+    """Paired (timing.measure_paired): the call's time with cudnn.benchmark on over off (image models, CUDA)."""
     params = (_image_models(), _MODES)
     param_names = ["model", "mode"]
     timeout = 300

@@ -18,7 +18,7 @@ def setup(*params):
 
 
 class EvalForward:
-    """Per round, an eval forward under no_grad / inference_mode over the same forward with
+    """Paired (timing.measure_paired): an eval forward under no_grad / inference_mode over the same forward with
     autograd recording (grad enabled), and inference_mode over no_grad."""
     params = (wl.models(),)
     param_names = ["model"]
@@ -45,7 +45,7 @@ class EvalForward:
 
 
 class ZeroGrad:
-    """Per round, a training step with zero_grad(set_to_none=True) over one with
+    """Paired (timing.measure_paired): a training step with zero_grad(set_to_none=True) over one with
     set_to_none=False (gradients zero-filled, then accumulated into)."""
     params = (wl.models(),)
     param_names = ["model"]
@@ -62,7 +62,7 @@ class ZeroGrad:
 
 
 class LossLogging:
-    """Per round, a loop of training steps summing the loss on the device (one `.item()` per
+    """Paired (timing.measure_paired): a loop of training steps summing the loss on the device (one `.item()` per
     call) over the same loop calling `loss.item()` after every step."""
     params = (wl.models(),)
     param_names = ["model"]
