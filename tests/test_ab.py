@@ -50,8 +50,23 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
     assert "REGRESSION" in ops and "+1 ops" in ops
     base, head = records.list_runs(root, "ab-cpu")
     assert {base.label, head.label} == {"base", "head"}
+    jobs = {json.loads(rec.fingerprint_path.read_text())["ab_job"] for rec in (base, head)}
+    assert len(jobs) == 1, "both sides name the one ab job they ran in"
     for rec in (base, head):
         assert rec.meta["ab"]["processes"] == 2
         data = json.loads(rec.result_file().read_text())
         col = data["result_columns"].index("samples")
         assert len(data["results"]["canary.Canary.track_time"][col][0]) >= 2 * 3, "samples of both processes"
+
+
+def test_a_side_s_processes_share_the_paired_window(monkeypatch):
+    from harness.measure import timing
+
+    assert ab.process_window(quick=True, pairs=2) == timing.FAST["paired_window_s"] / 2
+    assert ab.process_window(quick=True, pairs=5) == ab.MIN_WINDOW_S  # never below 8 blocks
+    assert ab.process_window(quick=False, pairs=4) == timing.FULL["paired_window_s"] / 4
+    monkeypatch.setenv("HARNESS_PAIRED_WINDOW_S", "2.5")
+    assert timing.settings()["paired_window_s"] == 2.5
+    monkeypatch.setenv("HARNESS_PAIRED_WINDOW_S", "soon")
+    with pytest.raises(ValueError, match="HARNESS_PAIRED_WINDOW_S must be a number of seconds"):
+        timing.settings()

@@ -24,8 +24,8 @@ def add_arguments(parser):
                         help="with --slowdown: pointwise_chain, training_step (fusion) or a zoo "
                              "model (its inference step)")
     parser.add_argument("--slowed-side", choices=("all", "compiled"), default="all",
-                        help="with --slowdown on a fusion workload: slow eager and compiled "
-                             "(default) or the compiled side only")
+                        help="with --slowdown: slow every call, eager and compiled (default), or "
+                             "the compiled side only (a zoo model: its CompiledOverEager row)")
     parser.add_argument("--route", choices=("gate", "ab"), default="gate",
                         help="with --slowdown: gate on stored runs A,B,C (default) or harness ab")
     parser.add_argument("--pairs", type=int, default=5, help="with --route ab: pairs per ab run")

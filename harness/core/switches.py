@@ -35,3 +35,19 @@ def quick_mode() -> bool:
 def in_ci() -> bool:
     """CI is set (any CI system's value): goldens are compared, never accepted."""
     return flag("CI")
+
+
+def paired_window_s() -> float | None:
+    """HARNESS_PAIRED_WINDOW_S: the wall seconds one process spreads each paired comparison over
+    (timing.measure_paired). `harness ab` sets it: a side there pools several processes, which
+    share the side's window. Unset: timing's fast or full default."""
+    value = os.environ.get("HARNESS_PAIRED_WINDOW_S", "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"HARNESS_PAIRED_WINDOW_S must be a number of seconds, got {value!r}") from None
+    if not seconds >= 0:
+        raise ValueError(f"HARNESS_PAIRED_WINDOW_S must be >= 0 seconds, got {value!r}")
+    return seconds

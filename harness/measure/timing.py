@@ -40,7 +40,7 @@ from collections.abc import Callable
 import torch
 
 from harness.core.env import synchronize
-from harness.core.switches import full_mode
+from harness.core.switches import full_mode, paired_window_s
 
 # fast (default) and full settings for the sampling loop; full_mode() (HARNESS_FULL) picks one.
 # paired_window_s: the wall-clock window a paired comparison is spread over (measure_paired)
@@ -52,7 +52,13 @@ MAX_WINDOW_ROUNDS = 200_000  # a window of microsecond calls stops here (memory 
 
 
 def settings() -> dict:
-    return dict(FULL if full_mode() else FAST)
+    """FAST or FULL (full_mode()); HARNESS_PAIRED_WINDOW_S (set by `harness ab`) overrides the
+    paired window."""
+    cfg = dict(FULL if full_mode() else FAST)
+    window = paired_window_s()
+    if window is not None:
+        cfg["paired_window_s"] = window
+    return cfg
 
 
 def measure(fn: Callable[[], object], device: torch.device | str = "cpu", *, warmup: int | None = None,

@@ -9,7 +9,10 @@ environments asv builds itself, not for existing environments or two interpreter
 
 Each side's processes are merged into one asv result (samples appended, as asv's
 `append_samples` does) and kept as a run record labelled `base` / `head`; the verdict is the
-gate's (harness.verdict.gate) on those two records, with the same rules and exit codes.
+gate's (harness.verdict.gate) on those two records, with the same rules and exit codes, except
+that reference-normalised rows are judged without a calibrated band: both sides' processes
+alternated in one job (their fingerprints carry the same `ab_job`). A side's processes share
+one run's paired window (process_window): each spreads its paired comparisons over its share.
 Worktrees are removed afterwards, also on Ctrl-C or SIGTERM.
 """
 
@@ -32,6 +35,7 @@ from harness.core.files import write_json_atomic
 from harness.measure import asv
 
 MIN_PAIRS = 5  # fewer gives the statistics too little to go on; allowed, with a warning
+MIN_WINDOW_S = 2.0  # a process's share of the paired window (process_window)
 
 
 @dataclasses.dataclass
@@ -163,6 +167,16 @@ def merge(result_files: list[pathlib.Path], benchmarks: dict, dest_dir: pathlib.
     return dest_dir / merged._filename
 
 
+def process_window(quick: bool, pairs: int) -> float:
+    """Seconds each process spreads a paired comparison over: a side pools `pairs` processes
+    spread over the whole job, so they share one run's window (timing FAST/FULL), at least
+    MIN_WINDOW_S each (eight quarter-second blocks)."""
+    from harness.measure import timing
+
+    window = (timing.FAST if quick else timing.FULL)["paired_window_s"]
+    return round(max(MIN_WINDOW_S, window / max(pairs, 1)), 3)
+
+
 def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], **kw) -> dict:
     """Alternate the sides per suite; save each side as a run record. Returns what was run and
     left out, and the two run records. Scratch folders (the asv runs before merging, the run's
@@ -183,6 +197,7 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
     method = asv.launch_method()
     started = time.perf_counter()
     base_env = run_environment(quick=quick, full=not quick, threads=threads, inductor_cache=cache)
+    base_env["HARNESS_PAIRED_WINDOW_S"] = str(process_window(quick, pairs))
     done: dict[str, list[pathlib.Path]] = {"base": [], "head": []}
     ran_suites, left_out = [], []
     with sides(project, specs, envs or {}) as side:
@@ -210,6 +225,7 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
         if not ran_suites:
             raise BadInput("nothing ran within the budget; raise --budget")
         saved = {}
+        job = records.new_run_id(side["base"].commit, "ab")  # names the pair of records
         for label in ("base", "head"):
             s = side[label]
             run_id = records.new_run_id(s.commit, label)
@@ -235,7 +251,7 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
                              staging / "asv" / machine / "machine.json")
                 fp = side_fingerprint(s)
                 fp.update(machine_name=machine, commit=s.commit, run_id=run_id, ab_side=label,
-                          torch_threads=int(base_env["HARNESS_THREADS"]))
+                          ab_job=job, torch_threads=int(base_env["HARNESS_THREADS"]))
                 write_json_atomic(staging / records.FINGERPRINT, fp)
             saved[label] = records.load_record(records.runs_dir(root) / machine / run_id)
     records.rebuild_view(root)

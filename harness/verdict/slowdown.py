@@ -7,20 +7,21 @@ written into a scratch folder, suites/benchmarks is untouched, and the switch it
 
 NAME is one of the fusion workloads `pointwise_chain` or `training_step` (the zoo MLP's training
 step; suites/benchmarks/fusion.py), or a zoo model name (its inference step, small size, no
-channels_last; suites/benchmarks/models.py `Inference`). The wrapper subclasses the real suite's
+channels_last: suites/benchmarks/models.py `Inference`, and `CompiledOverEager` of that model). The wrapper subclasses the real suite's
 class, loaded from its file, so the rows keep their real names and code.
 
 The slowdown: with HARNESS_TEST_SLOWDOWN=F, each call of the slowed callable is followed by
-busy CPU work of F times that callable's own CPU time, measured once per process (the median
-of CALIBRATION_CALLS calls' thread CPU time, taken during its first call) and then fixed:
+busy CPU work of F times that callable's own CPU time, measured once per process (the fastest
+of CALIBRATION_CALLS calls' thread CPU time, taken during its first call: the quantity the
+paired rows estimate, so F is the slowdown they should see, not more) and then fixed:
 every timed call does the same extra work, i.e. F more work than the workload does. CPU time,
 not wall time, for a reason measured on the loaded 2-core runner: a fixed wall-clock wait is
 not stretched by the neighbours the way the workload's own work is, so a wait of 10% of the
 median call (calibrated right after a compile) slowed the compiled/eager ratio by 20-60%, and
 10% of the fastest call by only 0-6%. Extra CPU work is preempted like real work.
-HARNESS_TEST_SLOWDOWN_SIDE picks what slows in a fusion workload: `all` (default: eager and
-compiled alike, as a slower machine or a slower shared op would) or `compiled` (an inductor
-regression: the paired compiled/eager ratio sees it). The wait is pure Python, so the exact op
+HARNESS_TEST_SLOWDOWN_SIDE picks what slows: `all` (default: every call, eager and compiled
+alike, as a slower machine or a slower shared op would) or `compiled` (an inductor regression:
+the paired compiled/eager ratio sees it; a zoo model's plain `Inference` rows stay unslowed). The wait is pure Python, so the exact op
 counters never see it: only timing rows can catch it.
 """
 
@@ -39,7 +40,6 @@ CALIBRATION_CALLS = 20
 _COMMON = '''"""Test-only wrapper of {real} (written by harness.verdict.slowdown; not a user suite)."""
 import importlib.util
 import os
-import statistics
 import time
 
 _spec = importlib.util.spec_from_file_location("_real_{module}_suite", {real!r})
@@ -52,7 +52,7 @@ SIDE = os.environ.get({side_switch!r}) or "all"
 
 def slowed(fn):
     """fn, then FRACTION x fn's own CPU time of busy CPU work on the calling thread. The call's
-    CPU time (time.thread_time: quick runs use one thread) is measured once, the median of
+    CPU time (time.thread_time: quick runs use one thread) is measured once, the fastest of
     {calls} calls, during the first call (always an untimed warm-up: measure(), the profiler's
     op count). The wait spins until the thread's CPU clock has advanced that much, so the
     neighbours stretch it exactly as they stretch the call's own work."""
@@ -67,7 +67,7 @@ def slowed(fn):
                 t0 = time.thread_time()
                 fn()
                 cpu.append(time.thread_time() - t0)
-            extra.append(FRACTION * statistics.median(cpu))
+            extra.append(FRACTION * min(cpu))
             return out
         end = time.thread_time() + extra[0]
         while time.thread_time() < end:
@@ -100,8 +100,19 @@ class Inference(_real.Inference):
 
     def setup(self, *params):
         super().setup(*params)
-        if FRACTION:
+        if FRACTION and SIDE == "all":
             self.fn = slowed(self.fn)
+
+
+class CompiledOverEager(_real.CompiledOverEager):
+    params = ([{model!r}],)
+
+    def setup(self, *params):
+        super().setup(*params)
+        if FRACTION:
+            self.compiled = slowed(self.compiled)
+            if SIDE == "all":
+                self.eager = slowed(self.eager)
 '''
 
 

@@ -79,6 +79,18 @@ def _callable(p: _Prepared, mode: str) -> Callable[[], object]:
     raise ValueError(f"unknown mode {mode!r}; use 'inference' or 'training'")
 
 
+def build_compiled_pair(model_name: str, device: torch.device) -> tuple[Callable[[], object], Callable[[], object]]:
+    """(compiled, eager) inference calls of one model with the same weights and inputs: the
+    compiled one runs `torch.compile(model)` (the usual advice) and compiles on its first call."""
+    import copy
+
+    check(model_name, False, False, device)
+    eager = _Prepared(model_name, False, device)
+    compiled = copy.copy(eager)
+    compiled.model = torch.compile(eager.model)
+    return _callable(compiled, "inference"), _callable(eager, "inference")
+
+
 def build_and_train_once(model_name: str, channels_last: bool, device: torch.device) -> Callable[[], None]:
     """For peak memory: builds the model and inputs, runs one inference and one training step."""
     check(model_name, False, channels_last, device)
