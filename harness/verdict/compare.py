@@ -12,18 +12,17 @@ says which rule applied:
 - reference-normalised times ("relative"): with the statistics below, threshold
   max(threshold, band), once the machine has a calibrated noise band for the row; without one,
   "not judged: no calibrated noise band". This departs from DECISIONS §3 (which judges them
-  always) for a measured reason: two `harness bench --quick --suite fusion` runs of one commit
-  on the shared 2-core runner (load average ~11) moved the MLP training step's compiled time
-  over the reference by +54% and its eager time over the reference by +16%, while the paired
-  compiled/eager ratio of the same runs stayed within its test. A Python/NumPy reference is not
-  the same kind of work as a torch workload, and SMT and memory contention slow the two
-  differently from one process to the next; the canary's reference (the same torch ops) does
-  cancel it. Once calibrated, the band says how far the row can be trusted. In `harness ab`
-  they are judged without a band: there both sides ran in alternating processes of one job,
-  each side pooled over its processes, so what moves one process's level moves the other
-  side's too (measured: 8 processes of AlexNet inference over the reference spread 3.0% log
-  SD, so single stored runs of it gave 3/28 A/A alarms; pooled over 5 processes a side the
-  A/A difference has an SD of about 1.9%, well inside the 5% threshold).
+  always) for a measured reason: a Python/NumPy reference is not the same kind of work as a
+  torch workload, and the shared host's memory bursts slow the two differently, so one
+  process's level moves against the next one's. On the 2-core CI VM with two busy processes
+  beside it, 8 fresh processes each (4 s paired windows, timing.measure_paired) spread with a
+  log SD of 4.9% (AlexNet inference over the reference), 3.7% (ResNet-18) and 16% (word LM),
+  and adding a memory-bound NumPy copy to the reference did not fix it; in 10 gate trials the
+  MLP step's compiled time over the reference would have flagged 3 of 10 A/A pairs, while the
+  paired compiled/eager ratio of the same runs flagged none. The canary's reference (the same
+  torch ops) does cancel it. Once calibrated, the band says how far the row can be trusted. In
+  `harness ab` they are judged without a band: there both sides ran in alternating processes
+  of one job, each side pooled over its processes, so the level of no single process decides.
 - raw times ("seconds", compile times included) and throughputs ("samples/s"): only where the
   machine's calibrated noise band for that row (`harness calibrate`) is below the threshold,
   as on a dedicated GPU runner. Otherwise the row is shown, "not judged", with the band, or

@@ -90,9 +90,11 @@ class ChannelsLastOverContiguous:
 class CompiledOverEager:
     """Paired (timing.measure_paired): torch.compile(model)'s inference call over the eager
     model's, same weights and inputs, same rounds: what inductor is worth per zoo model (the
-    PyTorch 2.0 dashboard's speedup is 1 / this ratio). Fast runs: AlexNet and the word LM (AlexNet
-    compiles in ~11 s on two CPU cores); full runs: every model."""
-    params = (grid(["alexnet", "word_lm"], model_names()),)
+    PyTorch 2.0 dashboard's speedup is 1 / this ratio). Fast runs: the word LM; full runs: every
+    model. AlexNet is full only: its compiled and eager calls respond differently to a shared
+    host's memory state, so on the 2-core CI VM under load its ratio moved 5-8% between
+    processes (3 of 5 A/A pairs flagged), against 0.993-1.010 for the word LM (0 of 10)."""
+    params = (grid(["word_lm"], model_names()),)
     param_names = ["model"]
     timeout = 600
 
