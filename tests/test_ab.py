@@ -50,8 +50,6 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
     assert "REGRESSION" in ops and "+1 ops" in ops
     base, head = records.list_runs(root, "ab-cpu")
     assert {base.label, head.label} == {"base", "head"}
-    jobs = {json.loads(rec.fingerprint_path.read_text())["ab_job"] for rec in (base, head)}
-    assert len(jobs) == 1, "both sides name the one ab job they ran in"
     for rec in (base, head):
         assert rec.meta["ab"]["processes"] == 2
         data = json.loads(rec.result_file().read_text())

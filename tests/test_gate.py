@@ -72,27 +72,6 @@ def test_normalised_row_is_judged_once_calibrated(tmp_path, capsys):
     assert code == 0 and "threshold 20.0%" in out
 
 
-def _as_ab_sides(b, h, job_b="20261130T000000Z-aaaaaaaa-ab", job_h="20261130T000000Z-aaaaaaaa-ab"):
-    for path, side, job in ((b, "base", job_b), (h, "head", job_h)):
-        (path.parent / "fingerprint.json").write_text(json.dumps({"ab_side": side, "ab_job": job}))
-
-
-def test_normalised_row_is_judged_between_the_sides_of_one_ab_job(tmp_path, capsys):
-    # alternating processes of one job cancel what moves a single process's level
-    b, h = pair(tmp_path, {"t.rel": draw(30, seed=1)}, {"t.rel": draw(30, seed=2, scale=1.10)}, units=NORMALISED)
-    _as_ab_sides(b, h)
-    code, out, _ = run_cli(capsys, b, h)
-    assert code == 1 and verdicts(out) == {"t.rel": "REGRESSION"}
-    assert "normalised time, sides interleaved (harness ab): p=" in out
-    # two ab records of different jobs (or a base labelled head) are stored runs like any other
-    _as_ab_sides(b, h, job_h="20261201T000000Z-bbbbbbbb-ab")
-    code, out, _ = run_cli(capsys, b, h)
-    assert code == 0 and verdicts(out) == {"t.rel": "not judged"}
-    _as_ab_sides(h, b)
-    code, out, _ = run_cli(capsys, b, h)
-    assert code == 0 and verdicts(out) == {"t.rel": "not judged"}
-
-
 def test_aa_pair_from_one_distribution_passes(tmp_path, capsys):
     for seed in range(5):
         b, h = pair(tmp_path / str(seed), {"t.ratio": draw(30, seed=seed)},

@@ -9,10 +9,9 @@ environments asv builds itself, not for existing environments or two interpreter
 
 Each side's processes are merged into one asv result (samples appended, as asv's
 `append_samples` does) and kept as a run record labelled `base` / `head`; the verdict is the
-gate's (harness.verdict.gate) on those two records, with the same rules and exit codes, except
-that reference-normalised rows are judged without a calibrated band: both sides' processes
-alternated in one job (their fingerprints carry the same `ab_job`). A side's processes share
-one run's paired window (process_window): each spreads its paired comparisons over its share.
+gate's (harness.verdict.gate) on those two records, with the same rules and exit codes. A
+side's processes share one run's paired window (process_window): each spreads its paired
+comparisons over its share.
 Worktrees are removed afterwards, also on Ctrl-C or SIGTERM.
 """
 
@@ -225,7 +224,6 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
         if not ran_suites:
             raise BadInput("nothing ran within the budget; raise --budget")
         saved = {}
-        job = records.new_run_id(side["base"].commit, "ab")  # names the pair of records
         for label in ("base", "head"):
             s = side[label]
             run_id = records.new_run_id(s.commit, label)
@@ -251,7 +249,7 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
                              staging / "asv" / machine / "machine.json")
                 fp = side_fingerprint(s)
                 fp.update(machine_name=machine, commit=s.commit, run_id=run_id, ab_side=label,
-                          ab_job=job, torch_threads=int(base_env["HARNESS_THREADS"]))
+                          torch_threads=int(base_env["HARNESS_THREADS"]))
                 write_json_atomic(staging / records.FINGERPRINT, fp)
             saved[label] = records.load_record(records.runs_dir(root) / machine / run_id)
     records.rebuild_view(root)

@@ -29,9 +29,9 @@ from harness.core import exits
 from harness.core.table import render
 from harness.core.units import format_ratio, format_value
 from harness.verdict import compare
-from harness.verdict.results import (BadInput, ResultSet, environment_differences, interleaved,
-                                     load, load_noise, noise_path, not_comparable, resolve,
-                                     results_root, same_runner)
+from harness.verdict.results import (BadInput, ResultSet, environment_differences, load, load_noise,
+                                     noise_path, not_comparable, resolve, results_root,
+                                     same_runner)
 
 CODE_OF = {compare.REGRESSION: exits.REGRESSION, compare.FAILED: exits.FAILED,
            compare.MISSING: exits.FAILED, compare.BAD: exits.BAD_INPUT}
@@ -117,7 +117,7 @@ def run_gate(base_spec: str, head_spec: str, *, root=None, machine: str | None =
                                f"{base.path} nor {head.path} has them")
     except BadInput as exc:
         return Outcome(exits.BAD_INPUT, [], message=str(exc))
-    rows = compare.compare(base, head, threshold, alpha, noise, only, interleaved(base, head))
+    rows = compare.compare(base, head, threshold, alpha, noise, only)
     code = exit_code(rows)
     message = ""
     if all(r.verdict == compare.SKIPPED for r in rows):

@@ -353,14 +353,6 @@ def fingerprint_of(rs: ResultSet) -> dict | None:
     return None
 
 
-def interleaved(base: ResultSet, head: ResultSet) -> bool:
-    """Whether the two runs are the base and head sides of one `harness ab` job (their
-    fingerprints say which side they ran as): processes of both sides alternated in time."""
-    fb, fh = fingerprint_of(base) or {}, fingerprint_of(head) or {}
-    return fb.get("ab_side") == "base" and fh.get("ab_side") == "head" \
-        and fb.get("ab_job") is not None and fb.get("ab_job") == fh.get("ab_job")
-
-
 def not_comparable(base: ResultSet, head: ResultSet) -> list[str]:
     """Why timings of these two runs mean nothing side by side (DECISIONS §2: another device
     model, another CPU thread count for CPU runs, another machine name); empty if comparable.
