@@ -102,7 +102,47 @@ def test_fusion_wrapper_slows_the_chosen_side(tmp_path, monkeypatch):
         assert case.case.make_call(lambda x: x).__qualname__.startswith("slowed.")
 
 
+def test_several_workloads_share_one_scratch_folder_one_wrapper_module_per_suite(tmp_path, monkeypatch):
+    bench = slowdown.write_suite(ROOT, ["pointwise_chain", "training_step", "mlp", "word_lm"], tmp_path)
+    assert sorted(p.name for p in bench.iterdir()) == ["__init__.py", "fusion.py", "models.py"]
+    assert slowdown.modules_for(["word_lm", "pointwise_chain", "mlp"]) == ["fusion", "models"]
+    fusion = load(bench, "fusion", monkeypatch, "0.1", "compiled")
+    assert fusion.PointwiseChain.__mro__[1].__name__ == "PointwiseChain"
+    assert fusion.SmallModelTrainingStep.track_compiled_over_eager.unit == "ratio"
+    assert not hasattr(fusion, "AttentionOverHandWritten")  # only the chosen workloads' classes
+    models = load(bench, "models", monkeypatch, "0.1", "compiled")
+    assert models.Inference.params == (["mlp", "word_lm"], [False], [False])
+    assert models.CompiledOverEager.params == (["mlp", "word_lm"],)
+
+
+def _fake_runs(monkeypatch, tmp_path, slowed_scale: float):
+    """calibrate.asv_run replaced by result files of one paired-ratio row: clean runs draw around
+    1.0, the slowed run (extra environment given) around slowed_scale. Returns the call log."""
+    calls = []
+
+    def fake(project, bench_dir, results, machine, commit, extra_env=None, *, quick=False):
+        calls.append(results.name)
+        scale = slowed_scale if extra_env else 1.0
+        return write_set(results, commit, {"w.ratio": draw(30, seed=len(calls), scale=scale)},
+                         machine=machine, units={"w.ratio": "ratio"})
+
+    monkeypatch.setattr(calibrate, "asv_run", fake)
+    return calls
+
+
+@pytest.mark.parametrize("aa", [True, False])
+def test_trials_without_the_aa_half_skip_run_c_and_report_false_alarms_as_not_measured(tmp_path, monkeypatch, aa):
+    calls = _fake_runs(monkeypatch, tmp_path, slowed_scale=1.2)
+    out = calibrate.trials(ROOT, 2, tmp_path / "root", "m1-cpu", tmp_path / "w", 0.05,
+                           bench_dir=tmp_path, slowed_env={"X": "1"}, log=lambda m: None, aa=aa)
+    assert out["caught"] == 2
+    assert calls == (["t0-A", "t0-B", "t0-C", "t1-A", "t1-B", "t1-C"] if aa else ["t0-A", "t0-B", "t1-A", "t1-B"])
+    assert out["false_alarms"] == (0 if aa else None)
+    assert out["per_benchmark"]["w.ratio"]["caught"] == 2
+
+
 @pytest.mark.parametrize("argv, says", [
+    (["--no-aa"], "go with --slowdown"),
     (["--slowdown", "0.1"], "--slowdown needs --workload"),
     (["--slowdown", "0.1", "--workload", "nosuchmodel"], "unknown workload 'nosuchmodel'"),
     (["--workload", "mlp"], "go with --slowdown"),

@@ -20,15 +20,18 @@ def add_arguments(parser):
     parser.add_argument("--slowdown", type=float, metavar="F",
                         help="with --trials: slow a real workload by the fraction F (0.1 = 10%%) "
                              "in a scratch benchmark folder instead of the canary's extra op")
-    parser.add_argument("--workload", metavar="NAME",
+    parser.add_argument("--workload", metavar="NAME", action="append",
                         help="with --slowdown: pointwise_chain, training_step (fusion) or a zoo "
-                             "model (its inference step)")
+                             "model (its inference step); repeatable: the workloads share each run")
     parser.add_argument("--slowed-side", choices=("all", "compiled"), default="all",
                         help="with --slowdown: slow every call, eager and compiled (default), or "
                              "the compiled side only (a zoo model: its CompiledOverEager row)")
     parser.add_argument("--route", choices=("gate", "ab"), default="gate",
                         help="with --slowdown: gate on stored runs A,B,C (default) or harness ab")
     parser.add_argument("--pairs", type=int, default=5, help="with --route ab: pairs per ab run")
+    parser.add_argument("--no-aa", dest="aa", action="store_false",
+                        help="with --slowdown: only the slowed half of each trial (half the cost); "
+                             "false alarms are then not measured: take them from A/A runs made apart")
     parser.add_argument("--json", metavar="FILE", help="also write the outcome as JSON")
 
 
@@ -47,13 +50,15 @@ def run(args) -> int:
     if args.trials:
         threshold = args.threshold if args.threshold is not None else DEFAULT_THRESHOLD
         out = _trials(args, project, root, machine, work, threshold)
-        print(f"caught {out['caught']}/{out['trials']} injected regressions; "
-              f"false alarms {out['false_alarms']}/{out['trials']} A/A"
+        aa = (f"false alarms {out['false_alarms']}/{out['trials']} A/A" if out["false_alarms"] is not None
+              else "false alarms not measured (--no-aa)")
+        print(f"caught {out['caught']}/{out['trials']} injected regressions; {aa}"
               + (f"; gate run time {out['gate_seconds_median']:.2f} s (median)"
                  if "gate_seconds_median" in out else f"; ab run {out['ab_seconds_median']:.0f} s (median)"))
         n = out["trials"]
-        rows = [(name, "yes" if c["judged"] else "no", f"{c['caught']}/{n}", f"{c['false_alarms']}/{n}",
-                 f"{c['caught_if_judged']}/{n}", f"{c['false_alarms_if_judged']}/{n}")
+        m = n if out["false_alarms"] is not None else 0  # A/A trials run
+        rows = [(name, "yes" if c["judged"] else "no", f"{c['caught']}/{n}", f"{c['false_alarms']}/{m}",
+                 f"{c['caught_if_judged']}/{n}", f"{c['false_alarms_if_judged']}/{m}")
                 for name, c in sorted(out["per_benchmark"].items())]
         print(render(["benchmark", "judged", "flagged in regression trials", "flagged in A/A trials",
                       "if judged: regression", "if judged: A/A"], rows), end="")
@@ -72,8 +77,8 @@ def _trials(args, project, root, machine, work, threshold) -> dict:
     from harness.verdict import calibrate, slowdown
 
     if args.slowdown is None:
-        if args.workload or args.route != "gate":
-            raise BadInput("--workload and --route ab go with --slowdown F")
+        if args.workload or args.route != "gate" or not args.aa:
+            raise BadInput("--workload, --route ab and --no-aa go with --slowdown F")
         return calibrate.trials(project, args.trials, root, machine, work, threshold)
     if not args.workload:
         raise BadInput("--slowdown needs --workload NAME (pointwise_chain, training_step or a zoo model)")
@@ -83,6 +88,6 @@ def _trials(args, project, root, machine, work, threshold) -> dict:
     env = slowdown.environment(args.slowdown, args.slowed_side)
     if args.route == "ab":
         return calibrate.ab_trials(project, args.trials, machine, work, threshold, bench,
-                                   slowdown.module_for(args.workload), env, args.pairs)
+                                   slowdown.modules_for(args.workload), env, args.pairs, aa=args.aa)
     return calibrate.trials(project, args.trials, root, machine, work, threshold, bench_dir=bench,
-                            slowed_env=env, quick=True)
+                            slowed_env=env, quick=True, aa=args.aa)

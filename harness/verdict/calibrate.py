@@ -14,7 +14,9 @@ that order; `gate A B` must exit 1 (caught) and `gate A C` must exit 0 (no false
 `--trials N --slowdown F --workload NAME` is the same proof on a real workload (test-only, see
 harness.verdict.slowdown): quick runs of a scratch benchmark folder wrapping the real suite's
 class, B slowed by the fraction F; `--route ab` runs it through `harness ab` instead (per trial
-one ab run clean vs slowed, which must exit 1, and one clean vs clean, which must exit 0). Per
+one ab run clean vs slowed, which must exit 1, and one clean vs clean, which must exit 0).
+`--workload` repeats: the workloads share each run. `--no-aa` runs only the slowed half of each
+trial (half the cost; the A/A evidence must then come from runs made apart, said in the output). Per
 benchmark row the table says how often the gate flagged it, and how often it would have
 flagged it if every timing row were judged without a calibrated band (compare.compare with a
 band of 0): the evidence for or against judging raw and reference-normalised rows uncalibrated.
@@ -134,10 +136,11 @@ def if_all_judged(outcome, threshold: float) -> list:
 
 def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work: pathlib.Path,
            threshold: float, log=print, *, bench_dir: pathlib.Path | None = None,
-           slowed_env: dict | None = None, quick: bool = False) -> dict:
+           slowed_env: dict | None = None, quick: bool = False, aa: bool = True) -> dict:
     """The end-to-end proof on stored results: per trial a clean run A, a run B with the injected
     regression (default: the canary's extra op; `bench_dir` + `slowed_env`: a slowed real workload,
-    harness.verdict.slowdown), another clean run C; `gate A B` must exit 1, `gate A C` exit 0."""
+    harness.verdict.slowdown), another clean run C; `gate A B` must exit 1, `gate A C` exit 0.
+    `aa=False`: no run C (false alarms are then None: not measured)."""
     from harness.core.project import head_commit
     from harness.verdict.gate import run_gate
 
@@ -152,30 +155,36 @@ def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work
         t0 = time.perf_counter()
         a = asv_run(project, bench_dir, work / f"t{i}-A", machine, commit, quick=quick)
         b = asv_run(project, bench_dir, work / f"t{i}-B", machine, commit, slowed_env, quick=quick)
-        c = asv_run(project, bench_dir, work / f"t{i}-C", machine, commit, quick=quick)
-        run_seconds.append((time.perf_counter() - t0) / 3)
+        c = asv_run(project, bench_dir, work / f"t{i}-C", machine, commit, quick=quick) if aa else None
+        run_seconds.append((time.perf_counter() - t0) / (3 if aa else 2))
         t0 = time.perf_counter()
         reg = run_gate(str(a), str(b), root=root, threshold=threshold, noise_file=str(npath))
         gate_seconds.append(time.perf_counter() - t0)
-        aa = run_gate(str(a), str(c), root=root, threshold=threshold, noise_file=str(npath))
+        same = run_gate(str(a), str(c), root=root, threshold=threshold, noise_file=str(npath)) if aa else None
         caught += reg.code == 1
-        false_alarms += aa.code != 0
-        row = {"trial": i, "regression_exit": reg.code, "aa_exit": aa.code}
-        for label, outcome, key in (("B/A", reg, "caught"), ("C/A", aa, "false_alarms")):
+        row = {"trial": i, "regression_exit": reg.code}
+        checks = [("B/A", reg, "caught")]
+        if same is not None:
+            false_alarms += same.code != 0
+            row["aa_exit"] = same.code
+            checks.append(("C/A", same, "false_alarms"))
+        for label, outcome, key in checks:
             cells = _tally(per_bench, outcome.rows, key, if_all_judged(outcome, threshold))
             row.update({f"{label} {name}": cell for name, cell in cells.items()})
         rows.append(row)
         log(json.dumps(row))
-    return {"route": "gate", "trials": n, "caught": caught, "false_alarms": false_alarms,
+    return {"route": "gate", "trials": n, "caught": caught, "false_alarms": false_alarms if aa else None,
             "per_benchmark": per_bench, "gate_seconds_median": sorted(gate_seconds)[len(gate_seconds) // 2],
             "asv_run_seconds_median": sorted(run_seconds)[len(run_seconds) // 2], "rows": rows}
 
 
 def ab_trials(project: pathlib.Path, n: int, machine: str, work: pathlib.Path, threshold: float,
-              bench_dir: pathlib.Path, suite: str, slowed_env: dict, pairs: int, log=print) -> dict:
+              bench_dir: pathlib.Path, suites: list[str], slowed_env: dict, pairs: int, log=print,
+              aa: bool = True) -> dict:
     """The same proof through `harness ab`: per trial one ab run (base clean, head slowed, `pairs`
-    alternating processes each) that must exit 1, and one A/A ab run (both clean) that must exit 0.
-    Both sides run this checkout's interpreter; results go to a scratch root per run."""
+    alternating processes each, per suite) that must exit 1, and one A/A ab run (both clean) that
+    must exit 0 (`aa=False`: none; false alarms are then None). Both sides run this checkout's
+    interpreter; results go to a scratch root per run."""
     import sys
 
     from harness.verdict import ab
@@ -187,9 +196,10 @@ def ab_trials(project: pathlib.Path, n: int, machine: str, work: pathlib.Path, t
     python = sys.executable
     for i in range(n):
         row = {"trial": i}
-        for label, envs, key in (("slowed", {"head": slowed_env}, "caught"), ("A/A", {}, "false_alarms")):
+        runs = [("slowed", {"head": slowed_env}, "caught")] + ([("A/A", {}, "false_alarms")] if aa else [])
+        for label, envs, key in runs:
             root = work / f"ab{i}-{'slowed' if key == 'caught' else 'aa'}"
-            out = ab.run(project, root, {"base": python, "head": python}, suites=[suite], benches=[],
+            out = ab.run(project, root, {"base": python, "head": python}, suites=suites, benches=[],
                          machine=machine, pairs=pairs, quick=True, budget_s=None, envs=envs,
                          bench_dir=bench_dir, log=lambda msg: None)
             seconds.append(out["seconds"])
@@ -204,6 +214,7 @@ def ab_trials(project: pathlib.Path, n: int, machine: str, work: pathlib.Path, t
             row.update({f"{label} {name}": cell for name, cell in cells.items()})
         rows.append(row)
         log(json.dumps(row))
-    return {"route": "ab", "trials": n, "pairs": pairs, "caught": caught, "false_alarms": false_alarms,
+    return {"route": "ab", "trials": n, "pairs": pairs, "caught": caught,
+            "false_alarms": false_alarms if aa else None,
             "per_benchmark": per_bench, "ab_seconds_median": sorted(seconds)[len(seconds) // 2],
             "rows": rows}

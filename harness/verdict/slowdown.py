@@ -7,8 +7,11 @@ written into a scratch folder, suites/benchmarks is untouched, and the switch it
 
 NAME is one of the fusion workloads `pointwise_chain` or `training_step` (the zoo MLP's training
 step; suites/benchmarks/fusion.py), or a zoo model name (its inference step, small size, no
-channels_last: suites/benchmarks/models.py `Inference`, and `CompiledOverEager` of that model). The wrapper subclasses the real suite's
-class, loaded from its file, so the rows keep their real names and code.
+channels_last: suites/benchmarks/models.py `Inference`, and `CompiledOverEager` of that model).
+Several NAMEs share one scratch folder, one wrapper module per real suite, so one run (or one
+`harness ab` job) times them all: a trial costs one process start per suite, not per workload.
+The wrapper subclasses the real suite's class, loaded from its file, so the rows keep their
+real names and code.
 
 The slowdown: with HARNESS_TEST_SLOWDOWN=F, each call of the slowed callable is followed by
 busy CPU work of F times that callable's own CPU time, measured once per process (the fastest
@@ -33,7 +36,8 @@ from harness.core.exits import BadInput
 
 SWITCH = "HARNESS_TEST_SLOWDOWN"
 SIDE_SWITCH = "HARNESS_TEST_SLOWDOWN_SIDE"
-FUSION_WORKLOADS = ("pointwise_chain", "training_step")
+FUSION_CLASSES = {"pointwise_chain": "PointwiseChain", "training_step": "SmallModelTrainingStep"}
+FUSION_WORKLOADS = tuple(FUSION_CLASSES)
 SIDES = ("all", "compiled")
 CALIBRATION_CALLS = 20
 
@@ -96,7 +100,7 @@ class {cls}(_real.{cls}):
 _INFERENCE = '''
 
 class Inference(_real.Inference):
-    params = ([{model!r}], [False], [False])
+    params = ({models!r}, [False], [False])
 
     def setup(self, *params):
         super().setup(*params)
@@ -105,7 +109,7 @@ class Inference(_real.Inference):
 
 
 class CompiledOverEager(_real.CompiledOverEager):
-    params = ([{model!r}],)
+    params = ({models!r},)
 
     def setup(self, *params):
         super().setup(*params)
@@ -121,6 +125,11 @@ def module_for(workload: str) -> str:
     return "fusion" if workload in FUSION_WORKLOADS else "models"
 
 
+def modules_for(workloads: list[str]) -> list[str]:
+    """The real suite modules the wrappers of `workloads` import, in order, once each."""
+    return sorted({module_for(w) for w in workloads})
+
+
 def check_workload(workload: str) -> None:
     from harness.core.zoo import model_names
 
@@ -130,22 +139,28 @@ def check_workload(workload: str) -> None:
                        f"{', '.join(model_names())}")
 
 
-def write_suite(project: pathlib.Path, workload: str, work: pathlib.Path) -> pathlib.Path:
-    """A scratch benchmark folder under `work` holding the wrapper of `workload`; returns it."""
-    check_workload(workload)
-    module = module_for(workload)
-    real = project / "suites" / "benchmarks" / f"{module}.py"
-    text = _COMMON.format(real=str(real), module=module, switch=SWITCH, side_switch=SIDE_SWITCH,
-                          calls=CALIBRATION_CALLS)
-    if module == "fusion":
-        cls = {"pointwise_chain": "PointwiseChain", "training_step": "SmallModelTrainingStep"}[workload]
-        text += _FUSION.format(cls=cls)
-    else:
-        text += _INFERENCE.format(model=workload)
-    bench = work / f"benchmarks-{workload}"
+def write_suite(project: pathlib.Path, workloads: list[str] | str, work: pathlib.Path) -> pathlib.Path:
+    """A scratch benchmark folder under `work` holding the wrappers of `workloads` (one module per
+    real suite); returns it."""
+    workloads = [workloads] if isinstance(workloads, str) else list(dict.fromkeys(workloads))
+    if not workloads:
+        raise BadInput("--slowdown needs at least one --workload")
+    for w in workloads:
+        check_workload(w)
+    bench = work / f"benchmarks-{'-'.join(workloads)}"
     bench.mkdir(parents=True, exist_ok=True)
     (bench / "__init__.py").write_text("")
-    (bench / f"{module}.py").write_text(text)
+    for module in modules_for(workloads):
+        real = project / "suites" / "benchmarks" / f"{module}.py"
+        text = _COMMON.format(real=str(real), module=module, switch=SWITCH, side_switch=SIDE_SWITCH,
+                              calls=CALIBRATION_CALLS)
+        mine = [w for w in workloads if module_for(w) == module]
+        if module == "fusion":
+            for w in mine:
+                text += _FUSION.format(cls=FUSION_CLASSES[w])
+        else:
+            text += _INFERENCE.format(models=mine)
+        (bench / f"{module}.py").write_text(text)
     return bench
 
 
