@@ -155,6 +155,24 @@ def test_timing_check_on_cpu_records_without_a_pass_mark():
     assert out["figures"]["samples"] >= 3 and out["figures"]["wall_median_s"] > 0
 
 
+def test_paired_pass_mark_wants_one_and_two_one_sample_per_block_and_no_overrun():
+    ok, detail = checks.judge_paired([1.0, 1.01] * 8, [2.0, 1.98] * 8, 4.4, 4.0, 0.25)
+    assert ok, detail
+    for same, double, seconds, says in (([1.1] * 16, [2.0] * 16, 4.2, "over itself read 1.100"),
+                                        ([1.0] * 16, [1.6] * 16, 4.2, "two kernels over one read 1.600"),
+                                        ([1.0] * 5, [2.0] * 5, 4.2, "5 samples from a 4 s window"),
+                                        ([1.0] * 16, [2.0] * 16, 9.0, "took 9.0 s")):
+        ok, detail = checks.judge_paired(same, double, seconds, 4.0, 0.25)
+        assert not ok and says in detail
+
+
+def test_paired_check_on_cpu_runs_the_window_and_records_without_a_pass_mark(monkeypatch):
+    monkeypatch.setenv("HARNESS_PAIRED_WINDOW_S", "0.5")
+    out = checks.check_paired(torch.device("cpu"), n=32)
+    assert out["status"] == "recorded" and out["figures"]["window_s"] == 0.5
+    assert out["figures"]["samples"] >= 1 and out["figures"]["double_over_single_median"] > 1.0
+
+
 def test_warmup_check_keeps_compilation_out_of_samples():
     # dynamo without inductor: fast. Only the counts are asserted (no timed assertion: the pass
     # mark also compares the slowest sample with the compiling call, seconds apart on a GPU).

@@ -62,6 +62,9 @@ PLAN = (
          cpu_expect_exit=exits.NO_GPU),
     Step("timing", 30, "CUDA-event samples (timing.measure) agree with wall clock + synchronise within "
          "10% on a long known kernel (8192^3 float32 matmul)"),
+    Step("paired", 30, "timing.measure_paired's window on the GPU (the gate's paired rows: CUDA events per "
+         "call, host round starts, one sample per quarter second): a 2048^2 matmul over itself reads 1 "
+         "and two over one read 2 within 5%, one sample per block, the 4 s window not overrun by half"),
     Step("warmup", 45, "the warm-up call absorbs torch.compile: the first call compiles, no timed sample "
          "holds a compile (dynamo's graph count is unchanged during samples, every sample < 10% of the first call)"),
     Step("kernels", 75, "x.cos().cos() launches exactly 2 kernels eager and 1 compiled (profiler); "

@@ -21,6 +21,12 @@ COMPILE_SHARE_LIMIT = 0.10
 # `x.cos().cos()`: two kernels eager, one fused kernel compiled, exactly.
 POINTWISE_KERNELS = {"eager": 2, "compiled": 1}
 SAMPLING = {"warmup": 3, "samples": 20, "budget_s": 1.0}
+# timing.measure_paired (the gate's paired rows): one known kernel over itself must read 1, two
+# over one must read 2, each within this; the window may overrun by this fraction of itself
+# (the final synchronise, reading the events), and must give this share of its blocks.
+PAIRED_TOLERANCE = 0.05
+PAIRED_OVERRUN = 0.5
+PAIRED_BLOCK_SHARE = 0.75
 
 
 def _result(status: str, figures: dict, detail: str) -> dict:
@@ -81,6 +87,58 @@ def check_timing(device, n: int | None = None) -> dict:
                "tflops": round(flops / statistics.median(events) / 1e12, 2)}
     return _result(status, figures,
                    f"timer and wall clock differ by {diff:.1%} (limit {EVENTS_VS_WALL_TOLERANCE:.0%})")
+
+
+def judge_paired(same: list[float], double: list[float], seconds: float, window_s: float,
+                 block_s: float) -> tuple[bool, str]:
+    """The pass mark of check_paired, apart so that it is tested without a GPU."""
+    if not same or not double:
+        return False, "no paired samples"
+    m_same, m_double = statistics.median(same), statistics.median(double)
+    problems = []
+    if abs(m_same - 1.0) > PAIRED_TOLERANCE:
+        problems.append(f"a kernel over itself read {m_same:.3f}, not 1")
+    if abs(m_double / 2.0 - 1.0) > PAIRED_TOLERANCE:
+        problems.append(f"two kernels over one read {m_double:.3f}, not 2")
+    if len(same) < PAIRED_BLOCK_SHARE * window_s / block_s:
+        problems.append(f"{len(same)} samples from a {window_s:g} s window of {block_s:g} s blocks")
+    if seconds > (1.0 + PAIRED_OVERRUN) * window_s:
+        problems.append(f"a {window_s:g} s window took {seconds:.1f} s")
+    return not problems, "; ".join(problems) or (
+        f"1 kernel / itself {m_same:.3f}, 2 kernels / 1 {m_double:.3f}, {len(same)} samples in {seconds:.1f} s")
+
+
+def check_paired(device, n: int | None = None) -> dict:
+    """timing.measure_paired's default mode on the device, as the gate's paired rows use it: a
+    wall-clock window of alternating rounds, one sample per quarter second (fastest over
+    fastest), on CUDA one event pair per call and round starts taken on the host, one
+    synchronise at the end. A matmul over itself must read 1 and two over one 2 (judge_paired).
+    On a CPU the same code runs through the CPU loop: figures recorded without a pass mark."""
+    from harness.measure import timing
+
+    cuda = device.type == "cuda"
+    # 2048^2: ~0.3 ms on a current GPU, compute-bound (launch overhead negligible), short enough
+    # that the ~1000 launches CUDA queues ahead of the host stay well inside one block
+    n = n or (2048 if cuda else 128)
+    fn, _ = known_kernel(device, n)
+
+    def twice():
+        fn()
+        fn()
+
+    window = timing.settings()["paired_window_s"]
+    t0 = time.perf_counter()
+    same = timing.measure_paired(fn, fn, device)
+    seconds = time.perf_counter() - t0
+    double = timing.measure_paired(twice, fn, device)
+    ok, detail = judge_paired(same, double, seconds, window, timing.BLOCK_S)
+    status = ("pass" if ok else "fail") if cuda else "recorded"
+    figures = {"kernel": f"mm {n}x{n} float32", "window_s": window, "block_s": timing.BLOCK_S,
+               "samples": len(same), "seconds": round(seconds, 2),
+               "same_over_same_median": round(statistics.median(same), 4),
+               "double_over_single_median": round(statistics.median(double), 4),
+               "timer": "cuda events" if cuda else "CPU loop (CUDA events not exercised)"}
+    return _result(status, figures, detail)
 
 
 def compile_kept_out(first_call_s: float, samples: list[float], compiles_during_samples: int) -> bool:
@@ -265,5 +323,5 @@ def check_dataloader(device, num_workers: int = 2) -> dict:
                    "samples/s with pin_memory on over off (higher is better)")
 
 
-CHECKS = {"timing": check_timing, "warmup": check_warmup, "kernels": check_kernels,
+CHECKS = {"timing": check_timing, "paired": check_paired, "warmup": check_warmup, "kernels": check_kernels,
           "transfer": check_transfer, "amp": check_amp, "conv": check_conv, "dataloader": check_dataloader}
