@@ -150,13 +150,16 @@ def test_new_units_have_gate_rules():
     assert metrics.kind_of("bytes moved").exact
     assert metrics.kind_of("GB/s").raw and metrics.kind_of("GB/s").higher_is_better
     frac = metrics.kind_of("fraction of copy bandwidth")
-    assert frac.kind == metrics.RATIO and frac.higher_is_better
+    assert frac.kind == metrics.NORMALISED and frac.higher_is_better
     assert compare.compare_entry(_entry("bytes moved", value=200), _entry("bytes moved", value=400)).verdict \
         == compare.REGRESSION
     gbps = compare.compare_entry(_entry("GB/s", draw(30, 10)), _entry("GB/s", draw(30, 5, seed=1)))
     assert gbps.verdict == compare.NOT_JUDGED and "no calibrated noise band" in gbps.note
-    lower = compare.compare_entry(_entry("fraction of copy bandwidth", draw(30, 0.9)),
-                                  _entry("fraction of copy bandwidth", draw(30, 0.6, seed=1)))
+    # normalised by a copy, another kind of work: judged only with a calibrated band
+    base, head = _entry("fraction of copy bandwidth", draw(30, 0.9)), _entry("fraction of copy bandwidth", draw(30, 0.6, seed=1))
+    unbanded = compare.compare_entry(base, head)
+    assert unbanded.verdict == compare.NOT_JUDGED and unbanded.note == "normalised bandwidth: no calibrated noise band"
+    lower = compare.compare_entry(base, head, band=0.03)
     assert lower.verdict == compare.REGRESSION  # a lower fraction of the copy's bandwidth is worse
     saved = compare.compare_entry(_entry("bytes saved", value=1000), _entry("bytes saved", value=500))
     assert saved.verdict == compare.REGRESSION

@@ -9,7 +9,8 @@ says which rule applied:
 - paired ratios ("ratio": ratios of two sides timed in the same rounds, timing.measure_paired): always,
   with the statistics below. Machine speed cancels in them, which is what makes them
   trustworthy on a shared runner.
-- reference-normalised times ("relative"): with the statistics below, threshold
+- reference-normalised times ("relative", and a bandwidth over a plain copy's, "fraction of copy
+  bandwidth": harness.verdict.metrics): with the statistics below, threshold
   max(threshold, band), once the machine has a calibrated noise band for the row; without one,
   "not judged: no calibrated noise band". This departs from DECISIONS §3 (which judges them
   always) for a measured reason: a Python/NumPy reference is not the same kind of work as a
