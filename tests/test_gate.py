@@ -60,6 +60,20 @@ def test_ten_percent_slowdown_of_a_paired_row_is_flagged(tmp_path, capsys):
     assert verdicts(out) == {"t.ratio": "REGRESSION"} and "paired ratio: p=" in out
 
 
+def test_paired_row_of_unlike_work_is_judged_at_its_drift_allowance(tmp_path, capsys):
+    drifty = "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous('alexnet')"  # no space: verdicts() splits
+    units = {drifty: "ratio", "t.ratio": "ratio"}
+    b, h = pair(tmp_path, {drifty: draw(30, seed=1), "t.ratio": draw(30, seed=3)},
+                {drifty: draw(30, seed=2, scale=1.07), "t.ratio": draw(30, seed=4, scale=1.07)}, units=units)
+    code, out, _ = run_cli(capsys, b, h)
+    # the same 7% move: beyond a plain paired row's 5%, inside the 10% drift allowance
+    assert code == 1 and verdicts(out) == {drifty: "ok", "t.ratio": "REGRESSION"}, out
+    assert "paired ratio, drift allowance 10%: p=" in out and "threshold 10.0%" in out
+    b, h = pair(tmp_path / "far", {drifty: draw(30, seed=1)}, {drifty: draw(30, seed=2, scale=1.15)}, units=units)
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 1 and verdicts(out) == {drifty: "REGRESSION"}  # judged, not switched off
+
+
 def test_normalised_row_is_judged_once_calibrated(tmp_path, capsys):
     b, h = pair(tmp_path, {"t.rel": draw(30, seed=1)}, {"t.rel": draw(30, seed=2, scale=1.10)}, units=NORMALISED)
     code, out, _ = run_cli(capsys, b, h)

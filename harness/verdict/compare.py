@@ -41,7 +41,8 @@ The statistics, for rows that are judged: a REGRESSION needs both
       intervals of the two sides (asv_runner.statistics.compute_stats) do not overlap
       (asv._stats.is_different); and
   (b) a change of the medians, in the worse direction, beyond the row's threshold:
-      max(configured threshold, its calibrated noise band).
+      max(configured threshold, its calibrated noise band, and for the few paired rows whose
+      sides are unlike work, their measured drift allowance: metrics.DRIFT_ALLOWANCE).
   Run-to-run drift makes (a) alone fire on identical code; (b) alone fires on one unlucky
   sample. A statistical row without samples on both sides (a bare number) is not judged.
 """
@@ -181,8 +182,11 @@ def compare_entry(b: Entry, h: Entry, threshold: float = DEFAULT_THRESHOLD,
         # measured deviation from DECISIONS §3 (see the module docstring)
         return _not_judged(name, h.unit, bv, hv, ratio, f"{kind.label}: no calibrated noise band")
     else:
+        drift = metrics.drift_allowance(name) if kind.kind == metrics.RATIO else None
         why = kind.label if band is None else f"{kind.label}, noise band {band:.1%}"
-        threshold = max(threshold, band or 0.0)
+        if drift is not None:
+            why += f", drift allowance {drift:.0%}"
+        threshold = max(threshold, band or 0.0, drift or 0.0)
     if not (b.samples and h.samples):
         side = "either side" if not (b.samples or h.samples) else ("base" if not b.samples else "head")
         return _not_judged(name, h.unit, bv, hv, ratio,
