@@ -40,9 +40,11 @@ def test_a_side_that_is_neither_revision_nor_interpreter_is_bad_input(capsys, tm
 @pytest.mark.xdist_group("ab-canary")
 def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
     """HEAD vs HEAD with the canary's extra op on the head side only: exit 1 on the exact op
-    counter; both sides saved as run records labelled base/head."""
+    counter; both sides saved as run records labelled base/head, each holding every suite's
+    rows (a second suite, transfer, n/a on CPU but recorded) and only those --bench selects."""
     root = tmp_path / "results"
-    code = main(["ab", "HEAD", "HEAD", "--suite", "canary", "--pairs", "2", "--results-dir", str(root),
+    code = main(["ab", "HEAD", "HEAD", "--suite", "canary", "--suite", "transfer", "--pairs", "2",
+                 "--bench", r"canary\.", "--bench", "Uint8ThenConvert", "--results-dir", str(root),
                  "--machine", "ab-cpu", "--head-env", "HARNESS_CANARY_EXTRA=1"])
     out = capsys.readouterr().out
     assert code == 1, out
@@ -51,8 +53,12 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
     base, head = records.list_runs(root, "ab-cpu")
     assert {base.label, head.label} == {"base", "head"}
     for rec in (base, head):
-        assert rec.meta["ab"]["processes"] == 2
+        assert rec.meta["ab"]["processes"] == 2 * 2  # pairs x suites
         data = json.loads(rec.result_file().read_text())
+        names = set(data["results"])
+        assert "canary.Canary.track_ops" in names, "the first suite's rows survive the merge"
+        assert "transfer.Uint8ThenConvertOverFloat32.track_uint8_over_float32" in names
+        assert not any(n.startswith("transfer.HostToDeviceCopy") for n in names), "--bench restricts"
         col = data["result_columns"].index("samples")
         assert len(data["results"]["canary.Canary.track_time"][col][0]) >= 2 * 3, "samples of both processes"
 

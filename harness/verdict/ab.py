@@ -101,17 +101,29 @@ def run_side(side: Side, suite: str, out_dir: pathlib.Path, machine: str, quick:
     inductor cache), the same for both sides; the side's own settings go on top. `bench_dir`:
     a scratch benchmark folder instead of the side's suites (harness calibrate's proof)."""
     env = {**base_env, **side.env, "HARNESS_PYTHON": side.python}
-    regexes = [rf"^{suite}\."] + list(benches)
+    regexes = [suite_regex(suite, benches)]
     with asv.config(side.project, out_dir, benchmark_dir=bench_dir) as config:
         asv.record_machine(config, machine, env)
         cmd = asv.run_command(config, side.commit, machine, method, quick=quick, benches=regexes)
         proc = subprocess.run(cmd, cwd=side.project, env=env, capture_output=True, text=True)
     files = sorted(p for p in (out_dir / machine).glob("*.json") if p.name != "machine.json") \
         if (out_dir / machine).is_dir() else []
+    if not files and benches and proc.returncode == 0:
+        raise BadInput(f"no benchmark of suite {suite} matches --bench {' '.join(benches)}; "
+                       f"list the names with `harness bench --list --suite {suite}`")
     if not files:
         raise RunnerFailed(f"asv saved nothing for {side.label} ({side.spec}), suite {suite} "
                            f"(exit {proc.returncode}):\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
     return files[0]
+
+
+def suite_regex(suite: str, benches: list[str]) -> str:
+    """One asv --bench regex: the suite's benchmarks, and of them only those any of `benches`
+    is found in. (asv ORs repeated --bench regexes, so passing the suite's prefix and the
+    user's regexes separately would run the whole suite plus matches from every other suite.)"""
+    if not benches:
+        return rf"^{suite}\."
+    return rf"^(?={suite}\.)(?=.*(?:" + "|".join(f"(?:{b})" for b in benches) + "))"
 
 
 _FINGERPRINT = """
@@ -164,6 +176,19 @@ def merge(result_files: list[pathlib.Path], benchmarks: dict, dest_dir: pathlib.
                               record_samples=True)
     merged.save(str(dest_dir))
     return dest_dir / merged._filename
+
+
+def merge_side(result_files: list[pathlib.Path], benchmarks: dict, work: pathlib.Path,
+               dest_dir: pathlib.Path) -> pathlib.Path:
+    """One side's result file from its processes' files (each under <suite>-<side>-<i>/<machine>/):
+    each suite's processes merged in a folder of its own (asv names every result file after the
+    commit and environment alone, so the suites' merged files share one name), then folded into
+    one file under dest_dir."""
+    by_suite: dict[str, list[pathlib.Path]] = {}
+    for f in result_files:
+        by_suite.setdefault(f.parent.parent.name.rsplit("-", 2)[0], []).append(f)
+    merged = [merge(group, benchmarks, work / suite) for suite, group in by_suite.items()]
+    return merge(merged, benchmarks, dest_dir)
 
 
 def process_window(quick: bool, pairs: int) -> float:
@@ -237,14 +262,7 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
                     bj = json.loads((f.parent.parent / "benchmarks.json").read_text())
                     by_suite.update(bj)
                 write_json_atomic(staging / "asv" / "benchmarks.json", by_suite)
-                suites_files: dict[str, list[pathlib.Path]] = {}
-                for f in done[label]:
-                    suites_files.setdefault(f.parent.parent.name.rsplit("-", 2)[0], []).append(f)
-                merged_dir = work / f"merged-{label}"
-                for group in suites_files.values():
-                    merge(group, by_suite, merged_dir)
-                # one result file per side: the suites' merged files folded into one
-                merge(sorted((merged_dir / machine).glob("*.json")), by_suite, staging / "asv")
+                merge_side(done[label], by_suite, work / f"merged-{label}", staging / "asv")
                 shutil.copy2(done[label][0].parent / "machine.json",
                              staging / "asv" / machine / "machine.json")
                 fp = side_fingerprint(s)
