@@ -43,17 +43,20 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
     counter; both sides saved as run records labelled base/head, each holding every suite's
     rows (a second suite, transfer, n/a on CPU but recorded) and only those --bench selects."""
     root = tmp_path / "results"
-    code = main(["ab", "HEAD", "HEAD", "--suite", "canary", "--suite", "transfer", "--pairs", "2",
-                 "--bench", r"canary\.", "--bench", "Uint8ThenConvert", "--results-dir", str(root),
+    code = main(["ab", "HEAD", "HEAD", "--suite", "amp", "--suite", "canary", "--suite", "transfer",
+                 "--pairs", "2", "--bench", r"canary\.", "--bench", "Uint8ThenConvert",
+                 "--results-dir", str(root),
                  "--machine", "ab-cpu", "--head-env", "HARNESS_CANARY_EXTRA=1"])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert code == 1, out
+    assert "no benchmark of amp matches --bench; left out" in captured.err
     ops = next(line for line in out.splitlines() if line.startswith("canary.Canary.track_ops"))
     assert "REGRESSION" in ops and "+1 ops" in ops
     base, head = records.list_runs(root, "ab-cpu")
     assert {base.label, head.label} == {"base", "head"}
     for rec in (base, head):
-        assert rec.meta["ab"]["processes"] == 2 * 2  # pairs x suites
+        assert rec.meta["ab"]["processes"] == 2 * 2  # pairs x suites that matched
         data = json.loads(rec.result_file().read_text())
         names = set(data["results"])
         assert "canary.Canary.track_ops" in names, "the first suite's rows survive the merge"
@@ -61,6 +64,14 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
         assert not any(n.startswith("transfer.HostToDeviceCopy") for n in names), "--bench restricts"
         col = data["result_columns"].index("samples")
         assert len(data["results"]["canary.Canary.track_time"][col][0]) >= 2 * 3, "samples of both processes"
+
+
+def test_a_bench_regex_matching_no_suite_is_bad_input(capsys, tmp_path):
+    code = main(["ab", "HEAD", "HEAD", "--suite", "canary", "--bench", "NoSuchBenchmark", "--pairs", "1",
+                 "--results-dir", str(tmp_path)])
+    assert code == 3
+    assert "no benchmark of suite(s) canary matches --bench NoSuchBenchmark" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_side_s_processes_share_the_paired_window(monkeypatch):

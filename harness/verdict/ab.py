@@ -93,6 +93,10 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+class NoMatch(Exception):
+    """No benchmark of this suite matches --bench: the suite is left out."""
+
+
 def run_side(side: Side, suite: str, out_dir: pathlib.Path, machine: str, quick: bool,
              benches: list[str], method: str, base_env: dict,
              bench_dir: pathlib.Path | None = None) -> pathlib.Path:
@@ -108,9 +112,8 @@ def run_side(side: Side, suite: str, out_dir: pathlib.Path, machine: str, quick:
         proc = subprocess.run(cmd, cwd=side.project, env=env, capture_output=True, text=True)
     files = sorted(p for p in (out_dir / machine).glob("*.json") if p.name != "machine.json") \
         if (out_dir / machine).is_dir() else []
-    if not files and benches and proc.returncode == 0:
-        raise BadInput(f"no benchmark of suite {suite} matches --bench {' '.join(benches)}; "
-                       f"list the names with `harness bench --list --suite {suite}`")
+    if not files and benches and "No benchmarks selected" in proc.stdout + proc.stderr:
+        raise NoMatch(suite)
     if not files:
         raise RunnerFailed(f"asv saved nothing for {side.label} ({side.spec}), suite {suite} "
                            f"(exit {proc.returncode}):\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
@@ -201,6 +204,23 @@ def process_window(quick: bool, pairs: int) -> float:
     return round(max(MIN_WINDOW_S, window / max(pairs, 1)), 3)
 
 
+def _alternate(pairs, files, side, suite, work, machine, quick, benches, method, base_env, bench_dir,
+               started, budget_s, log) -> None:
+    """One suite's pairs, A B / B A / A B ..., each process's result file appended to `files`;
+    stops early when the next pair would overrun `budget_s`."""
+    for i in range(pairs):
+        t0 = time.perf_counter()
+        for label in ("base", "head") if i % 2 == 0 else ("head", "base"):
+            files[label].append(run_side(side[label], suite, work / f"{suite}-{label}-{i}", machine,
+                                         quick, benches, method, base_env, bench_dir))
+        pair_s = time.perf_counter() - t0
+        log(f"ab: {suite} pair {i + 1}/{pairs} took {pair_s:.0f} s")
+        spent = time.perf_counter() - started
+        if budget_s is not None and i + 1 < pairs and spent + pair_s > budget_s:
+            log(f"ab: budget of {budget_s:.0f} s reached after {i + 1} pairs of {suite}")
+            break
+
+
 def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], **kw) -> dict:
     """Alternate the sides per suite; save each side as a run record. Returns what was run and
     left out, and the two run records. Scratch folders (the asv runs before merging, the run's
@@ -223,7 +243,7 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
     base_env = run_environment(quick=quick, full=not quick, threads=threads, inductor_cache=cache)
     base_env["HARNESS_PAIRED_WINDOW_S"] = str(process_window(quick, pairs))
     done: dict[str, list[pathlib.Path]] = {"base": [], "head": []}
-    ran_suites, left_out = [], []
+    ran_suites, left_out, unmatched = [], [], []
     with sides(project, specs, envs or {}) as side:
         for suite in suites:
             spent = time.perf_counter() - started
@@ -231,21 +251,20 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
                 left_out.append(suite)
                 continue
             files: dict[str, list[pathlib.Path]] = {"base": [], "head": []}
-            for i in range(pairs):
-                t0 = time.perf_counter()
-                for label in ("base", "head") if i % 2 == 0 else ("head", "base"):
-                    files[label].append(run_side(side[label], suite, work / f"{suite}-{label}-{i}",
-                                                 machine, quick, benches, method, base_env,
-                                                 bench_dir))
-                pair_s = time.perf_counter() - t0
-                log(f"ab: {suite} pair {i + 1}/{pairs} took {pair_s:.0f} s")
-                spent = time.perf_counter() - started
-                if budget_s is not None and i + 1 < pairs and spent + pair_s > budget_s:
-                    log(f"ab: budget of {budget_s:.0f} s reached after {i + 1} pairs of {suite}")
-                    break
+            try:
+                _alternate(pairs, files, side, suite, work, machine, quick, benches, method, base_env,
+                           bench_dir, started, budget_s, log)
+            except NoMatch:
+                unmatched.append(suite)
+                continue
             ran_suites.append(suite)
             for label in files:
                 done[label] += files[label]
+        if not ran_suites and unmatched:
+            raise BadInput(f"no benchmark of suite(s) {', '.join(unmatched)} matches --bench "
+                           f"{' '.join(benches)}; list the names with `harness bench --list`")
+        if unmatched:
+            log(f"ab: no benchmark of {', '.join(unmatched)} matches --bench; left out")
         if not ran_suites:
             raise BadInput("nothing ran within the budget; raise --budget")
         saved = {}
