@@ -268,7 +268,8 @@ def step_goldens(ctx) -> dict:
 
 
 STEPS = {
-    "timing": measuring("timing"), "paired": measuring("paired"), "warmup": measuring("warmup"), "kernels": measuring("kernels"),
+    "timing": measuring("timing"), "paired": measuring("paired"), "warmup": measuring("warmup"),
+    "kernels": measuring("kernels"),
     "transfer": measuring("transfer"), "amp": measuring("amp"), "conv": measuring("conv"),
     "dataloader": measuring("dataloader"),
     "asv-spawn": step_asv_spawn, "gate-aa": step_gate_aa, "gate-canary": step_gate_canary,

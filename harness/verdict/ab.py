@@ -181,15 +181,11 @@ def merge(result_files: list[pathlib.Path], benchmarks: dict, dest_dir: pathlib.
     return dest_dir / merged._filename
 
 
-def merge_side(result_files: list[pathlib.Path], benchmarks: dict, work: pathlib.Path,
+def merge_side(by_suite: dict[str, list[pathlib.Path]], benchmarks: dict, work: pathlib.Path,
                dest_dir: pathlib.Path) -> pathlib.Path:
-    """One side's result file from its processes' files (each under <suite>-<side>-<i>/<machine>/):
-    each suite's processes merged in a folder of its own (asv names every result file after the
-    commit and environment alone, so the suites' merged files share one name), then folded into
-    one file under dest_dir."""
-    by_suite: dict[str, list[pathlib.Path]] = {}
-    for f in result_files:
-        by_suite.setdefault(f.parent.parent.name.rsplit("-", 2)[0], []).append(f)
+    """One side's result file from its processes' files, per suite: each suite's processes merged
+    in a folder of its own (asv names every result file after the commit and environment alone,
+    so the suites' merged files share one name), then folded into one file under dest_dir."""
     merged = [merge(group, benchmarks, work / suite) for suite, group in by_suite.items()]
     return merge(merged, benchmarks, dest_dir)
 
@@ -242,7 +238,7 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
     started = time.perf_counter()
     base_env = run_environment(quick=quick, full=not quick, threads=threads, inductor_cache=cache)
     base_env["HARNESS_PAIRED_WINDOW_S"] = str(process_window(quick, pairs))
-    done: dict[str, list[pathlib.Path]] = {"base": [], "head": []}
+    done: dict[str, dict[str, list[pathlib.Path]]] = {"base": {}, "head": {}}  # side -> suite -> files
     ran_suites, left_out, unmatched = [], [], []
     with sides(project, specs, envs or {}) as side:
         for suite in suites:
@@ -259,7 +255,7 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
                 continue
             ran_suites.append(suite)
             for label in files:
-                done[label] += files[label]
+                done[label][suite] = files[label]
         if not ran_suites and unmatched:
             raise BadInput(f"no benchmark of suite(s) {', '.join(unmatched)} matches --bench "
                            f"{' '.join(benches)}; list the names with `harness bench --list`")
@@ -274,15 +270,17 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
             meta = {"commit": s.commit, "started": run_id.split("-")[0], "label": label,
                     "suites": ran_suites, "mode": "fast" if quick else "full", "quick": quick,
                     "threads": base_env["HARNESS_THREADS"], "ab": {
-                        "spec": s.spec, "python": s.python, "pairs": pairs, "processes": len(done[label])}}
+                        "spec": s.spec, "python": s.python, "pairs": pairs,
+                        "processes": sum(map(len, done[label].values()))}}
             with records.writing(root, machine, run_id, meta) as staging:
-                by_suite: dict[str, dict] = {}
-                for f in done[label]:
-                    bj = json.loads((f.parent.parent / "benchmarks.json").read_text())
-                    by_suite.update(bj)
-                write_json_atomic(staging / "asv" / "benchmarks.json", by_suite)
-                merge_side(done[label], by_suite, work / f"merged-{label}", staging / "asv")
-                shutil.copy2(done[label][0].parent / "machine.json",
+                benchmarks: dict[str, dict] = {}
+                for files in done[label].values():
+                    for f in files:
+                        benchmarks.update(json.loads((f.parent.parent / "benchmarks.json").read_text()))
+                write_json_atomic(staging / "asv" / "benchmarks.json", benchmarks)
+                merge_side(done[label], benchmarks, work / f"merged-{label}", staging / "asv")
+                first = next(iter(done[label].values()))[0]
+                shutil.copy2(first.parent / "machine.json",
                              staging / "asv" / machine / "machine.json")
                 fp = side_fingerprint(s)
                 fp.update(machine_name=machine, commit=s.commit, run_id=run_id, ab_side=label,
