@@ -155,8 +155,10 @@ def test_timing_check_on_cpu_records_without_a_pass_mark():
     assert out["figures"]["samples"] >= 3 and out["figures"]["wall_median_s"] > 0
 
 
-def test_paired_pass_mark_wants_one_and_two_one_sample_per_block_and_no_overrun():
-    ok, detail = checks.judge_paired([1.0, 1.01] * 8, [2.0, 1.98] * 8, 4.4, 4.0, 0.25)
+def test_paired_pass_mark_wants_one_and_two_a_sample_per_quiet_block_and_no_overrun():
+    # 16 blocks in a 4 s window, of which measure_paired keeps the quieter half
+    assert checks.expected_samples(4.0, 0.25) == 8
+    ok, detail = checks.judge_paired([1.0, 1.01] * 4, [2.0, 1.98] * 4, 4.4, 4.0, 0.25)
     assert ok, detail
     for same, double, seconds, says in (([1.1] * 16, [2.0] * 16, 4.2, "over itself read 1.100"),
                                         ([1.0] * 16, [1.6] * 16, 4.2, "two kernels over one read 1.600"),

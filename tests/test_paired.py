@@ -31,6 +31,23 @@ def test_block_ratio_is_fastest_over_fastest_per_quarter_second_of_rounds():
     assert timing.block_ratios([1.0], [0.0], [0.0]) == []  # a zero-time base is no sample
 
 
+def test_paired_samples_are_the_quieter_blocks_and_a_slower_side_still_reads_slower():
+    # 16 blocks: compiled 2.2 / eager 3.5 when quiet; in 6 of them a host state slows both
+    # sides, the compiled side more (as measured for the pointwise chain under load)
+    quiet, burst = (2.2, 3.5), (3.2, 4.2)
+    blocks = [burst if i in (1, 2, 3, 9, 10, 15) else quiet for i in range(16)]
+    kept = timing.quiet_blocks(blocks)
+    assert kept == [quiet] * 8  # the quieter half, every burst block out
+    slowed = timing.quiet_blocks([(w * 1.1, b) for w, b in blocks])
+    assert slowed == [(w * 1.1, b) for w, b in kept]  # the same blocks kept: a 10% slowdown stays 10%
+    few = [quiet, burst, quiet, burst, quiet]
+    assert timing.quiet_blocks(few) == few  # below MIN_QUIET_BLOCKS every block is a sample
+    # through block_ratios: one round per block here, so each block's ratio is its round's
+    stamps = [0.3 * i for i in range(16)]
+    ratios = timing.block_ratios([w for w, _ in blocks], [b for _, b in blocks], stamps, 0.25)
+    assert ratios == [2.2 / 3.5] * 8
+
+
 def test_paired_rounds_by_default_fill_the_window_one_sample_per_block(monkeypatch):
     import time
 
