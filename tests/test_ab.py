@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 
@@ -58,6 +59,8 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
     assert {base.label, head.label} == {"base", "head"}
     for rec in (base, head):
         assert rec.meta["ab"]["processes"] == 2 * 2  # pairs x suites that matched
+        fp = json.loads(rec.fingerprint_path.read_text())
+        assert fp["python_hash_seed"] == (os.environ.get("PYTHONHASHSEED") or "0")
         data = json.loads(rec.result_file().read_text())
         names = set(data["results"])
         assert "canary.Canary.track_ops" in names, "the first suite's rows survive the merge"

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,7 @@ def test_quick_runs_are_kept_as_immutable_run_records(tmp_path):
     meta = json.loads((first / "run.json").read_text())
     assert meta["run_id"] == first.name and meta["commit"] == sha and meta["complete"] is True
     assert fp["torch_threads"] == 1, "quick runs use one CPU thread (DECISIONS §6), whatever the machine has"
+    assert fp["python_hash_seed"] == (os.environ.get("PYTHONHASHSEED") or "0"), "the suites' hash seed is fixed and recorded"
     assert "pinned/pageable copy" in proc.stdout
     assert "needs CUDA" in proc.stdout + proc.stderr or torch.cuda.is_available()
 

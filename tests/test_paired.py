@@ -157,6 +157,13 @@ def test_bench_tells_the_suites_quick_mode_threads_and_the_cache(tmp_path):
     assert env["HARNESS_QUICK"] == "0" and env["HARNESS_THREADS"] == "5"
 
 
+def test_bench_fixes_the_suites_hash_seed_unless_the_caller_set_one(monkeypatch):
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    assert bench.run_environment(quick=True, full=False)["PYTHONHASHSEED"] == bench.HASH_SEED == "0"
+    monkeypatch.setenv("PYTHONHASHSEED", "123")
+    assert bench.run_environment(quick=True, full=False)["PYTHONHASHSEED"] == "123"
+
+
 def test_bench_threads_zero_is_bad_input(capsys, tmp_path):
     from harness.cli import main
 

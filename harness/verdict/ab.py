@@ -284,7 +284,8 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
                              staging / "asv" / machine / "machine.json")
                 fp = side_fingerprint(s)
                 fp.update(machine_name=machine, commit=s.commit, run_id=run_id, ab_side=label,
-                          torch_threads=int(base_env["HARNESS_THREADS"]))
+                          torch_threads=int(base_env["HARNESS_THREADS"]),
+                          python_hash_seed=base_env["PYTHONHASHSEED"])
                 write_json_atomic(staging / records.FINGERPRINT, fp)
             saved[label] = records.load_record(records.runs_dir(root) / machine / run_id)
     records.rebuild_view(root)

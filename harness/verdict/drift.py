@@ -25,7 +25,7 @@ NAME = "environment drift"
 # what a fingerprint holds about the run rather than the environment (harness.measure.bench)
 RUN_KEYS = {"machine_name", "run_id", "mode", "quick", "suites", "launch_method", "asv_wall_s",
             "inductor_cache", "seed", "commit"}
-SETTINGS = ("torch_threads", "torch_interop_threads", "cpu_count", "env.", "os")
+SETTINGS = ("torch_threads", "torch_interop_threads", "python_hash_seed", "cpu_count", "env.", "os")
 
 
 def flatten(fp: dict, prefix: str = "") -> dict:

@@ -336,7 +336,7 @@ def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathli
 
 # What the gate lists above its table when the two sides differ (DECISIONS §2).
 FINGERPRINT_KEYS = ("torch", "torchvision", "cuda_build", "cudnn", "driver", "gpu", "cpu",
-                    "torch_threads", "python", "commit")
+                    "torch_threads", "python_hash_seed", "python", "commit")
 
 
 def fingerprint_of(rs: ResultSet) -> dict | None:
