@@ -78,7 +78,7 @@ def run_environment(*, quick: bool, full: bool, threads: int | None = None,
 # a random seed per process the MLP training step's compiled/eager ratio (dispatch-bound, 0.65 ms
 # a step) moved 0.924-0.977 over 8 fresh processes under load, with the seed fixed 0.928-0.947,
 # while two windows inside one process agreed within ~1% either way (the spread is the
-# process's, e.g. dict and set layouts in dynamo's guards and the dispatcher's Python side).
+# process's; our guess at the cause: dict and set layouts in dynamo's guards and Python-side dispatch).
 HASH_SEED = "0"
 
 
