@@ -10,7 +10,6 @@ orchestration must work on a machine where torch is slow to import or absent.
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 
@@ -94,8 +93,7 @@ def expected_samples(window_s: float, block_s: float) -> int:
     """measure_paired's sample count for a window: its quieter blocks (timing.quiet_blocks)."""
     from harness.measure import timing
 
-    blocks = int(window_s / block_s)
-    return min(blocks, max(timing.MIN_QUIET_BLOCKS, math.ceil(timing.QUIET_SHARE * blocks)))
+    return timing.quiet_count(int(window_s / block_s))
 
 
 def judge_paired(same: list[float], double: list[float], seconds: float, window_s: float,

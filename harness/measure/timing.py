@@ -160,6 +160,11 @@ def block_minima(work: list[float], base: list[float], stamps: list[float],
     return out
 
 
+def quiet_count(blocks: int) -> int:
+    """How many of a window's `blocks` quiet_blocks keeps: QUIET_SHARE, at least MIN_QUIET_BLOCKS."""
+    return min(blocks, max(MIN_QUIET_BLOCKS, math.ceil(QUIET_SHARE * blocks)))
+
+
 def quiet_blocks(blocks: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """The QUIET_SHARE of blocks in which the machine was quietest, in time order. A block's
     slowness is the larger of its two times over that side's fastest block: a burst on the host
@@ -183,7 +188,7 @@ def quiet_blocks(blocks: list[tuple[float, float]]) -> list[tuple[float, float]]
         return []
     fastest_work = min(w for w, _ in blocks) or 1.0
     fastest_base = min(b for _, b in blocks) or 1.0
-    keep = min(len(blocks), max(MIN_QUIET_BLOCKS, math.ceil(QUIET_SHARE * len(blocks))))
+    keep = quiet_count(len(blocks))
     order = sorted(range(len(blocks)),
                    key=lambda i: max(blocks[i][0] / fastest_work, blocks[i][1] / fastest_base))
     return [blocks[i] for i in sorted(order[:keep])]
