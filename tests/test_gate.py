@@ -74,6 +74,22 @@ def test_paired_row_of_unlike_work_is_judged_at_its_drift_allowance(tmp_path, ca
     assert code == 1 and verdicts(out) == {drifty: "REGRESSION"}  # judged, not switched off
 
 
+def test_optimizer_step_row_rides_out_host_drift_but_flags_a_fallback_to_the_for_loop(tmp_path, capsys):
+    # native code over the Python loop: its ratio moved 22% inside one loaded process (metrics)
+    row = "fusion.OptimizerStepOverForLoop.track_step_over_for_loop('AdamW','foreach')"
+    units = {row: "ratio"}
+    b, h = pair(tmp_path, {row: draw(30, seed=1, scale=0.60)}, {row: draw(30, seed=2, scale=0.60 * 1.22)},
+                units=units)
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 0 and verdicts(out) == {row: "ok"}, out
+    assert "drift allowance 30%" in out
+    # foreach falling back to one kernel per tensor: the step costs what the loop costs
+    b, h = pair(tmp_path / "fallback", {row: draw(30, seed=1, scale=0.60)}, {row: draw(30, seed=2, scale=1.0)},
+                units=units)
+    code, out, _ = run_cli(capsys, b, h)
+    assert code == 1 and verdicts(out) == {row: "REGRESSION"}, out
+
+
 def test_normalised_row_is_judged_once_calibrated(tmp_path, capsys):
     b, h = pair(tmp_path, {"t.rel": draw(30, seed=1)}, {"t.rel": draw(30, seed=2, scale=1.10)}, units=NORMALISED)
     code, out, _ = run_cli(capsys, b, h)

@@ -92,14 +92,21 @@ UNITS = {
 # commit gated pairwise (55 A/A pairs, no noise file): at 5% these rows flagged 8 of 55 pairs
 # (AttentionOverHandWritten('flash', True) 6, ChannelsLastOverContiguous AlexNet and ResNet-18
 # inference 4 and 3; widest moves 7.2%, 7.1%, 5.8%, MemoryBandwidth fused/eager 6.0%), while the
-# 10 pairs of runs made back to back flagged none. The optimizer step over the for-loop step
-# (foreach/fused kernels against one kernel per tensor) is unlike work too: on a slower day its
-# Adam fused row moved 24% over 4 quick runs, and with the quieter-half samples and a fixed hash
-# seed two back-to-back quick fusion runs still read AdamW foreach 0.525 vs 0.569 (8.3%,
-# p=0.00016), the only row either direction flagged. These rows are judged with the statistics,
+# 10 pairs of runs made back to back flagged none. These rows are judged with the statistics,
 # at max(threshold, this allowance, the calibrated band). Keyed by benchmark name, parameters off.
+#
+# The optimizer step over the for-loop step sets native code (one foreach/fused call over 128
+# tensors) against the Python interpreter (a loop of small calls per tensor): what the host's
+# load does to one it does not do to the other. Its ratio moves over seconds *inside* one
+# process, so no window length or fresh process averages it out: with 2 busy processes beside
+# it, AdamW fused over the for-loop read 0.156-0.190 and foreach 0.583-0.668 over 4 s windows
+# one after another (7 processes, 3 windows each), as much as between processes; 32x32
+# parameters instead of 64x64 did not narrow it, so it is not the tensors' size. Adam fused
+# moved 24% over 4 quick runs on a slower day. What the row is for is still caught: foreach or
+# fused falling back to one kernel per tensor reads ~1.0 against 0.17-0.60, and the exact
+# counter fusion.OptimizerStep.track_ops_per_step catches that fallback at any size.
 DRIFT_ALLOWANCE = {
-    "fusion.OptimizerStepOverForLoop.track_step_over_for_loop": 0.10,
+    "fusion.OptimizerStepOverForLoop.track_step_over_for_loop": 0.30,
     "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous": 0.10,
     "fusion.AttentionOverHandWritten.track_sdpa_over_hand_written": 0.10,
     "fusion.MemoryBandwidth.track_fused_over_eager": 0.10,
