@@ -77,16 +77,24 @@ def _run(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from harness.core.processes import Terminated, terminate_as_interrupt
+
     argv = list(sys.argv[1:] if argv is None else argv)
     name = f"harness {argv[0]}" if argv and argv[0] in COMMANDS else "harness"
     try:
-        return _run(argv)
+        # SIGTERM (a CI timeout, a cancelled job) unwinds like Ctrl-C: scratch folders and worktrees
+        # are removed and the runners we started are ended (harness.core.processes)
+        with terminate_as_interrupt():
+            return _run(argv)
     except exits.HarnessError as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)
         return exc.code
+    except Terminated:
+        print(f"{name}: terminated (SIGTERM)", file=sys.stderr)
+        return exits.TERMINATED
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
-        return 130
+        return exits.INTERRUPTED
     except SystemExit as exc:  # --help and --version exit 0 through argparse
         return exc.code if isinstance(exc.code, int) else exits.INTERNAL
     except Exception:

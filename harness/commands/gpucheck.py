@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from harness.core import exits
+from harness.core.processes import end_session
 
 DEADLINE_S = 470
 OUT_MARK = ".harness-gpu-check"
@@ -262,8 +261,9 @@ OK_STATUSES = ("pass", "recorded")
 
 
 def run_process(argv: list[str], budget_s: float, env: dict, cwd: Path, log, stdout=None) -> tuple[int | None, float]:
-    """Run argv in its own process group, output into `log` (stdout into `stdout` when given);
-    kill the group when it outlives its budget. Returns (exit code, or None when killed; seconds)."""
+    """Run argv in a session of its own, output into `log` (stdout into `stdout` when given); end
+    that session (harness.core.processes) when it outlives its budget. Returns (exit code, or None
+    when killed; seconds)."""
     t0 = time.perf_counter()
     log.flush()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout or log,
@@ -271,23 +271,9 @@ def run_process(argv: list[str], budget_s: float, env: dict, cwd: Path, log, std
     try:
         code = proc.wait(timeout=max(budget_s, 1))
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        end_session(proc)
         return None, time.perf_counter() - t0
     return code, time.perf_counter() - t0
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM to the group this process leads (only what we started), SIGKILL after 5 s."""
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def judge(step: Step, code: int | None, result: dict | None, rehearsal: bool,

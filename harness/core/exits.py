@@ -14,10 +14,13 @@ BAD_INPUT = 3       # unknown suite/model/benchmark, missing or corrupt file, no
 NO_GPU = 4          # no CUDA GPU where --require-gpu was given
 RUNNER_FAILED = 5   # an external runner (asv run, asv publish, torchrun) failed
 INTERNAL = 70       # an unexpected exception
+INTERRUPTED = 130   # Ctrl-C (128 + SIGINT), as shells report it
+TERMINATED = 143    # SIGTERM (128 + SIGTERM): a CI timeout or a cancelled job
 
 MEANING = {PASS: "pass", REGRESSION: "regression", FAILED: "benchmark failed or missing",
            BAD_INPUT: "bad input", NO_GPU: "no CUDA GPU", RUNNER_FAILED: "external runner failed",
-           INTERNAL: "internal error"}
+           INTERNAL: "internal error", INTERRUPTED: "interrupted (Ctrl-C)",
+           TERMINATED: "terminated (SIGTERM)"}
 
 
 class HarnessError(Exception):

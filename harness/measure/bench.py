@@ -38,6 +38,7 @@ from pathlib import Path
 from harness.core import records
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
+from harness.core.processes import run_in_session
 from harness.measure import asv
 
 # Suites that run only when named with --suite (DECISIONS §4).
@@ -116,8 +117,7 @@ def operator_pass(project: Path, staging: Path, names: list[str], env: dict, *, 
     cmd += [a for n in names for a in ("--suite", n)] + (["--profile"] if profile else [])
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=project, env=env, timeout=PASS_TIMEOUT_S,
-                              capture_output=True, text=True)
+        proc = run_in_session(cmd, cwd=project, env=env, timeout=PASS_TIMEOUT_S, capture=True)
     except subprocess.TimeoutExpired:
         status = f"failed: no answer within {PASS_TIMEOUT_S} s"
     else:
@@ -165,7 +165,7 @@ def run(project: Path, root: Path, suites: list[str] | None = None, *, sha: str,
                   f"commit {sha[:8]}, run {run_id}", file=out, flush=True)
             print("$ " + " ".join(cmd[2:]), file=out, flush=True)
             t0 = time.perf_counter()
-            asv_rc = subprocess.run(cmd, cwd=project, env=env).returncode
+            asv_rc = run_in_session(cmd, cwd=project, env=env).returncode
             wall = time.perf_counter() - t0
         # still inside the staging record (and the run's inductor cache): written before the rename;
         # `meta` is read by records.writing when the block ends

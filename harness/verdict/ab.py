@@ -12,7 +12,8 @@ Each side's processes are merged into one asv result (samples appended, as asv's
 gate's (harness.verdict.gate) on those two records, with the same rules and exit codes. A
 side's processes share one run's paired window (process_window): each spreads its paired
 comparisons over its share.
-Worktrees are removed afterwards, also on Ctrl-C or SIGTERM.
+Worktrees are removed afterwards, also on Ctrl-C or SIGTERM, after the asv processes are ended
+(harness.core.processes).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import dataclasses
 import os
 import pathlib
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +31,7 @@ import time
 from harness.core import records
 from harness.core.exits import BadInput, RunnerFailed
 from harness.core.files import write_json_atomic
+from harness.core.processes import run_in_session, terminate_as_interrupt
 from harness.measure import asv
 
 MIN_PAIRS = 5  # fewer gives the statistics too little to go on; allowed, with a warning
@@ -58,7 +59,6 @@ def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str
 
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="harness-ab-"))
     made: list[pathlib.Path] = []
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         out = {}
         for label, spec in specs.items():
@@ -82,15 +82,10 @@ def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str
             out[label] = Side(label, spec, tree, sys.executable, sha, env)
         yield out
     finally:
-        signal.signal(signal.SIGTERM, previous)
         for tree in made:
             _git(project, "worktree", "remove", "--force", str(tree))
         _git(project, "worktree", "prune")
         shutil.rmtree(scratch, ignore_errors=True)  # the harness made it
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 class NoMatch(Exception):
@@ -109,7 +104,7 @@ def run_side(side: Side, suite: str, out_dir: pathlib.Path, machine: str, quick:
     with asv.config(side.project, out_dir, benchmark_dir=bench_dir) as config:
         asv.record_machine(config, machine, env)
         cmd = asv.run_command(config, side.commit, machine, method, quick=quick, benches=regexes)
-        proc = subprocess.run(cmd, cwd=side.project, env=env, capture_output=True, text=True)
+        proc = run_in_session(cmd, cwd=side.project, env=env, capture=True)
     files = sorted(p for p in (out_dir / machine).glob("*.json") if p.name != "machine.json") \
         if (out_dir / machine).is_dir() else []
     if not files and benches and "No benchmarks selected" in proc.stdout + proc.stderr:
@@ -220,8 +215,10 @@ def _alternate(pairs, files, side, suite, work, machine, quick, benches, method,
 def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], **kw) -> dict:
     """Alternate the sides per suite; save each side as a run record. Returns what was run and
     left out, and the two run records. Scratch folders (the asv runs before merging, the run's
-    inductor cache) are removed afterwards, also when a run fails: the records hold the data."""
-    with tempfile.TemporaryDirectory(prefix="harness-ab-runs-") as work, \
+    inductor cache) and worktrees are removed afterwards, also when a run fails or is interrupted
+    (Ctrl-C, SIGTERM: the asv processes are ended first): the records hold the data."""
+    with terminate_as_interrupt(), \
+            tempfile.TemporaryDirectory(prefix="harness-ab-runs-") as work, \
             tempfile.TemporaryDirectory(prefix="harness-ab-inductor-") as cache:
         return _run(project, root, specs, work=pathlib.Path(work), cache=pathlib.Path(cache), **kw)
 

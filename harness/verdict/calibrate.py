@@ -27,11 +27,11 @@ from __future__ import annotations
 import json
 import pathlib
 import shutil
-import subprocess
 import tempfile
 import time
 
 from harness.core.exits import RunnerFailed
+from harness.core.processes import run_in_session
 from harness.measure import asv
 from harness.measure.bench import check_suites, run_environment
 from harness.verdict import metrics
@@ -62,7 +62,7 @@ def asv_run(root: pathlib.Path, bench_dir: pathlib.Path, results: pathlib.Path, 
     with asv.config(root, results, benchmark_dir=bench_dir) as config:
         asv.record_machine(config, machine, env)
         cmd = asv.run_command(config, commit, machine, asv.launch_method(), quick=quick)
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=root)
+        proc = run_in_session(cmd, env=env, capture=True, cwd=root)
     files = result_files(results / machine)
     if proc.returncode != 0 or not files:
         raise RunnerFailed(f"asv run failed (exit {proc.returncode}) for {results}:\n"

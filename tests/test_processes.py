@@ -1,0 +1,114 @@
+"""Runners the harness starts never outlive it (harness.core.processes): on an interrupt, a
+timeout or SIGTERM the whole session is ended, also processes in process groups of their own
+(as asv's forkserver is), and the command's scratch folders are removed."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.core import processes
+
+# A stand-in for asv: it starts a child in a process group of its own (asv's forkserver), writes
+# that child's pid, and waits.
+_RUNNER = r"""
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                         preexec_fn=lambda: os.setpgid(0, 0))
+open(sys.argv[1], "w").write(str(child.pid))
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _wait_for(path: pathlib.Path, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.is_file() and path.read_text():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} was not written within {timeout} s")
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc").is_dir(), reason="reads process states from /proc (Linux)")
+def test_a_timed_out_runner_is_ended_with_the_child_in_a_group_of_its_own(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    with pytest.raises(subprocess.TimeoutExpired):
+        processes.run_in_session([sys.executable, "-c", _RUNNER, str(pid_file)], timeout=3)
+    child = int(_wait_for(pid_file))
+    deadline = time.monotonic() + 2
+    while _alive(child) and time.monotonic() < deadline:  # SIGKILLed; init reaps it
+        time.sleep(0.05)
+    assert not _alive(child), "the child in a process group of its own outlived the runner"
+
+
+def test_sigterm_unwinds_as_an_interrupt_only_inside_the_block():
+    with pytest.raises(processes.Terminated):
+        with processes.terminate_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises at the next bytecode
+    assert signal.getsignal(signal.SIGTERM) is not processes._raise_terminated
+
+
+@pytest.mark.xdist_group("canary-sigterm")
+@pytest.mark.skipif(not pathlib.Path("/proc").is_dir(), reason="reads process states from /proc (Linux)")
+def test_sigterm_to_harness_bench_ends_asv_and_removes_its_scratch_folders(tmp_path):
+    """As a CI timeout does: SIGTERM to `harness bench` while asv runs a benchmark. Exit 143, no
+    process of asv's session left running, no inductor cache folder or staging record left."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    root = tmp_path / "results"
+    env = dict(os.environ, TMPDIR=str(scratch))
+    cmd = [sys.executable, "-m", "harness.cli", "bench", "--quick", "--suite", "canary",
+           "--results-dir", str(root), "--machine", "sigterm-cpu"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    asv_sid, members = None, []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        # asv leads a session of its own; once it holds 3 processes (asv, its forkserver and a
+        # benchmark forked from it) a benchmark is running
+        asv_sid = asv_sid or next((pid for pid in _children(proc.pid) if _leads_session(pid)), None)
+        if asv_sid and len(members := processes.session_members(asv_sid)) >= 3:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None and asv_sid and len(members) >= 3, \
+        f"no benchmark was seen running (exit {proc.poll()}): {proc.stderr.read() if proc.poll() is not None else ''}"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "terminated (SIGTERM)" in err
+    assert processes.session_members(asv_sid) == [], "asv's processes outlived harness bench"
+    assert list(scratch.iterdir()) == [], "the run's scratch folders were left behind"
+    machine_dir = root / "runs" / "sigterm-cpu"
+    assert not machine_dir.is_dir() or not any(p.name.startswith(".staging") for p in machine_dir.iterdir())
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _leads_session(pid: int) -> bool:
+    try:
+        return os.getsid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    return [int(d.name) for d in pathlib.Path("/proc").iterdir() if d.name.isdigit() and _ppid(int(d.name)) == pid]
