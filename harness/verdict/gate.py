@@ -28,7 +28,7 @@ import pathlib
 from harness.core import exits
 from harness.core.table import render
 from harness.core.units import format_ratio, format_value
-from harness.verdict import compare
+from harness.verdict import compare, metrics
 from harness.verdict.results import (BadInput, ResultSet, environment_differences, load, load_noise,
                                      noise_path, not_comparable, resolve, results_root,
                                      same_runner)
@@ -122,9 +122,17 @@ def run_gate(base_spec: str, head_spec: str, *, root=None, machine: str | None =
     message = ""
     if all(r.verdict == compare.SKIPPED for r in rows):
         code, message = exits.BAD_INPUT, "nothing was compared: every benchmark was skipped on both sides"
-    wide = [r.name for r in rows if r.threshold and r.unit != "bytes" and r.threshold > 2 * threshold]
-    if wide:
+    wide = [r for r in rows if r.threshold and r.unit != "bytes" and r.threshold > 2 * threshold]
+    # a built-in drift allowance is the row's own, measured; a wide calibrated band is the machine's
+    built_in = [r.name for r in wide if metrics.drift_allowance(r.name) == r.threshold]
+    banded = [r.name for r in wide if r.name not in built_in]
+    if banded:
         message = (message + "\n" if message else "") + (
             f"warning: calibrated noise bands above {2 * threshold:.0%} hide smaller timing changes "
-            f"for: {', '.join(wide)} (counters are still exact); recalibrate on a quieter machine")
+            f"for: {', '.join(banded)} (counters are still exact); recalibrate on a quieter machine")
+    if built_in:
+        message = (message + "\n" if message else "") + (
+            f"note: built-in drift allowances above {2 * threshold:.0%} (harness.verdict.metrics."
+            f"DRIFT_ALLOWANCE: these ratios move that much between identical runs) hide smaller "
+            f"timing changes for: {', '.join(built_in)} (counters are still exact)")
     return Outcome(code, rows, base, head, message, environment_differences(base, head))
