@@ -117,22 +117,24 @@ def test_several_workloads_share_one_scratch_folder_one_wrapper_module_per_suite
 
 def _fake_runs(monkeypatch, tmp_path, slowed_scale: float):
     """calibrate.asv_run replaced by result files of one paired-ratio row: clean runs draw around
-    1.0, the slowed run (extra environment given) around slowed_scale. Returns the call log."""
-    calls = []
+    1.0, the slowed run (extra environment given) around slowed_scale. Returns the call log
+    (result folder names) and the --bench selection of each call."""
+    calls, selected = [], []
 
-    def fake(project, bench_dir, results, machine, commit, extra_env=None, *, quick=False):
+    def fake(project, bench_dir, results, machine, commit, extra_env=None, *, quick=False, benches=None):
         calls.append(results.name)
+        selected.append(benches)
         scale = slowed_scale if extra_env else 1.0
         return write_set(results, commit, {"w.ratio": draw(30, seed=len(calls), scale=scale)},
                          machine=machine, units={"w.ratio": "ratio"})
 
     monkeypatch.setattr(calibrate, "asv_run", fake)
-    return calls
+    return calls, selected
 
 
 @pytest.mark.parametrize("aa", [True, False])
 def test_trials_without_the_aa_half_skip_run_c_and_report_false_alarms_as_not_measured(tmp_path, monkeypatch, aa):
-    calls = _fake_runs(monkeypatch, tmp_path, slowed_scale=1.2)
+    calls, _ = _fake_runs(monkeypatch, tmp_path, slowed_scale=1.2)
     out = calibrate.trials(ROOT, 2, tmp_path / "root", "m1-cpu", tmp_path / "w", 0.05,
                            bench_dir=tmp_path, slowed_env={"X": "1"}, log=lambda m: None, aa=aa)
     assert out["caught"] == 2
@@ -141,11 +143,19 @@ def test_trials_without_the_aa_half_skip_run_c_and_report_false_alarms_as_not_me
     assert out["per_benchmark"]["w.ratio"]["caught"] == 2
 
 
+def test_trials_run_only_the_benchmarks_bench_selects(tmp_path, monkeypatch):
+    _, selected = _fake_runs(monkeypatch, tmp_path, slowed_scale=1.2)
+    calibrate.trials(ROOT, 1, tmp_path / "root", "m1-cpu", tmp_path / "w", 0.05, bench_dir=tmp_path,
+                     slowed_env={"X": "1"}, log=lambda m: None, benches=["compiled_over_eager"])
+    assert selected == [["compiled_over_eager"]] * 3  # A, B and C alike
+
+
 @pytest.mark.parametrize("argv, says", [
     (["--no-aa"], "go with --slowdown"),
     (["--slowdown", "0.1"], "--slowdown needs --workload"),
     (["--slowdown", "0.1", "--workload", "nosuchmodel"], "unknown workload 'nosuchmodel'"),
     (["--workload", "mlp"], "go with --slowdown"),
+    (["--bench", "compiled_over_eager"], "go with --slowdown"),
     (["--slowdown", "-1", "--workload", "mlp"], "fraction of the call time"),
 ])
 def test_bad_slowdown_options_are_bad_input(tmp_path, capsys, argv, says):

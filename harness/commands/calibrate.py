@@ -29,6 +29,10 @@ def add_arguments(parser):
     parser.add_argument("--route", choices=("gate", "ab"), default="gate",
                         help="with --slowdown: gate on stored runs A,B,C (default) or harness ab")
     parser.add_argument("--pairs", type=int, default=5, help="with --route ab: pairs per ab run")
+    parser.add_argument("--bench", action="append", metavar="REGEX",
+                        help="with --slowdown: run only the wrapper's benchmarks this regex is "
+                             "found in (repeatable, as asv's --bench), e.g. compiled_over_eager: "
+                             "each benchmark is its own process, so this only saves time")
     parser.add_argument("--no-aa", dest="aa", action="store_false",
                         help="with --slowdown: only the slowed half of each trial (half the cost); "
                              "false alarms are then not measured: take them from A/A runs made apart")
@@ -77,8 +81,8 @@ def _trials(args, project, root, machine, work, threshold) -> dict:
     from harness.verdict import calibrate, slowdown
 
     if args.slowdown is None:
-        if args.workload or args.route != "gate" or not args.aa:
-            raise BadInput("--workload, --route ab and --no-aa go with --slowdown F")
+        if args.workload or args.route != "gate" or not args.aa or args.bench:
+            raise BadInput("--workload, --route ab, --no-aa and --bench go with --slowdown F")
         return calibrate.trials(project, args.trials, root, machine, work, threshold)
     if not args.workload:
         raise BadInput("--slowdown needs --workload NAME (pointwise_chain, training_step or a zoo model)")
@@ -88,6 +92,7 @@ def _trials(args, project, root, machine, work, threshold) -> dict:
     env = slowdown.environment(args.slowdown, args.slowed_side)
     if args.route == "ab":
         return calibrate.ab_trials(project, args.trials, machine, work, threshold, bench,
-                                   slowdown.modules_for(args.workload), env, args.pairs, aa=args.aa)
+                                   slowdown.modules_for(args.workload), env, args.pairs, aa=args.aa,
+                                   benches=args.bench)
     return calibrate.trials(project, args.trials, root, machine, work, threshold, bench_dir=bench,
-                            slowed_env=env, quick=True, aa=args.aa)
+                            slowed_env=env, quick=True, aa=args.aa, benches=args.bench)

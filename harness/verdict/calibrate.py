@@ -51,9 +51,11 @@ def _benchmark_dir(root: pathlib.Path, bench_modules: list[str], work: pathlib.P
 
 
 def asv_run(root: pathlib.Path, bench_dir: pathlib.Path, results: pathlib.Path, machine: str,
-            commit: str, extra_env: dict | None = None, *, quick: bool = False) -> pathlib.Path:
+            commit: str, extra_env: dict | None = None, *, quick: bool = False,
+            benches: list[str] | None = None) -> pathlib.Path:
     """One `asv run` of the modules in `bench_dir` into `results`; returns the result file.
-    `quick`: as `harness bench --quick` (asv --quick, and the suites told so: 1 thread)."""
+    `quick`: as `harness bench --quick` (asv --quick, and the suites told so: 1 thread);
+    `benches`: asv --bench regexes (any of them selects a benchmark)."""
     if quick:
         env = run_environment(quick=True, full=False)
         env.update(extra_env or {})
@@ -61,7 +63,8 @@ def asv_run(root: pathlib.Path, bench_dir: pathlib.Path, results: pathlib.Path, 
         env = asv.environment(extra_env)
     with asv.config(root, results, benchmark_dir=bench_dir) as config:
         asv.record_machine(config, machine, env)
-        cmd = asv.run_command(config, commit, machine, asv.launch_method(), quick=quick)
+        cmd = asv.run_command(config, commit, machine, asv.launch_method(), quick=quick,
+                              benches=benches or [])
         proc = run_in_session(cmd, env=env, capture=True, cwd=root)
     files = result_files(results / machine)
     if proc.returncode != 0 or not files:
@@ -136,11 +139,14 @@ def if_all_judged(outcome, threshold: float) -> list:
 
 def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work: pathlib.Path,
            threshold: float, log=print, *, bench_dir: pathlib.Path | None = None,
-           slowed_env: dict | None = None, quick: bool = False, aa: bool = True) -> dict:
+           slowed_env: dict | None = None, quick: bool = False, aa: bool = True,
+           benches: list[str] | None = None) -> dict:
     """The end-to-end proof on stored results: per trial a clean run A, a run B with the injected
     regression (default: the canary's extra op; `bench_dir` + `slowed_env`: a slowed real workload,
     harness.verdict.slowdown), another clean run C; `gate A B` must exit 1, `gate A C` exit 0.
-    `aa=False`: no run C (false alarms are then None: not measured)."""
+    `aa=False`: no run C (false alarms are then None: not measured); `benches`: only the
+    benchmarks these regexes find (each benchmark is a process of its own under asv's forkserver,
+    so leaving the others out changes no measurement, only the time a trial takes)."""
     from harness.core.project import head_commit
     from harness.verdict.gate import run_gate
 
@@ -153,9 +159,11 @@ def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work
     gate_seconds, rows, run_seconds = [], [], []
     for i in range(n):
         t0 = time.perf_counter()
-        a = asv_run(project, bench_dir, work / f"t{i}-A", machine, commit, quick=quick)
-        b = asv_run(project, bench_dir, work / f"t{i}-B", machine, commit, slowed_env, quick=quick)
-        c = asv_run(project, bench_dir, work / f"t{i}-C", machine, commit, quick=quick) if aa else None
+        a = asv_run(project, bench_dir, work / f"t{i}-A", machine, commit, quick=quick, benches=benches)
+        b = asv_run(project, bench_dir, work / f"t{i}-B", machine, commit, slowed_env, quick=quick,
+                    benches=benches)
+        c = asv_run(project, bench_dir, work / f"t{i}-C", machine, commit, quick=quick,
+                    benches=benches) if aa else None
         run_seconds.append((time.perf_counter() - t0) / (3 if aa else 2))
         t0 = time.perf_counter()
         reg = run_gate(str(a), str(b), root=root, threshold=threshold, noise_file=str(npath))
@@ -180,7 +188,7 @@ def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work
 
 def ab_trials(project: pathlib.Path, n: int, machine: str, work: pathlib.Path, threshold: float,
               bench_dir: pathlib.Path, suites: list[str], slowed_env: dict, pairs: int, log=print,
-              aa: bool = True) -> dict:
+              aa: bool = True, benches: list[str] | None = None) -> dict:
     """The same proof through `harness ab`: per trial one ab run (base clean, head slowed, `pairs`
     alternating processes each, per suite) that must exit 1, and one A/A ab run (both clean) that
     must exit 0 (`aa=False`: none; false alarms are then None). Both sides run this checkout's
@@ -199,7 +207,8 @@ def ab_trials(project: pathlib.Path, n: int, machine: str, work: pathlib.Path, t
         runs = [("slowed", {"head": slowed_env}, "caught")] + ([("A/A", {}, "false_alarms")] if aa else [])
         for label, envs, key in runs:
             root = work / f"ab{i}-{'slowed' if key == 'caught' else 'aa'}"
-            out = ab.run(project, root, {"base": python, "head": python}, suites=suites, benches=[],
+            out = ab.run(project, root, {"base": python, "head": python}, suites=suites,
+                         benches=benches or [],
                          machine=machine, pairs=pairs, quick=True, budget_s=None, envs=envs,
                          bench_dir=bench_dir, log=lambda msg: None)
             seconds.append(out["seconds"])
