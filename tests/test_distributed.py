@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.core import processes
 from harness.core.exits import BadInput, RunnerFailed
 from harness.measure import torchrun
 from harness.measure.workloads import NotApplicable
@@ -186,7 +187,7 @@ def test_each_launch_gets_its_own_port():
 
 
 def _live_children():
-    return [pid for pid, start in torchrun.descendants(os.getpid()).items() if torchrun._alive(pid, start)]
+    return [pid for pid, start in torchrun.descendants(os.getpid()).items() if processes.alive(pid, start)]
 
 
 def _all_pids():

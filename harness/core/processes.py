@@ -20,6 +20,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 GRACE_S = 5.0  # for the runner to stop by itself after SIGINT (end_session)
 TERM_GRACE_S = 2.0  # then between SIGTERM and SIGKILL
@@ -48,29 +49,50 @@ def terminate_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+class ProcStat(NamedTuple):
+    state: str   # R, S, D, Z (zombie: dead, only not reaped yet), ...
+    ppid: int
+    pgrp: int
+    session: int
+    start: int   # start time in clock ticks since boot: with the pid, names one process
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """`pid`'s line of /proc/<pid>/stat (Linux), or None when it is gone or there is no /proc."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces and parens
+    return ProcStat(fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+
+
+def alive(pid: int, start: int | None = None) -> bool:
+    """Whether `pid` runs (a zombie is dead, only not reaped yet); with `start` (ProcStat.start),
+    whether it is still that process and not a later one given the same pid."""
+    st = proc_stat(pid)
+    return st is not None and st.state != "Z" and (start is None or st.start == start)
+
+
+def all_pids() -> list[int]:
+    """Every pid in /proc (empty where there is none)."""
+    with contextlib.suppress(OSError):
+        return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+    return []
+
+
 def session_members(sid: int) -> list[tuple[int, int]]:
     """(pid, process group) of every live process in session `sid` (Linux /proc; elsewhere just
     the group `sid` leads). asv puts its forkserver in a process group of its own, so the group
     asv leads does not hold it: the session does."""
-    proc = Path("/proc")
-    if not proc.is_dir():
+    if not Path("/proc").is_dir():
         try:
             os.killpg(sid, 0)  # does the group exist?
         except (ProcessLookupError, PermissionError):
             return []
         return [(sid, sid)]
-    found = []
-    for d in proc.iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        state, pgrp, session = fields[0], int(fields[2]), int(fields[3])
-        if session == sid and state != "Z":
-            found.append((int(d.name), pgrp))
-    return found
+    stats = ((pid, proc_stat(pid)) for pid in all_pids())
+    return [(pid, st.pgrp) for pid, st in stats if st and st.session == sid and st.state != "Z"]
 
 
 def _signal_session(sid: int, sig: int) -> bool:

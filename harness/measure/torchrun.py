@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from harness.core.exits import BadInput, RunnerFailed
+from harness.core.processes import alive, all_pids, proc_stat
 
 GRACE_S = 3.0        # SIGTERM -> SIGKILL: torchrun closes its workers within this when it can
 TAIL_LINES = 40      # of torchrun's output in an error message
@@ -151,27 +152,15 @@ def _run(cmd: list[str], log: Path, timeout_s: float, env: dict | None, what: st
 # Killing the agent and its workers
 
 
-def _proc_stat(pid: int) -> tuple[int, int, str] | None:
-    """(parent pid, start time in clock ticks, state) of `pid` from /proc, or None if gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces and parens
-    return int(fields[1]), int(fields[19]), fields[0]
-
-
 def descendants(pid: int) -> dict[int, int]:
     """Every live descendant of `pid`: {pid: start time}. Linux /proc; empty elsewhere."""
     children: dict[int, list[int]] = {}
     starts: dict[int, int] = {}
-    with contextlib.suppress(OSError):
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                st = _proc_stat(int(entry.name))
-                if st is not None:
-                    children.setdefault(st[0], []).append(int(entry.name))
-                    starts[int(entry.name)] = st[1]
+    for other in all_pids():
+        st = proc_stat(other)
+        if st is not None:
+            children.setdefault(st.ppid, []).append(other)
+            starts[other] = st.start
     found, todo = {}, [pid]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -179,11 +168,6 @@ def descendants(pid: int) -> dict[int, int]:
                 found[child] = starts[child]
                 todo.append(child)
     return found
-
-
-def _alive(pid: int, start: int) -> bool:
-    st = _proc_stat(pid)
-    return st is not None and st[1] == start and st[2] != "Z"  # a zombie is dead, only unreaped
 
 
 def kill_launch(proc: subprocess.Popen, grace_s: float = GRACE_S) -> list[int]:
@@ -194,13 +178,13 @@ def kill_launch(proc: subprocess.Popen, grace_s: float = GRACE_S) -> list[int]:
         os.killpg(proc.pid, signal.SIGTERM)  # torchrun's handler closes its workers
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and (proc.poll() is None
-                                           or any(_alive(p, s) for p, s in seen.items())):
+                                           or any(alive(p, s) for p, s in seen.items())):
         time.sleep(0.05)
     seen.update(descendants(proc.pid))
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     for pid, start in seen.items():
-        if _alive(pid, start):
+        if alive(pid, start):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 if os.getpgid(pid) == pid:  # a worker leading its own group: its children too
                     os.killpg(pid, signal.SIGKILL)
@@ -209,9 +193,9 @@ def kill_launch(proc: subprocess.Popen, grace_s: float = GRACE_S) -> list[int]:
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(p, s) for p, s in seen.items()):
+    while time.monotonic() < deadline and any(alive(p, s) for p, s in seen.items()):
         time.sleep(0.05)
-    return sorted(p for p, s in seen.items() if _alive(p, s))
+    return sorted(p for p, s in seen.items() if alive(p, s))
 
 
 def _output(log: Path, workers: Path) -> str:
