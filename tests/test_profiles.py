@@ -287,18 +287,15 @@ def test_full_runs_and_profile_runs_store_profiles(tmp_path, monkeypatch, full, 
     from harness.measure import asv, bench
 
     calls = []
-    real_run = subprocess.run
 
-    def fake_run(cmd, **kwargs):  # `asv run` writes a result; anything else (git) runs
-        conf = [a for a in cmd if str(a).endswith(".conf.json")]
-        if "asv" not in cmd or not conf:
-            return real_run(cmd, **kwargs)
-        results = pathlib.Path(json.loads(pathlib.Path(conf[0]).read_text())["results_dir"])
+    def fake_asv(cmd, **kwargs):  # `asv run` (the only runner bench starts in a session) writes a result
+        conf = next(a for a in cmd if str(a).endswith(".conf.json"))
+        results = pathlib.Path(json.loads(pathlib.Path(conf).read_text())["results_dir"])
         write_set(results, "0" * 40, {OPS: 10}, machine="m1-cpu", units=UNITS)
         return subprocess.CompletedProcess(cmd, 0)
 
     monkeypatch.setattr(asv, "record_machine", lambda *a, **k: None)
-    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    monkeypatch.setattr(bench, "run_in_session", fake_asv)
     monkeypatch.setattr(bench, "operator_pass", lambda project, staging, names, env, *, profile, out:
                         calls.append(profile) or "done")
     ran = bench.run(pathlib.Path(__file__).resolve().parents[1], tmp_path / "results", ["canary"],
