@@ -110,24 +110,28 @@ def end_session(proc: subprocess.Popen, grace_s: float = GRACE_S) -> None:
     benchmark and forkserver and removes its own temporary files), then after `grace_s` SIGTERM
     to every process group of the session, then SIGKILL to what is left. `proc` is reaped."""
     sid = proc.pid
-    steps = ((signal.SIGINT, grace_s), (signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, TERM_GRACE_S))
-    for sig, wait_s in steps:
-        if sig == signal.SIGINT:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(sid, sig)
-        elif not _signal_session(sid, sig):
-            break
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            proc.poll()  # reap the leader as soon as it exits: a zombie is not "left"
-            if not session_members(sid):
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(sid, signal.SIGINT)
+    if not _emptied(proc, grace_s):
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not _signal_session(sid, sig) or _emptied(proc, TERM_GRACE_S):
                 break
-            time.sleep(0.05)
-        else:
-            continue
-        break
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=TERM_GRACE_S)
+
+
+def _emptied(proc: subprocess.Popen, wait_s: float) -> bool:
+    """Wait up to `wait_s` for the session `proc` leads to hold no live process; `proc` is
+    reaped as soon as it exits (a zombie is not "left")."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0)
+        if not session_members(proc.pid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def run_in_session(cmd: list[str], *, cwd=None, env=None, capture: bool = False,
