@@ -11,6 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.core import records
+from harness.measure import instructions
 from harness.verdict import ab
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -55,10 +56,17 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
     assert "no benchmark of amp matches --bench; left out" in captured.err
     ops = next(line for line in out.splitlines() if line.startswith("canary.Canary.track_ops"))
     assert "REGRESSION" in ops and "+1 ops" in ops
+    if instructions.unavailable() is None:  # counted once per side, named by the function that grew
+        counted = next(line for line in out.splitlines() if line.startswith("canary.Canary.track_instructions"))
+        assert "REGRESSION" in counted and "instructions: +" in counted and "sqrt" in counted.lower(), counted
+        assert "canary instruction rows, one process per side" in captured.err
     base, head = records.list_runs(root, "ab-cpu")
     assert {base.label, head.label} == {"base", "head"}
     for rec in (base, head):
-        assert rec.meta["ab"]["processes"] == 2 * 2  # pairs x suites that matched
+        # pairs x suites that matched, and the canary's instruction row once
+        assert rec.meta["ab"]["processes"] == 2 * 2 + (instructions.unavailable() is None)
+        if instructions.unavailable() is None:
+            assert "canary.Canary.track_instructions" in rec.instructions()
         fp = json.loads(rec.fingerprint_path.read_text())
         assert fp["python_hash_seed"] == (os.environ.get("PYTHONHASHSEED") or "0")
         data = json.loads(rec.result_file().read_text())

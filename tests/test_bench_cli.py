@@ -20,7 +20,7 @@ def test_unknown_suite_is_a_clear_error(capsys, tmp_path):
     rc = main(["bench", "--suite", "fusion", "--suite", "nonsense", "--results-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert rc == 3
-    assert "'nonsense'" in err and "amp, canary, dataloader, distributed, fusion, models, training_loop, transfer" in err
+    assert "'nonsense'" in err and "amp, canary, dataloader, distributed, fusion, instructions, models, training_loop, transfer" in err
     assert not any(tmp_path.iterdir()), "nothing may be written for bad input"
 
 

@@ -20,9 +20,14 @@ def add_arguments(parser):
     parser.add_argument("--slowdown", type=float, metavar="F",
                         help="with --trials: slow a real workload by the fraction F (0.1 = 10%%) "
                              "in a scratch benchmark folder instead of the canary's extra op")
+    parser.add_argument("--extra-instructions", type=float, metavar="F",
+                        help="with --trials: add F times each named workload's own instructions of "
+                             "extra work per call (0.01 = 1%%) to the instruction rows "
+                             "(suites/benchmarks/instructions.py) instead of the canary's extra op")
     parser.add_argument("--workload", metavar="NAME", action="append",
                         help="with --slowdown: pointwise_chain, training_step (fusion) or a zoo "
-                             "model (its inference step); repeatable: the workloads share each run")
+                             "model (its inference step); with --extra-instructions: an instruction "
+                             "workload (mlp_training_step, ...); repeatable: the workloads share each run")
     parser.add_argument("--slowed-side", choices=("all", "compiled"), default="all",
                         help="with --slowdown: slow every call, eager and compiled (default), or "
                              "the compiled side only (a zoo model: its CompiledOverEager row)")
@@ -80,9 +85,12 @@ def _trials(args, project, root, machine, work, threshold) -> dict:
     from harness.core.exits import BadInput
     from harness.verdict import calibrate, slowdown
 
+    if args.extra_instructions is not None:
+        return _instruction_trials(args, project, root, machine, work, threshold)
     if args.slowdown is None:
         if args.workload or args.route != "gate" or not args.aa or args.bench:
-            raise BadInput("--workload, --route ab, --no-aa and --bench go with --slowdown F")
+            raise BadInput("--workload, --route ab, --no-aa and --bench go with --slowdown F "
+                           "or --extra-instructions F")
         return calibrate.trials(project, args.trials, root, machine, work, threshold)
     if not args.workload:
         raise BadInput("--slowdown needs --workload NAME (pointwise_chain, training_step or a zoo model)")
@@ -96,3 +104,37 @@ def _trials(args, project, root, machine, work, threshold) -> dict:
                                    benches=args.bench)
     return calibrate.trials(project, args.trials, root, machine, work, threshold, bench_dir=bench,
                             slowed_env=env, quick=True, aa=args.aa, benches=args.bench)
+
+
+def _instruction_trials(args, project, root, machine, work, threshold) -> dict:
+    """The instruction rows' proof: real extra work of F times each workload's own instructions
+    (harness.measure.instructions, HARNESS_TEST_EXTRA_INSTRUCTIONS), counted only for the named
+    workloads (the others would only add time)."""
+    from harness.core.exits import BadInput
+    from harness.measure import instructions
+    from harness.measure.workloads.instructions import WORKLOADS
+    from harness.verdict import calibrate
+
+    if args.slowdown is not None or args.bench:
+        raise BadInput("--extra-instructions and --slowdown/--bench are two different proofs; give one")
+    if not args.workload:
+        raise BadInput(f"--extra-instructions needs --workload NAME: {', '.join(WORKLOADS)}")
+    unknown = [w for w in args.workload if w not in WORKLOADS]
+    if unknown:
+        raise BadInput(f"unknown instruction workload(s) {', '.join(unknown)}; choose from "
+                       f"{', '.join(WORKLOADS)}")
+    if not 0 < args.extra_instructions < 10:
+        raise BadInput(f"--extra-instructions is a fraction of the call's instructions (0.01 = 1%), "
+                       f"got {args.extra_instructions}")
+    why = instructions.unavailable()
+    if why:
+        raise BadInput(f"cannot count instructions here: {why}")
+    names = ",".join(dict.fromkeys(args.workload))
+    clean = {instructions.SELECT_ENV: names}
+    slowed = {instructions.EXTRA_ENV: repr(args.extra_instructions), instructions.EXTRA_WORKLOADS_ENV: names}
+    bench = calibrate._benchmark_dir(project, ["instructions"], work)
+    if args.route == "ab":
+        return calibrate.ab_trials(project, args.trials, machine, work, threshold, bench, ["instructions"],
+                                   slowed, args.pairs, aa=args.aa, clean_env=clean)
+    return calibrate.trials(project, args.trials, root, machine, work, threshold, bench_dir=bench,
+                            slowed_env=slowed, quick=True, aa=args.aa, clean_env=clean)

@@ -9,6 +9,7 @@ from harness.commands import options
 
 def add_arguments(parser):
     from harness.verdict.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+    from harness.verdict.metrics import INSTRUCTION_TOLERANCE
 
     parser.add_argument("base", help="result file, directory, commit, `latest` or `baseline[:MACHINE]`")
     parser.add_argument("head", help="same forms as BASE")
@@ -18,6 +19,10 @@ def add_arguments(parser):
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                         help=f"relative change a timing must exceed (default {DEFAULT_THRESHOLD}); "
                         "a benchmark's calibrated noise band raises it")
+    parser.add_argument("--instruction-tolerance", type=float, default=INSTRUCTION_TOLERANCE,
+                        metavar="FRACTION",
+                        help=f"relative change an instruction count must exceed (default "
+                        f"{INSTRUCTION_TOLERANCE}, from the A/A spread measured on a shared runner)")
     parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
                         help=f"Mann-Whitney significance level (default {DEFAULT_ALPHA}, as asv)")
     parser.add_argument("--noise", help="noise-band file (default RESULTS/noise/<machine>.json)")
@@ -39,7 +44,8 @@ def run(args) -> int:
     options.check_gpu(args)
     out = run_gate(args.base, args.head, root=args.results_dir, machine=args.machine,
                    threshold=args.threshold, alpha=args.alpha, noise_file=args.noise,
-                   only=args.bench, allow_env_change=args.allow_env_change)
+                   only=args.bench, allow_env_change=args.allow_env_change,
+                   instruction_tolerance=args.instruction_tolerance)
     print(out.render("text"), end="")
     if out.message and out.code == exits.BAD_INPUT:
         print(f"harness gate: {out.message}", file=sys.stderr)

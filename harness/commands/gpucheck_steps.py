@@ -107,7 +107,7 @@ def asv_run(ctx, run: str) -> dict:
         # config already names HEAD alone as its branch (asv.config)
         conf.update(repo=str(repo))
         Path(config).write_text(json.dumps(conf, indent=2))
-        asv.record_machine(config, machine, env)
+        env = asv.record_machine(config, machine, env)
         cmd = asv.run_command(config, sha, machine, LAUNCH, benches=list(spec["benches"]))
         print("$ " + " ".join(cmd[2:]), flush=True)
         rc = subprocess.run(cmd, cwd=ctx.root, env=env).returncode

@@ -15,13 +15,16 @@ on, so every `finally` and `with` block above it still cleans up what the harnes
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
 
+PR_SET_PDEATHSIG = 1
 GRACE_S = 5.0  # for the runner to stop by itself after SIGINT (end_session)
 TERM_GRACE_S = 2.0  # then between SIGTERM and SIGKILL
 
@@ -151,3 +154,80 @@ def run_in_session(cmd: list[str], *, cwd=None, env=None, capture: bool = False,
     if session_members(proc.pid):
         end_session(proc)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+# ---- children tied to the process that starts them ----
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Ask Linux to send `sig` to this process when its parent exits (no-op elsewhere).
+    Harness workers call it first thing, so a killed parent (a torchrun agent, the valgrind
+    process) takes them along."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig))
+
+
+def _preexec_die_with_parent():
+    # runs in the forked child before exec; the libc handle is resolved in the parent
+    libc = _LIBC
+    if libc is not None:
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+
+
+try:
+    _LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
+except OSError:
+    _LIBC = None
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """Every live descendant of `pid`: {pid: start time}. Linux /proc; empty elsewhere."""
+    children: dict[int, list[int]] = {}
+    starts: dict[int, int] = {}
+    for other in all_pids():
+        st = proc_stat(other)
+        if st is not None:
+            children.setdefault(st.ppid, []).append(other)
+            starts[other] = st.start
+    found, todo = {}, [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found[child] = starts[child]
+                todo.append(child)
+    return found
+
+
+def run_tied(cmd: list[str], *, env=None, timeout: float | None = None, cwd=None,
+             meanwhile=None) -> subprocess.CompletedProcess:
+    """subprocess.run(cmd), stdout and stderr captured as text, in this process's own session (so
+    whatever ends that session ends it too) and dying with this process (PR_SET_PDEATHSIG): for a
+    runner started from inside a benchmark, which asv may kill alone. `meanwhile()` runs here
+    while the runner starts (its output goes to temporary files meanwhile). On a timeout or an
+    interrupt the runner and every process below it are killed, and the exception goes on."""
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, text=True,
+                                preexec_fn=_preexec_die_with_parent if _LIBC is not None else None)
+        try:
+            if meanwhile is not None:
+                meanwhile()
+            proc.wait(timeout=timeout)
+        except BaseException:
+            _kill_tree(proc)
+            raise
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    below = descendants(proc.pid)
+    proc.kill()
+    for pid, start in below.items():
+        if alive(pid, start):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    proc.wait()
+

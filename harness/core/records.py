@@ -35,6 +35,7 @@ from harness.core.files import write_atomic, write_json_atomic
 
 RUN_JSON = "run.json"
 FINGERPRINT = "fingerprint.json"
+INSTRUCTIONS = "instructions"  # folder of instruction-count records (harness.measure.instructions)
 VIEW_MANIFEST = ".harness-view.json"
 ASV_META = {"benchmarks.json", "machine.json"}
 _LABEL = re.compile(r"^[A-Za-z0-9_.]+$")
@@ -79,6 +80,28 @@ class RunRecord:
     @property
     def fingerprint_path(self) -> Path:
         return self.path / FINGERPRINT
+
+    def instructions(self) -> dict[str, dict]:
+        return read_instructions(self.path)
+
+
+def read_instructions(run_dir: Path) -> dict[str, dict]:
+    """Every instruction row a run record keeps (INSTRUCTIONS/<suite>.<Class>.json, one per
+    valgrind process): row -> its summary (per_call, groups, functions, ...) with the
+    fingerprint of its valgrind process under "fingerprint". Empty when it keeps none."""
+    out: dict[str, dict] = {}
+    folder = Path(run_dir) / INSTRUCTIONS
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("rows"), dict):
+            continue
+        for row, summary in data["rows"].items():
+            if isinstance(summary, dict):
+                out[row] = dict(summary, fingerprint=data.get("fingerprint") or {})
+    return out
 
 
 def runs_dir(root: Path) -> Path:

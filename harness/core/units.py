@@ -9,6 +9,7 @@ SCALES = {
     "bytes": [(2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")],
 }
 SCALES["bytes moved"] = SCALES["bytes saved"] = SCALES["bytes"]
+SCALES["instructions"] = [(1e9, "G instr"), (1e6, "M instr"), (1e3, "k instr"), (1, "instr")]
 UNITLESS = ("ratio", "relative", "efficiency", "fraction of copy bandwidth")
 
 
@@ -31,7 +32,8 @@ def format_value(x: float | None, unit: str) -> str:
         return "n/a"
     if unit in SCALES:
         factor, label = scale(unit, x)
-        return f"{x / factor:.3g} {label}"
+        # instruction counts are judged to a fraction of a percent: four digits
+        return f"{x / factor:.{4 if unit == 'instructions' else 3}g} {label}"
     if unit == "samples/s":
         return f"{x:.4g}/s"
     if unit == "GB/s":

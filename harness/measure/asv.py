@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,10 +63,17 @@ def config(root: Path, results: Path, *, benchmark_dir: Path | None = None,
     fd, path = tempfile.mkstemp(dir=root / ".asv", prefix="harness-run-", suffix=".conf.json")
     with os.fdopen(fd, "w") as f:
         json.dump(conf, f, indent=2)
+    _home(Path(path)).mkdir()
     try:
         yield Path(path)
     finally:
         Path(path).unlink(missing_ok=True)
+        shutil.rmtree(_home(Path(path)), ignore_errors=True)  # the harness made it
+
+
+def _home(config_path: Path) -> Path:
+    """The run's own home folder (record_machine), beside its config."""
+    return config_path.with_name(config_path.name.removesuffix(".conf.json") + ".home")
 
 
 def branches(root: Path, configured: list[str]) -> list[str]:
@@ -95,10 +103,18 @@ def environment(extra: dict | None = None) -> dict:
     return env
 
 
-def record_machine(config_path: Path, machine: str, env: dict) -> None:
-    """asv's machine.json, written without questions, under the name that carries the GPU."""
+def record_machine(config_path: Path, machine: str, env: dict) -> dict:
+    """asv's machine.json, written without questions, under the name that carries the GPU;
+    returns the environment the run's asv commands must use. asv keeps its machines in
+    ~/.asv-machine.json and rewrites that file in place, so two runs at once could read each
+    other's half-written file ("Error parsing JSON"): each run gets a home of its own (beside
+    its config), with the user's cache folder kept."""
+    home = _home(config_path)
+    env = dict(env, HOME=str(home),
+               XDG_CACHE_HOME=env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"))
     subprocess.run([sys.executable, "-m", "asv", "machine", "--config", str(config_path), "--yes",
                     "--machine", machine], env=env, check=True, stdout=subprocess.DEVNULL)
+    return env
 
 
 def run_command(config_path: Path, sha: str, machine: str, method: str, *, quick: bool = False,

@@ -40,6 +40,8 @@ from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.core.processes import run_in_session
 from harness.measure import asv
+from harness.measure.instructions import RECORD_ENV, SCRATCH_ENV, SELECT_ENV
+from harness.measure.workloads import instructions as instruction_workloads
 
 # Suites that run only when named with --suite (DECISIONS §4).
 ONLY_WHEN_NAMED = ("canary",)
@@ -153,10 +155,15 @@ def run(project: Path, root: Path, suites: list[str] | None = None, *, sha: str,
             "threads": threads, "profiled": profile, **({"shard": shard} if shard else {})}
     asv_rc, wall = -1, 0.0
     with records.writing(root, machine, run_id, meta) as staging, \
-            tempfile.TemporaryDirectory(prefix="harness-inductor-cache-") as cache:
+            tempfile.TemporaryDirectory(prefix="harness-inductor-cache-") as cache, \
+            tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch:
         env = run_environment(quick=quick, full=full, threads=threads, inductor_cache=Path(cache))
+        env[RECORD_ENV] = str(staging)  # where instruction counts keep their per-function tables
+        env[SCRATCH_ENV] = scratch
+        if benches:  # one valgrind process counts every instruction row: only the selected ones
+            env[SELECT_ENV] = ",".join(instruction_workloads.matching(benches)) or "none"
         with asv.config(project, staging / "asv") as config:
-            asv.record_machine(config, machine, env)
+            env = asv.record_machine(config, machine, env)
             cmd = asv.run_command(config, sha, machine, method, quick=quick,
                                   benches=benches or [rf"^{n}\." for n in names])
             print(f"harness bench: {'full' if full else 'fast'}{' quick' if quick else ''} "

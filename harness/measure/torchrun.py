@@ -26,7 +26,6 @@ it read. What this module adds around torchrun:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -38,11 +37,11 @@ import time
 from pathlib import Path
 
 from harness.core.exits import BadInput, RunnerFailed
-from harness.core.processes import alive, all_pids, proc_stat
+from harness.core.processes import (_LIBC, _preexec_die_with_parent, alive, descendants,  # noqa: F401
+                                    die_with_parent)
 
 GRACE_S = 3.0        # SIGTERM -> SIGKILL: torchrun closes its workers within this when it can
 TAIL_LINES = 40      # of torchrun's output in an error message
-PR_SET_PDEATHSIG = 1
 
 
 class LaunchFailed(RunnerFailed):
@@ -58,26 +57,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """Ask Linux to send `sig` to this process when its parent exits (no-op elsewhere).
-    Harness workers call it first thing, so a killed torchrun agent takes them along."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig))
-
-
-def _preexec_die_with_parent():
-    # runs in the forked child before exec; the libc handle is resolved in the parent
-    libc = _LIBC
-    if libc is not None:
-        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
-
-
-try:
-    _LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
-except OSError:
-    _LIBC = None
 
 
 def command(target: str, args: list[str], nproc: int, port: int, *, module: bool,
@@ -150,24 +129,6 @@ def _run(cmd: list[str], log: Path, timeout_s: float, env: dict | None, what: st
 
 # --------------------------------------------------------------------------------------------
 # Killing the agent and its workers
-
-
-def descendants(pid: int) -> dict[int, int]:
-    """Every live descendant of `pid`: {pid: start time}. Linux /proc; empty elsewhere."""
-    children: dict[int, list[int]] = {}
-    starts: dict[int, int] = {}
-    for other in all_pids():
-        st = proc_stat(other)
-        if st is not None:
-            children.setdefault(st.ppid, []).append(other)
-            starts[other] = st.start
-    found, todo = {}, [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found[child] = starts[child]
-                todo.append(child)
-    return found
 
 
 def kill_launch(proc: subprocess.Popen, grace_s: float = GRACE_S) -> list[int]:

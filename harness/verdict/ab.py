@@ -7,6 +7,9 @@ checkout). Per suite, asv runs A B A B ... (`pairs` times each side), so frequen
 load and thermal drift hit both sides alike — asv's own `--interleave-rounds` works only between
 environments asv builds itself, not for existing environments or two interpreters (asv issue 595).
 
+Instruction rows (`track_instructions`, callgrind) are deterministic: one valgrind process per side
+decides them, so they run once per side before the pairs, never in every pair.
+
 Each side's processes are merged into one asv result (samples appended, as asv's
 `append_samples` does) and kept as a run record labelled `base` / `head`; the verdict is the
 gate's (harness.verdict.gate) on those two records, with the same rules and exit codes. A
@@ -33,6 +36,8 @@ from harness.core.exits import BadInput, RunnerFailed
 from harness.core.files import write_json_atomic
 from harness.core.processes import run_in_session, terminate_as_interrupt
 from harness.measure import asv
+from harness.measure.instructions import RECORD_ENV, SCRATCH_ENV, SELECT_ENV
+from harness.measure.workloads import instructions as instruction_workloads
 
 MIN_PAIRS = 5  # fewer gives the statistics too little to go on; allowed, with a warning
 MIN_WINDOW_S = 2.0  # a process's share of the paired window (process_window)
@@ -94,15 +99,18 @@ class NoMatch(Exception):
 
 def run_side(side: Side, suite: str, out_dir: pathlib.Path, machine: str, quick: bool,
              benches: list[str], method: str, base_env: dict,
-             bench_dir: pathlib.Path | None = None) -> pathlib.Path:
+             bench_dir: pathlib.Path | None = None, rows: str | None = None) -> pathlib.Path:
     """One asv process tree for one side and suite; returns its result file. `base_env` is the
     run's environment (harness.measure.bench.run_environment: sizes, quick, threads, the private
     inductor cache), the same for both sides; the side's own settings go on top. `bench_dir`:
-    a scratch benchmark folder instead of the side's suites (harness calibrate's proof)."""
-    env = {**base_env, **side.env, "HARNESS_PYTHON": side.python}
-    regexes = [suite_regex(suite, benches)]
+    a scratch benchmark folder instead of the side's suites (harness calibrate's proof);
+    `rows`: "instructions" or "timing" (suite_regex). What the process keeps beside its results
+    (instruction counts' function tables) goes to out_dir/record."""
+    env = {**base_env, **side.env, "HARNESS_PYTHON": side.python,
+           RECORD_ENV: str(out_dir / "record")}
+    regexes = [suite_regex(suite, benches, rows)]
     with asv.config(side.project, out_dir, benchmark_dir=bench_dir) as config:
-        asv.record_machine(config, machine, env)
+        env = asv.record_machine(config, machine, env)
         cmd = asv.run_command(config, side.commit, machine, method, quick=quick, benches=regexes)
         proc = run_in_session(cmd, cwd=side.project, env=env, capture=True)
     files = sorted(p for p in (out_dir / machine).glob("*.json") if p.name != "machine.json") \
@@ -115,13 +123,26 @@ def run_side(side: Side, suite: str, out_dir: pathlib.Path, machine: str, quick:
     return files[0]
 
 
-def suite_regex(suite: str, benches: list[str]) -> str:
+INSTRUCTION_ROWS = r".*\.track_instructions"
+
+
+def suite_regex(suite: str, benches: list[str], rows: str | None = None) -> str:
     """One asv --bench regex: the suite's benchmarks, and of them only those any of `benches`
-    is found in. (asv ORs repeated --bench regexes, so passing the suite's prefix and the
-    user's regexes separately would run the whole suite plus matches from every other suite.)"""
+    is found in; `rows` "instructions" keeps only instruction rows, "timing" all others.
+    (asv ORs repeated --bench regexes, so passing the suite's prefix and the user's regexes
+    separately would run the whole suite plus matches from every other suite.)"""
+    which = {None: "", "instructions": f"(?={INSTRUCTION_ROWS})", "timing": f"(?!{INSTRUCTION_ROWS})"}[rows]
     if not benches:
-        return rf"^{suite}\."
-    return rf"^(?={suite}\.)(?=.*(?:" + "|".join(f"(?:{b})" for b in benches) + "))"
+        return rf"^{which}{suite}\." if which else rf"^{suite}\."
+    return rf"^(?={suite}\.){which}(?=.*(?:" + "|".join(f"(?:{b})" for b in benches) + "))"
+
+
+def has_instruction_rows(sides: dict[str, Side], suite: str, bench_dir: pathlib.Path | None) -> bool:
+    """Whether either side's suite module defines instruction rows (read from its source: asv's
+    discovery would cost a process per side)."""
+    files = [bench_dir / f"{suite}.py"] if bench_dir else \
+        [s.project / "suites" / "benchmarks" / f"{suite}.py" for s in sides.values()]
+    return any(f.is_file() and "track_instructions" in f.read_text(encoding="utf-8") for f in files)
 
 
 _FINGERPRINT = """
@@ -195,15 +216,33 @@ def process_window(quick: bool, pairs: int) -> float:
     return round(max(MIN_WINDOW_S, window / max(pairs, 1)), 3)
 
 
+def _once(files, side, suite, work, machine, quick, benches, method, base_env, bench_dir, log) -> bool:
+    """The suite's instruction rows, one process per side (their counts do not move between
+    processes); False when the suite has none that --bench selects."""
+    if not has_instruction_rows(side, suite, bench_dir):
+        return False
+    t0 = time.perf_counter()
+    try:
+        for label in ("base", "head"):
+            files[label].append(run_side(side[label], suite, work / f"{suite}-{label}-instructions",
+                                         machine, quick, benches, method, base_env, bench_dir,
+                                         rows="instructions"))
+    except NoMatch:
+        return False
+    log(f"ab: {suite} instruction rows, one process per side, took {time.perf_counter() - t0:.0f} s")
+    return True
+
+
 def _alternate(pairs, files, side, suite, work, machine, quick, benches, method, base_env, bench_dir,
                started, budget_s, log) -> None:
     """One suite's pairs, A B / B A / A B ..., each process's result file appended to `files`;
-    stops early when the next pair would overrun `budget_s`."""
+    stops early when the next pair would overrun `budget_s`. Instruction rows are left out
+    (_once counts them)."""
     for i in range(pairs):
         t0 = time.perf_counter()
         for label in ("base", "head") if i % 2 == 0 else ("head", "base"):
             files[label].append(run_side(side[label], suite, work / f"{suite}-{label}-{i}", machine,
-                                         quick, benches, method, base_env, bench_dir))
+                                         quick, benches, method, base_env, bench_dir, rows="timing"))
         pair_s = time.perf_counter() - t0
         log(f"ab: {suite} pair {i + 1}/{pairs} took {pair_s:.0f} s")
         spent = time.perf_counter() - started
@@ -219,12 +258,14 @@ def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], **kw) 
     (Ctrl-C, SIGTERM: the asv processes are ended first): the records hold the data."""
     with terminate_as_interrupt(), \
             tempfile.TemporaryDirectory(prefix="harness-ab-runs-") as work, \
-            tempfile.TemporaryDirectory(prefix="harness-ab-inductor-") as cache:
-        return _run(project, root, specs, work=pathlib.Path(work), cache=pathlib.Path(cache), **kw)
+            tempfile.TemporaryDirectory(prefix="harness-ab-inductor-") as cache, \
+            tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch:
+        return _run(project, root, specs, work=pathlib.Path(work), cache=pathlib.Path(cache),
+                    scratch=scratch, **kw)
 
 
 def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, work: pathlib.Path,
-         cache: pathlib.Path, suites: list[str], benches: list[str], machine: str, pairs: int,
+         cache: pathlib.Path, scratch: str, suites: list[str], benches: list[str], machine: str, pairs: int,
          quick: bool, budget_s: float | None, envs: dict[str, dict[str, str]] | None = None,
          threads: int | None = None, bench_dir: pathlib.Path | None = None, log=print) -> dict:
     import json
@@ -235,6 +276,9 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
     started = time.perf_counter()
     base_env = run_environment(quick=quick, full=not quick, threads=threads, inductor_cache=cache)
     base_env["HARNESS_PAIRED_WINDOW_S"] = str(process_window(quick, pairs))
+    base_env[SCRATCH_ENV] = scratch
+    if benches:  # one valgrind process counts every instruction row: only the selected ones
+        base_env[SELECT_ENV] = ",".join(instruction_workloads.matching(benches)) or "none"
     done: dict[str, dict[str, list[pathlib.Path]]] = {"base": {}, "head": {}}  # side -> suite -> files
     ran_suites, left_out, unmatched = [], [], []
     with sides(project, specs, envs or {}) as side:
@@ -244,12 +288,15 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
                 left_out.append(suite)
                 continue
             files: dict[str, list[pathlib.Path]] = {"base": [], "head": []}
+            counted = _once(files, side, suite, work, machine, quick, benches, method, base_env,
+                            bench_dir, log)
             try:
                 _alternate(pairs, files, side, suite, work, machine, quick, benches, method, base_env,
                            bench_dir, started, budget_s, log)
             except NoMatch:
-                unmatched.append(suite)
-                continue
+                if not counted:
+                    unmatched.append(suite)
+                    continue
             ran_suites.append(suite)
             for label in files:
                 done[label][suite] = files[label]
@@ -276,6 +323,12 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
                         benchmarks.update(json.loads((f.parent.parent / "benchmarks.json").read_text()))
                 write_json_atomic(staging / "asv" / "benchmarks.json", benchmarks)
                 merge_side(done[label], benchmarks, work / f"merged-{label}", staging / "asv")
+                for files in done[label].values():
+                    for f in files:  # instruction counts' tables, one file per valgrind process
+                        for kept in (f.parent.parent / "record" / records.INSTRUCTIONS).glob("*.json"):
+                            dest = staging / records.INSTRUCTIONS / kept.name
+                            dest.parent.mkdir(exist_ok=True)
+                            shutil.copy2(kept, dest)
                 first = next(iter(done[label].values()))[0]
                 shutil.copy2(first.parent / "machine.json",
                              staging / "asv" / machine / "machine.json")

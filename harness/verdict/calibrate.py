@@ -34,6 +34,7 @@ from harness.core.exits import RunnerFailed
 from harness.core.processes import run_in_session
 from harness.measure import asv
 from harness.measure.bench import check_suites, run_environment
+from harness.measure.instructions import RECORD_ENV, SCRATCH_ENV
 from harness.verdict import metrics
 from harness.verdict.results import ResultSet, load, noise_path, result_files, save_noise
 
@@ -61,8 +62,11 @@ def asv_run(root: pathlib.Path, bench_dir: pathlib.Path, results: pathlib.Path, 
         env.update(extra_env or {})
     else:
         env = asv.environment(extra_env)
-    with asv.config(root, results, benchmark_dir=bench_dir) as config:
-        asv.record_machine(config, machine, env)
+    env[RECORD_ENV] = str(results)  # instruction counts' tables beside the results (results.load)
+    with asv.config(root, results, benchmark_dir=bench_dir) as config, \
+            tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch:
+        env[SCRATCH_ENV] = scratch
+        env = asv.record_machine(config, machine, env)
         cmd = asv.run_command(config, commit, machine, asv.launch_method(), quick=quick,
                               benches=benches or [])
         proc = run_in_session(cmd, env=env, capture=True, cwd=root)
@@ -140,18 +144,22 @@ def if_all_judged(outcome, threshold: float) -> list:
 def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work: pathlib.Path,
            threshold: float, log=print, *, bench_dir: pathlib.Path | None = None,
            slowed_env: dict | None = None, quick: bool = False, aa: bool = True,
-           benches: list[str] | None = None) -> dict:
+           benches: list[str] | None = None, clean_env: dict | None = None) -> dict:
     """The end-to-end proof on stored results: per trial a clean run A, a run B with the injected
     regression (default: the canary's extra op; `bench_dir` + `slowed_env`: a slowed real workload,
     harness.verdict.slowdown), another clean run C; `gate A B` must exit 1, `gate A C` exit 0.
     `aa=False`: no run C (false alarms are then None: not measured); `benches`: only the
     benchmarks these regexes find (each benchmark is a process of its own under asv's forkserver,
-    so leaving the others out changes no measurement, only the time a trial takes)."""
+    so leaving the others out changes no measurement, only the time a trial takes); `clean_env`:
+    environment of every run, A, B and C (the slowed run's `slowed_env` goes on top)."""
     from harness.core.project import head_commit
     from harness.verdict.gate import run_gate
 
-    bench_dir = bench_dir or _benchmark_dir(project, ["canary"], work)
-    slowed_env = slowed_env or {"HARNESS_CANARY_EXTRA": "1"}
+    if bench_dir is None:  # the canary; its instruction row has a proof of its own (--extra-instructions)
+        bench_dir = _benchmark_dir(project, ["canary"], work)
+        benches = benches or [r"^canary\.Canary\.track_(?!instructions)"]
+    clean_env = dict(clean_env or {})
+    slowed_env = {**clean_env, **(slowed_env or {"HARNESS_CANARY_EXTRA": "1"})}
     commit = head_commit(project)
     npath = noise_path(root, machine)
     caught = false_alarms = 0
@@ -159,10 +167,11 @@ def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work
     gate_seconds, rows, run_seconds = [], [], []
     for i in range(n):
         t0 = time.perf_counter()
-        a = asv_run(project, bench_dir, work / f"t{i}-A", machine, commit, quick=quick, benches=benches)
+        a = asv_run(project, bench_dir, work / f"t{i}-A", machine, commit, clean_env, quick=quick,
+                    benches=benches)
         b = asv_run(project, bench_dir, work / f"t{i}-B", machine, commit, slowed_env, quick=quick,
                     benches=benches)
-        c = asv_run(project, bench_dir, work / f"t{i}-C", machine, commit, quick=quick,
+        c = asv_run(project, bench_dir, work / f"t{i}-C", machine, commit, clean_env, quick=quick,
                     benches=benches) if aa else None
         run_seconds.append((time.perf_counter() - t0) / (3 if aa else 2))
         t0 = time.perf_counter()
@@ -188,7 +197,7 @@ def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work
 
 def ab_trials(project: pathlib.Path, n: int, machine: str, work: pathlib.Path, threshold: float,
               bench_dir: pathlib.Path, suites: list[str], slowed_env: dict, pairs: int, log=print,
-              aa: bool = True, benches: list[str] | None = None) -> dict:
+              aa: bool = True, benches: list[str] | None = None, clean_env: dict | None = None) -> dict:
     """The same proof through `harness ab`: per trial one ab run (base clean, head slowed, `pairs`
     alternating processes each, per suite) that must exit 1, and one A/A ab run (both clean) that
     must exit 0 (`aa=False`: none; false alarms are then None). Both sides run this checkout's
@@ -204,7 +213,9 @@ def ab_trials(project: pathlib.Path, n: int, machine: str, work: pathlib.Path, t
     python = sys.executable
     for i in range(n):
         row = {"trial": i}
-        runs = [("slowed", {"head": slowed_env}, "caught")] + ([("A/A", {}, "false_alarms")] if aa else [])
+        clean = dict(clean_env or {})
+        runs = [("slowed", {"base": clean, "head": {**clean, **slowed_env}}, "caught")] + \
+            ([("A/A", {"base": clean, "head": clean}, "false_alarms")] if aa else [])
         for label, envs, key in runs:
             root = work / f"ab{i}-{'slowed' if key == 'caught' else 'aa'}"
             out = ab.run(project, root, {"base": python, "head": python}, suites=suites,

@@ -6,6 +6,12 @@ says which rule applied:
 - exact counters (kernels, ops, graph breaks, graphs, recompiles): always, exactly. More is a
   regression, fewer an improvement (update the baseline).
 - memory (bytes): always, ratio beyond 1 ± metrics.MEMORY_TOLERANCE.
+- instruction counts ("instructions", callgrind): always, as counters with a relative
+  tolerance (metrics.INSTRUCTION_TOLERANCE unless given): beyond it, more is a regression and
+  fewer an improvement. Only between counts whose instruction fingerprints agree (valgrind, CPU
+  capability under valgrind, Python build, threads: harness.verdict.functions); otherwise the
+  row is "not judged: not comparable" with the difference. A changed row names the functions
+  whose self counts moved most.
 - paired ratios ("ratio": ratios of two sides timed in the same rounds, timing.measure_paired): always,
   with the statistics below. Machine speed cancels in them, which is what makes them
   trustworthy on a shared runner.
@@ -53,7 +59,7 @@ import dataclasses
 import math
 import statistics
 
-from harness.verdict import metrics
+from harness.verdict import functions, metrics
 from harness.verdict.results import Entry, ResultSet
 
 OK, IMPROVED, REGRESSION = "ok", "improved", "REGRESSION"
@@ -63,6 +69,7 @@ NOT_JUDGED = "not judged"  # shown with the reason (raw time without a narrow ca
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.002
+LAYOUT_SIGMAS = 3.0  # an instruction row's tolerance is at least this many standard errors
 
 
 @dataclasses.dataclass
@@ -133,9 +140,34 @@ def _not_judged(name, unit, bv, hv, ratio, why: str) -> Row:
     return Row(name, unit, bv, hv, ratio, NOT_JUDGED, why)
 
 
+def _instructions(name: str, unit: str, bv: float, hv: float, ratio: float, tolerance: float,
+                  info: tuple[dict | None, dict | None]) -> Row:
+    """An instruction row: a counter with a relative tolerance, between comparable counts. The
+    tolerance widens to LAYOUT_SIGMAS standard errors of the difference where the memory layouts
+    a row was counted in spread widely (functions.layout_error)."""
+    why = functions.not_comparable(*info)
+    if why:
+        return _not_judged(name, unit, bv, hv, ratio, f"instructions, not comparable: {why}")
+    change = f"{ratio - 1:+.2%} ({hv - bv:+,.0f}/call)"
+    error = functions.layout_error(*info)
+    widened = error is not None and LAYOUT_SIGMAS * error > tolerance
+    if widened:
+        tolerance = LAYOUT_SIGMAS * error
+    verdict = REGRESSION if ratio > 1 + tolerance else IMPROVED if ratio < 1 / (1 + tolerance) else OK
+    note = f"instructions: {change}, tolerance {tolerance:.2%}" + (
+        f" ({LAYOUT_SIGMAS:g} x the memory layouts' standard error {error:.2%})" if widened else "")
+    if verdict != OK:
+        where = functions.explain(*info)
+        note += f"; self counts: {where}" if where else ""
+    return Row(name, unit, bv, hv, ratio, verdict, note, threshold=tolerance)
+
+
 def compare_entry(b: Entry, h: Entry, threshold: float = DEFAULT_THRESHOLD,
-                  alpha: float = DEFAULT_ALPHA, band: float | None = None) -> Row:
-    """One row's verdict; `band` is the row's calibrated noise band (None: not calibrated)."""
+                  alpha: float = DEFAULT_ALPHA, band: float | None = None, *,
+                  instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE,
+                  info: tuple[dict | None, dict | None] = (None, None)) -> Row:
+    """One row's verdict; `band` is the row's calibrated noise band (None: not calibrated);
+    `info`: an instruction row's stored summaries (base, head) from the run records."""
     name = h.name
     try:
         metrics.kind_of(b.unit)
@@ -164,6 +196,8 @@ def compare_entry(b: Entry, h: Entry, threshold: float = DEFAULT_THRESHOLD,
             return Row(name, h.unit, bv, hv, ratio, OK, "exact")
         verdict = REGRESSION if worse > 1 else IMPROVED
         return Row(name, h.unit, bv, hv, ratio, verdict, f"exact: {hv - bv:+g} {h.unit}")
+    if kind.kind == metrics.INSTRUCTIONS:
+        return _instructions(name, h.unit, bv, hv, ratio, instruction_tolerance, info)
     if kind.kind == metrics.MEMORY:
         tol = metrics.MEMORY_TOLERANCE
         verdict = REGRESSION if worse > 1 + tol else IMPROVED if worse < 1 / (1 + tol) else OK
@@ -207,7 +241,8 @@ def compare_entry(b: Entry, h: Entry, threshold: float = DEFAULT_THRESHOLD,
 
 def compare(base: ResultSet, head: ResultSet, threshold: float = DEFAULT_THRESHOLD,
             alpha: float = DEFAULT_ALPHA, noise: dict[str, float] | None = None,
-            only: list[str] | None = None) -> list[Row]:
+            only: list[str] | None = None,
+            instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE) -> list[Row]:
     """One Row per benchmark in either set (or in `only`), sorted by name."""
     noise = noise or {}
     names = sorted(set(base.entries) | set(head.entries))
@@ -227,5 +262,6 @@ def compare(base: ResultSet, head: ResultSet, threshold: float = DEFAULT_THRESHO
                             "benchmark changed, not compared (asv version differs)"))
             continue
         band = noise.get(name, noise.get(name.split("(")[0]))
-        rows.append(compare_entry(b, h, threshold, alpha, band))
+        rows.append(compare_entry(b, h, threshold, alpha, band, instruction_tolerance=instruction_tolerance,
+                                  info=(base.instructions.get(name), head.instructions.get(name))))
     return rows

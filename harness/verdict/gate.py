@@ -96,7 +96,8 @@ def exit_code(rows: list[compare.Row]) -> int:
 def run_gate(base_spec: str, head_spec: str, *, root=None, machine: str | None = None,
              threshold: float = compare.DEFAULT_THRESHOLD, alpha: float = compare.DEFAULT_ALPHA,
              noise_file: str | None = None, only: list[str] | None = None,
-             allow_env_change: bool = False) -> Outcome:
+             allow_env_change: bool = False,
+             instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE) -> Outcome:
     """Resolve, load and compare; bad input comes back as an Outcome with code 3, not raised."""
     try:
         root = results_root(root)
@@ -117,12 +118,13 @@ def run_gate(base_spec: str, head_spec: str, *, root=None, machine: str | None =
                                f"{base.path} nor {head.path} has them")
     except BadInput as exc:
         return Outcome(exits.BAD_INPUT, [], message=str(exc))
-    rows = compare.compare(base, head, threshold, alpha, noise, only)
+    rows = compare.compare(base, head, threshold, alpha, noise, only, instruction_tolerance)
     code = exit_code(rows)
     message = ""
     if all(r.verdict == compare.SKIPPED for r in rows):
         code, message = exits.BAD_INPUT, "nothing was compared: every benchmark was skipped on both sides"
-    wide = [r for r in rows if r.threshold and r.unit != "bytes" and r.threshold > 2 * threshold]
+    wide = [r for r in rows if r.threshold and r.unit not in ("bytes", "instructions")
+            and r.threshold > 2 * threshold]
     # a built-in drift allowance is the row's own, measured; a wide calibrated band is the machine's
     built_in = [r.name for r in wide if metrics.drift_allowance(r.name) == r.threshold]
     banded = [r.name for r in wide if r.name not in built_in]

@@ -6,6 +6,8 @@ benchmark the series is the run's central value (median of its samples, else asv
 first. A step is found by the benchmark's kind (harness.verdict.metrics):
 
 - exact counters (ops, kernels, graph breaks, graphs, recompiles) step on any change of value;
+  instruction counts the same way, on a change beyond their tolerance
+  (metrics.INSTRUCTION_TOLERANCE), and a step names the functions whose self counts moved most;
 - paired ratios, normalised times and memory: asv's own change-point method segments the series
   (`asv.step_detect.solve_potts_approx`: the L1 piecewise-constant fit of asv's regressions page;
   not a documented API, pinned by tests/test_history.py), with a penalty per segment set from the
@@ -50,7 +52,7 @@ import statistics
 
 from harness.core import exits, records
 from harness.core.exits import BadInput
-from harness.verdict import metrics, operators
+from harness.verdict import functions, metrics, operators
 from harness.verdict.compare import DEFAULT_THRESHOLD, central, mann_whitney_p
 from harness.verdict.results import (ResultSet, environment_differences, load, load_noise,
                                      noise_path)
@@ -141,13 +143,18 @@ def series(runs: list[records.RunRecord], loader: _Loader) -> tuple[dict[str, li
 
 # ---- segmentation ----
 
-def _run_lengths(values: list[float]) -> list[tuple[int, int]]:
+def _run_lengths(values: list[float], tolerance: float = 0.0) -> list[tuple[int, int]]:
+    """Runs of equal values; with `tolerance`, of values within it of the run's first."""
     segs, start = [], 0
     for i in range(1, len(values) + 1):
-        if i == len(values) or values[i] != values[start]:
+        if i == len(values) or _moved(values[start], values[i], tolerance):
             segs.append((start, i))
             start = i
     return segs
+
+
+def _moved(a: float, b: float, tolerance: float) -> bool:
+    return a != b if not tolerance else abs(_size(a, b)) > tolerance
 
 
 def _potts_segments(values: list[float], threshold: float, min_side: int = MIN_SIDE) -> list[tuple[int, int]]:
@@ -172,13 +179,15 @@ def _size(before: float, after: float) -> float:
     return after / before - 1
 
 
-def find_steps(values: list[float], exact: bool, threshold: float, min_side: int = MIN_SIDE) -> list[dict]:
+def find_steps(values: list[float], exact: bool, threshold: float, min_side: int = MIN_SIDE,
+               tolerance: float = 0.0) -> list[dict]:
     """Steps in one series: dicts with index (0-based, first point after), status, before,
     after, size, p. Pure function of the values, for tests. `min_side`: runs needed on each side
-    (MIN_SIDE unless `harness history --min-side` says otherwise)."""
+    (MIN_SIDE unless `harness history --min-side` says otherwise); `tolerance` (with `exact`): a
+    counter that steps only beyond it (instruction counts)."""
     if len(values) < 2:
         return []
-    segs = _run_lengths(values) if exact else _potts_segments(values, threshold, min_side)
+    segs = _run_lengths(values, tolerance) if exact else _potts_segments(values, threshold, min_side)
     longs = [s for s in segs if s[1] - s[0] >= min_side]
     found = []
 
@@ -192,7 +201,7 @@ def find_steps(values: list[float], exact: bool, threshold: float, min_side: int
         b, a = _median(bv), _median(av)
         size = _size(b, a)
         if exact:
-            return a != b, None, size
+            return _moved(b, a, tolerance), None, size
         p = mann_whitney_p(bv, av)
         return abs(size) >= threshold and p < ALPHA, p, size
 
@@ -211,7 +220,7 @@ def find_steps(values: list[float], exact: bool, threshold: float, min_side: int
         b, a = _median(bv), _median(av)
         size = _size(b, a)
         same_side = all(v > b for v in av) or all(v < b for v in av)
-        if same_side and (a != b if exact else abs(size) >= threshold):
+        if same_side and (_moved(b, a, tolerance) if exact else abs(size) >= threshold):
             found.append(dict(index=left[1], status=POSSIBLE, before=b, after=a, size=size, p=None,
                               n_before=len(bv), n_after=len(av), last_before=left[1] - 1))
     return found
@@ -306,9 +315,32 @@ def explain(step: Step, points: list[Point], idx: int, last_before: int, loader:
         step.operators, lines = operators.explain_counter(step.benchmark, before.run, after.run,
                                                           (before.value, after.value))
         step.explanation += lines
+    if step.kind == metrics.INSTRUCTIONS:
+        step.explanation.append(f"{after.value - before.value:+,.0f} instructions per call "
+                                f"({before.value:,.0f} -> {after.value:,.0f})")
+        step.explanation += _explain_instructions(step.benchmark, before.run, after.run)
+        return
     if step.kind not in (metrics.COUNTER, metrics.MEMORY):
         step.profile, lines = operators.explain_timing(step.benchmark, before.run, after.run)
         step.explanation += lines
+
+
+def _explain_instructions(name: str, before: records.RunRecord, after: records.RunRecord) -> list[str]:
+    b, a = before.instructions().get(name), after.instructions().get(name)
+    if not (b and a):
+        missing = before.run_id if not b else after.run_id
+        return [f"no per-function instruction counts stored in {missing}"]
+    lines = []
+    why = functions.not_comparable(b, a)
+    if why:
+        lines.append(f"instruction fingerprints differ: {why}")
+    groups = ", ".join(f"{g} {hv - bv:+,.0f}" for g, bv, hv in functions.group_changes(b, a))
+    if groups:
+        lines.append(f"self instructions per call by library: {groups}")
+    where = functions.explain(b, a, top=5)
+    if where:
+        lines.append(f"functions whose self counts changed most: {where}")
+    return lines
 
 
 def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
@@ -333,6 +365,8 @@ def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
         except KeyError as exc:
             raise BadInput(f"benchmark {name!r}: {exc.args[0]}") from None
         threshold = metrics.MEMORY_TOLERANCE if kind.kind == metrics.MEMORY else DEFAULT_THRESHOLD
+        counter = kind.exact or kind.kind == metrics.INSTRUCTIONS
+        tolerance = metrics.INSTRUCTION_TOLERANCE if kind.kind == metrics.INSTRUCTIONS else 0.0
         if kind.raw:
             band = noise.get(name, noise.get(name.split("(")[0]))
             if band is None or band >= threshold:
@@ -340,10 +374,14 @@ def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
                                     else f"noise band {band:.0%} >= threshold {threshold:.0%}"))
                 continue
             threshold = max(threshold, band)
-        for f in find_steps([p.value for p in points], kind.exact, threshold, min_side):
+        for f in find_steps([p.value for p in points], counter, threshold, min_side, tolerance):
             idx = f["index"]
             worse = f["size"] < 0 if kind.higher_is_better else f["size"] > 0
-            if kind.exact:
+            if tolerance:
+                evidence = (f"instructions: {f['before']:,.0f} in {f['n_before']} runs before, "
+                            f"{f['after']:,.0f} in {f['n_after']} after ({f['size']:+.2%}, "
+                            f"tolerance {tolerance:.1%})")
+            elif kind.exact:
                 evidence = (f"exact counter: {f['before']:g} in {f['n_before']} runs before, "
                             f"{f['after']:g} in {f['n_after']} after")
             elif f["p"] is None:
@@ -352,7 +390,7 @@ def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
             else:
                 evidence = (f"{f['size']:+.1%} (threshold {threshold:.0%}), Mann-Whitney p={f['p']:.2g} "
                             f"over {f['n_before']} runs before vs {f['n_after']} after")
-            if f["status"] == POSSIBLE and kind.exact:
+            if f["status"] == POSSIBLE and counter:
                 evidence += f"; possible until {min_side} runs follow"
             run = points[idx].run
             step = Step(name, units[name], kind.kind, f["status"], idx + 1, run.run_id,

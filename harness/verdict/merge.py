@@ -143,6 +143,16 @@ def _merge_operator_files(recs, staging: pathlib.Path) -> None:
             if part == "workloads":
                 joined["skipped"] = {k: v for d in datas for k, v in d.get("skipped", {}).items()}
             write_json_atomic(staging / name, joined)
+    # instruction counts: one file per valgrind process, named by suite and class; a class split
+    # over shards (a --bench selection) has its rows joined
+    counted: dict[str, dict] = {}
+    for rec in recs:
+        for path in sorted((rec.path / records.INSTRUCTIONS).glob("*.json")):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            have = counted.setdefault(path.name, {**data, "rows": {}})
+            have["rows"].update(data.get("rows") or {})
+    for name, data in counted.items():
+        write_json_atomic(staging / records.INSTRUCTIONS / name, data)
 
 
 def merge(specs: list[str], root: pathlib.Path, *, machine: str | None = None, label: str | None = None,

@@ -20,6 +20,12 @@ reference-normalised times, only with a calibrated band. Measured on the loaded 
 runs of one commit: the pointwise chain's fractions read 0.18-0.24 (eager) and 0.43-0.56 (fused),
 a third of their value between processes, while its fused/eager time ratio held 0.209-0.210.
 "bytes saved" (gradient checkpointing) is memory where more is better.
+
+"instructions" (instructions per call, callgrind: harness.measure.instructions) is a counter with a
+relative tolerance: the count repeats between processes whatever the load, but a change in the
+process's history (another set of workloads counted, another path to a temporary folder) moves
+it by a few hundredths of a percent. INSTRUCTION_TOLERANCE is derived from the A/A spread
+measured on the shared runner (docs/measurements.md). Lower is better.
 """
 
 from __future__ import annotations
@@ -27,10 +33,12 @@ from __future__ import annotations
 import dataclasses
 
 TIMING, COUNTER, MEMORY, THROUGHPUT, RATIO = "timing", "counter", "memory", "throughput", "ratio"
-NORMALISED = "normalised"
+NORMALISED, INSTRUCTIONS = "normalised", "instructions"
 
 # Peak memory may move by allocator rounding between runs; more than this is a change.
 MEMORY_TOLERANCE = 0.02
+# An instruction count that moves by more than this is a change (see the module docstring).
+INSTRUCTION_TOLERANCE = 0.005
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +62,8 @@ class MetricKind:
         if self.name:
             return self.name
         return {TIMING: "raw time", THROUGHPUT: "raw throughput", RATIO: "paired ratio",
-                NORMALISED: "normalised time", COUNTER: "exact counter", MEMORY: "memory"}[self.kind]
+                NORMALISED: "normalised time", COUNTER: "exact counter", MEMORY: "memory",
+                INSTRUCTIONS: "instructions"}[self.kind]
 
 
 UNITS = {
@@ -68,6 +77,8 @@ UNITS = {
     "bytes saved": MetricKind(MEMORY, higher_is_better=True),
     # global memory traffic per call from tensor shapes: deterministic, more is worse
     "bytes moved": MetricKind(COUNTER),
+    # instructions one call executes (callgrind): a counter with INSTRUCTION_TOLERANCE
+    "instructions": MetricKind(INSTRUCTIONS),
     "samples/s": MetricKind(THROUGHPUT, higher_is_better=True),
     # all-reduce bandwidth (distributed suite): tensor bytes per second, higher is better
     "bytes/s": MetricKind(THROUGHPUT, higher_is_better=True),

@@ -75,6 +75,8 @@ class ResultSet:
     entries: dict[str, Entry]
     runner: str = "asv"  # or "pytest-benchmark" (harness.verdict.pytest_benchmark)
     fingerprint: dict | None = None  # saved inside the result file itself (pytest-benchmark)
+    # instruction rows' per-function tables and fingerprints, from the run record (records.read_instructions)
+    instructions: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -127,7 +129,11 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
     data = _load_json(path, "result file")  # our message for corrupt JSON; asv's loader follows
     if pytest_benchmark.looks_like(data):
         return pytest_benchmark.load(path, data)
-    return _load_asv(path, benchmarks_json)
+    rs = _load_asv(path, benchmarks_json)
+    # a run record's, else those of the asv results folder the file lies in (calibrate's runs)
+    rec = records.record_of(path)
+    rs.instructions = records.read_instructions(rec.path if rec else path.parent.parent)
+    return rs
 
 
 def same_runner(base: ResultSet, head: ResultSet) -> None:

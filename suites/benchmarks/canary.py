@@ -5,7 +5,7 @@ and about 8-10% more time on the 2-core CI machines. That is the injected regres
 gate's end-to-end proof (tests/test_gate_e2e.py, `harness calibrate --trials`). The chain runs on
 one thread so that scheduler noise from the other core stays out of it.
 
-Three views of the same chain:
+Four views of the same chain:
 - track_time: seconds per call. Honest, but between asv runs on a shared VM its median moves by
   up to 45%, so its calibrated noise band hides a 10% change;
 - track_time_over_reference: per round, the chain's time over a fixed reference chain's time
@@ -14,13 +14,19 @@ Three views of the same chain:
   torch, so a yardstick of the same kind of work is right, and it cancels machine speed far
   better than a Python/NumPy one (A/A 0.998-1.002 under two busy processes, the injected op
   1.11, in `harness calibrate --trials 2`);
-- track_ops: aten ops per call, exact.
+- track_ops: aten ops per call, exact;
+- track_instructions: instructions per call, counted by callgrind in a valgrind process of its
+  own (harness.measure.instructions; ~1 min, most of it importing torch under valgrind); n/a
+  where valgrind is missing. The extra op moves it by about a tenth.
 """
+
+from harness.measure.workloads.instructions import InstructionWorkload
 
 N = 1 << 16          # floats per tensor: ~0.4 ms per chain on one core
 WARMUP = 50
 SAMPLES = 400        # per-call samples per run (~0.15 s) for the gate's Mann-Whitney test
 BUDGET_S = 2.0
+INSTRUCTIONS_ROW = "canary.Canary.track_instructions"
 
 
 def _extra() -> bool:
@@ -50,6 +56,15 @@ def _setup():
     return torch.rand(N)
 
 
+def _instruction_call(folder):
+    x = _setup()
+    return lambda: chain(x)
+
+
+# what track_instructions counts, read by the counting process (harness.measure.instructions)
+INSTRUCTION_WORKLOADS = {"canary": InstructionWorkload("canary", _instruction_call)}
+
+
 class Canary:
     """Not part of `harness bench`'s summaries; the gate's end-to-end proof runs it alone."""
 
@@ -76,6 +91,23 @@ class Canary:
         return timing.asv_samples(timing.measure_paired(self.fn, self.reference, "cpu", warmup=WARMUP,
                                                         samples=SAMPLES, budget_s=BUDGET_S))
     track_time_over_reference.unit = "ratio"
+
+    def track_instructions(self):
+        import sys
+
+        from asv_runner.benchmarks.mark import SkipNotImplemented
+
+        from harness.measure import instructions
+        from harness.measure.workloads import NotApplicable
+
+        counts = instructions.count_rows([instructions.Target(INSTRUCTIONS_ROW, __file__, "canary")])
+        try:
+            return instructions.row_value(counts, INSTRUCTIONS_ROW)
+        except NotApplicable as exc:  # n/a, as a setup's NotImplementedError would be
+            print(f"asv: skipped: {exc}", file=sys.stderr)
+            raise SkipNotImplemented(str(exc)) from None
+    track_instructions.unit = "instructions"
+    track_instructions.timeout = 1800
 
     def track_ops(self):
         """Top-level aten ops per call (one kernel each): the deterministic side of the canary."""

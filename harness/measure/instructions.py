@@ -1,0 +1,563 @@
+"""How instructions are counted: callgrind over the calls of a workload, one valgrind process for
+every workload of a suite run.
+
+Wall time on a shared runner moves by tens of percent between processes; the instructions a call
+executes do not move with the neighbours. `count(targets)` runs one valgrind process
+(`--tool=callgrind --instr-atstart=no`: nothing is instrumented until asked) that imports torch
+once, then forks children from that same state, at most two at a time: one per workload and
+memory layout. A child shifts where new objects will lie (layout 0 not at all: _shift_layout),
+builds its workload, makes `warmup` uninstrumented calls, then brackets `calls` calls with
+client requests from a small C helper (CALLGRIND_START_INSTRUMENTATION, ZERO_STATS,
+DUMP_STATS_AT, STOP_INSTRUMENTATION; `torch._C._valgrind_toggle` only toggles collection, which
+counts nothing while instrumentation is off). The helper is compiled once per machine into the
+cache folder. A layout's count is its dump's instructions minus those of an empty measurement
+(the client requests themselves), over `calls`; the row is the mean over layouts. Python's
+garbage collector is off during the counted calls and freed memory stays in the process
+(harness.measure.allocator), as in the timing loop.
+
+What is deterministic here: the same interpreter, torch build, hash seed (PYTHONHASHSEED, 0
+unless set) and inputs give the same count, process after process, whatever the load. What
+moves a count: the code path (an extra op, more Python or dispatcher work, another kernel);
+where Python's objects lie (CPython 3.11 keys its method cache by addresses, so anything
+allocated before the workload, down to the length of a path, moves a Python-heavy call's count
+by up to ~0.7%: hence the canonical process (_canonical) and the mean over layouts); and what
+valgrind itself decides. So every count carries an *instruction fingerprint*: the valgrind
+version, the ATen CPU capability the process ran with under valgrind (valgrind does not emulate
+AVX-512, so dispatch may differ from a native run, which is recorded beside it), the Python build
+and the thread count (always 1: OpenMP workers spin, and their spinning would be counted).
+
+Per workload the run record keeps, in `instructions/<suite>.<Class>.json` (when
+HARNESS_RUN_RECORD names the record being written), the per-call total, the self count of each
+library group (libtorch, Python interpreter, inductor kernel, other) and the top functions by
+self count with their inclusive counts (harness.measure.callgrind).
+
+`HARNESS_TEST_EXTRA_INSTRUCTIONS=F` (test-only: `harness calibrate --extra-instructions`) makes
+each call of the workloads named in `HARNESS_TEST_EXTRA_INSTRUCTIONS_WORKLOADS` do F times its
+own instructions of extra Python work, calibrated in the same child by counting the clean
+workload and the busy loop first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness.core.files import write_atomic, write_json_atomic
+from harness.core.switches import full_mode
+
+SCHEMA = 1
+TOP = 40  # functions kept per workload in the run record
+# children counting at once: two per core, so that on a runner shared with busy neighbours the
+# counting gets a fair share of the CPU (counts do not depend on it; memory allows it)
+PARALLEL = min(8, 2 * (os.cpu_count() or 1))
+TIMEOUT_S = 1500  # the whole valgrind process; below the suites' asv timeouts
+RECORD_ENV = "HARNESS_RUN_RECORD"
+# a folder the harness command owns and removes, also when a benchmark is killed: the counter's
+# scratch (callgrind's dumps) goes below it
+SCRATCH_ENV = "HARNESS_SCRATCH_DIR"
+SELECT_ENV = "HARNESS_INSTRUCTION_WORKLOADS"
+EXTRA_ENV = "HARNESS_TEST_EXTRA_INSTRUCTIONS"
+EXTRA_WORKLOADS_ENV = "HARNESS_TEST_EXTRA_INSTRUCTIONS_WORKLOADS"
+INSTALL_HINT = ("install valgrind (Debian/Ubuntu: `apt-get install valgrind`, which ships "
+                "callgrind.h; Fedora: `dnf install valgrind valgrind-devel`)")
+VALGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no", "--compress-strings=no",
+                    "--compress-pos=no")
+BUSY_CALIBRATION = 20_000  # iterations of the injection's busy loop counted to calibrate it
+
+HELPER_SOURCE = """\
+/* written by harness.measure.instructions: callgrind client requests for ctypes */
+#include <valgrind/callgrind.h>
+void harness_start(void) { CALLGRIND_START_INSTRUMENTATION; }
+void harness_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; }
+void harness_zero(void) { CALLGRIND_ZERO_STATS; }
+void harness_dump(const char *name) { CALLGRIND_DUMP_STATS_AT(name); }
+unsigned harness_on_valgrind(void) { return RUNNING_ON_VALGRIND; }
+"""
+
+
+class Unavailable(Exception):
+    """Instructions cannot be counted here; the message says why and how to fix it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One row to count: `workload` from the INSTRUCTION_WORKLOADS table of `source` (a module
+    name, or the path of a .py file such as a suite module)."""
+
+    row: str
+    source: str
+    workload: str
+
+
+@dataclasses.dataclass
+class Counted:
+    rows: dict[str, float]  # row -> instructions per call
+    failed: dict[str, str]  # row -> why it has no count (n/a or an error)
+    record: dict  # what the run record keeps (schema above)
+
+
+# ---- what this machine has ----
+
+def valgrind_version() -> str | None:
+    exe = shutil.which("valgrind")
+    if not exe:
+        return None
+    proc = subprocess.run([exe, "--version"], capture_output=True, text=True)
+    return proc.stdout.strip() or None
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness"
+
+
+def helper_library() -> Path:
+    """The client-request helper, compiled once per machine (and per header and compiler)."""
+    header = Path("/usr/include/valgrind/callgrind.h")
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if not shutil.which("valgrind"):
+        raise Unavailable(f"valgrind not found on PATH: {INSTALL_HINT}")
+    if cc is None:
+        raise Unavailable("no C compiler (gcc) to build the callgrind helper: install gcc")
+    if not header.is_file():
+        raise Unavailable(f"{header} not found (valgrind's development header): {INSTALL_HINT}")
+    key = hashlib.sha256((HELPER_SOURCE + header.read_text() + cc).encode()).hexdigest()[:12]
+    lib = _cache_dir() / f"callgrind-helper-{key}.so"
+    if lib.is_file():
+        return lib
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="harness-callgrind-helper-") as tmp:
+        src = Path(tmp) / "helper.c"
+        src.write_text(HELPER_SOURCE)
+        out = Path(tmp) / "helper.so"
+        proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(out), str(src)],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            raise Unavailable(f"building the callgrind helper failed: {proc.stderr.strip()[-500:]}")
+        write_atomic(lib, out.read_bytes())  # two runs building at once: either copy wins whole
+    return lib
+
+
+def unavailable() -> str | None:
+    """Why counting cannot run here, or None."""
+    try:
+        helper_library()
+    except Unavailable as exc:
+        return str(exc)
+    return None
+
+
+# ---- the parent: prepare natively, run valgrind, read the dumps ----
+
+def _load_table(source: str) -> dict:
+    if source.endswith(".py"):
+        name = "_harness_instruction_source_" + hashlib.sha256(source.encode()).hexdigest()[:8]
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, source)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(source)
+    return getattr(module, "INSTRUCTION_WORKLOADS", None) or module.WORKLOADS
+
+
+def workload_of(target: Target):
+    table = _load_table(target.source)
+    if target.workload not in table:
+        raise KeyError(f"unknown instruction workload {target.workload!r} in {target.source}; "
+                       f"known: {', '.join(table)}")
+    return table[target.workload]
+
+
+def selected(names: list[str]) -> list[str]:
+    """The workloads HARNESS_INSTRUCTION_WORKLOADS keeps (comma-separated; unset: all)."""
+    wanted = [w.strip() for w in os.environ.get(SELECT_ENV, "").split(",") if w.strip()]
+    return [n for n in names if not wanted or n in wanted]
+
+
+# What the counting process keeps of this process's environment: the rest (and its lengths) would
+# only move where Python's objects lie, and with them CPython's method-cache collisions.
+PASSED_ENV = ("TORCHINDUCTOR_CACHE_DIR", "HARNESS_CANARY_EXTRA")
+
+
+def _canonical(work: Path, helper: Path, sources: list[str]) -> tuple[list[str], dict, dict[str, str]]:
+    """The interpreter, environment and source paths of the counting process, made the same
+    wherever the checkout, venv or results lie: CPython 3.11 hashes its method cache by the
+    address of a name, and every path string of a different length allocated at import time
+    moves those addresses (3 kB more environment moved the MLP's inference count by 0.8%). So
+    the process runs `python -S` through symlinks of one length under the scratch folder, in it
+    as the working directory, with a small fixed environment. Returns (interpreter command
+    prefix, environment, {source: its canonical path})."""
+    import harness
+
+    canon = work / "p"
+    canon.mkdir()
+    home = Path(harness.__file__).resolve().parent.parent  # the folder holding this package
+    entries = []
+    for i, entry in enumerate(dict.fromkeys([str(home), *(p for p in sys.path if p and Path(p).is_dir())])):
+        if Path(entry).resolve().is_relative_to(Path(sys.base_prefix).resolve()):
+            entries.append(entry)  # the base interpreter's own library: the same for every venv
+            continue
+        link = canon / f"{i:02d}"
+        link.symlink_to(entry)
+        entries.append(str(link))
+    python = canon / "python"
+    python.symlink_to(os.path.realpath(sys.executable))
+    (canon / "helper.so").symlink_to(helper)
+    mapped = {}
+    for j, src in enumerate(s for s in sources if s.endswith(".py")):
+        link = canon / f"source{j:02d}.py"
+        link.symlink_to(Path(src).resolve())
+        mapped[src] = str(link)
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    env.update(HOME=str(work), PATH="/usr/local/bin:/usr/bin:/bin", PYTHONPATH=os.pathsep.join(entries),
+               PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED") or "0", OMP_NUM_THREADS="1",
+               MKL_NUM_THREADS="1", LC_ALL="C.UTF-8")
+    return [str(python), "-S"], env, mapped
+
+
+def _fingerprint(worker: dict) -> dict:
+    import torch
+
+    return {"valgrind": valgrind_version(), "cpu_capability": worker.get("cpu_capability"),
+            "native_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "python": f"{platform.python_implementation()} {platform.python_version()} "
+                      f"({', '.join(platform.python_build())}; {platform.python_compiler()})",
+            "threads": worker.get("threads"), "torch": torch.__version__,
+            "python_hash_seed": os.environ.get("PYTHONHASHSEED", "0")}
+
+
+def _dump_for(prefix: Path, pid: int, tag: str) -> Path | None:
+    """The last dump process `pid` wrote with trigger `tag`."""
+    from harness.measure import callgrind
+
+    found = None
+    for path in callgrind.dump_files(Path(f"{prefix}.{pid}")):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("desc: Trigger:"):
+                    if line.rstrip().endswith(": " + tag):
+                        found = path
+                    break
+    return found
+
+
+def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> Counted:
+    """Count every target in one valgrind process; see the module docstring. Raises Unavailable
+    when valgrind (or the helper) is missing; a workload that fails is in `failed`."""
+    from harness.measure import callgrind
+
+    if not targets:
+        return Counted({}, {}, {})
+    helper = helper_library()
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="harness-callgrind-", dir=os.environ.get(SCRATCH_ENV)) as tmp:
+        work = Path(tmp)
+        failed: dict[str, str] = {}
+        jobs = []
+        for i, t in enumerate(targets):
+            try:
+                w = workload_of(t)
+            except Exception as exc:
+                failed[t.row] = f"{type(exc).__name__}: {exc}"
+                continue
+            jobs.append({"index": i, "row": t.row, "source": t.source, "workload": t.workload,
+                         "calls": w.calls, "warmup": w.warmup, "imports": list(w.imports),
+                         "cost": w.cost, "layouts": w.layouts[1 if full_mode() else 0]})
+        extra = float(os.environ.get(EXTRA_ENV) or 0)
+        slowed = [w.strip() for w in os.environ.get(EXTRA_WORKLOADS_ENV, "").split(",") if w.strip()]
+        python, env, sources = _canonical(work, helper, [j["source"] for j in jobs])
+        prefix = work / "cg"
+        spec = {"helper": str(work / "p" / "helper.so"), "folder": str(work),
+                "jobs": [dict(j, source=sources.get(j["source"], j["source"])) for j in jobs],
+                "parallel": PARALLEL, "extra": {"fraction": extra, "workloads": slowed},
+                "prefix": str(prefix), "out": str(work / "worker.json")}
+        (work / "spec.json").write_text(json.dumps(spec))
+        cmd = [shutil.which("valgrind") or "valgrind", *VALGRIND_OPTIONS, f"--callgrind-out-file={prefix}.%p",
+               *python, "-m", "harness.measure.instructions", str(work / "spec.json")]
+
+        def prepare() -> None:
+            """Natively, while valgrind imports torch; the counting process waits for it."""
+            for job in jobs:
+                w = workload_of(Target(job["row"], job["source"], job["workload"]))
+                try:
+                    if w.prepare is not None:
+                        w.prepare(work)
+                except Exception as exc:  # reported on the row, the others still count
+                    failed[job["row"]] = f"preparing {job['workload']} failed: {type(exc).__name__}: {exc}"
+            write_atomic(work / "prepared.json",
+                         json.dumps([j["index"] for j in jobs if j["row"] not in failed]))
+            times["prepare"] = round(time.perf_counter() - t0, 1)
+
+        times: dict = {}
+        from harness.core.processes import run_tied
+
+        try:  # tied to this (benchmark) process: asv's timeout or a cancelled run ends it too
+            proc = run_tied(cmd, env=env, timeout=timeout_s, cwd=work, meanwhile=prepare)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"the valgrind process ran past {timeout_s:.0f} s and was ended") from None
+        jobs = [j for j in jobs if j["row"] not in failed]
+        try:
+            worker = json.loads((work / "worker.json").read_text())
+        except (OSError, ValueError):
+            tail = "\n".join((proc.stderr or "").strip().splitlines()[-15:])
+            raise RuntimeError(f"the valgrind process (exit {proc.returncode}) wrote no result:\n{tail}") \
+                from None
+        kernel_dirs = tuple(d for d in (os.environ.get("TORCHINDUCTOR_CACHE_DIR"),) if d)
+        empty = _dump_for(prefix, worker["pid"], "harness-overhead")
+        worker["overhead"] = _totals(empty) if empty else 0
+        rows, summaries = {}, {}
+        for job in jobs:
+            dumps, seconds, extras = [], [], []
+            for layout in range(job["layouts"]):
+                status = worker["jobs"].get(f"{job['index']}-{layout}") or {}
+                if status.get("error"):
+                    failed[job["row"]] = status["error"]
+                    break
+                dump = _dump_for(prefix, status.get("pid", -1), f"harness-{job['index']}-{layout}")
+                if dump is None:
+                    failed[job["row"]] = "a counting child left no callgrind dump (it died: see stderr)"
+                    break
+                dumps.append(callgrind.parse(dump))
+                seconds.append(status.get("seconds"))
+                extras += [status["extra"]] if status.get("extra") else []
+            if job["row"] in failed:
+                continue
+            summary = callgrind.summarize(dumps, job["calls"], TOP, kernel_dirs, overhead=worker["overhead"])
+            summary.update(workload=job["workload"], calls=job["calls"], warmup=job["warmup"],
+                           seconds=seconds, **({"extra": extras} if extras else {}))
+            rows[job["row"]] = summary["per_call"]
+            summaries[job["row"]] = summary
+    record = {"schema": SCHEMA, "fingerprint": _fingerprint(worker), "rows": summaries,
+              "failed": failed, "overhead": worker.get("overhead"),
+              "seconds": {"prepare_natively": times.get("prepare"),
+                          "import_under_valgrind": worker.get("import_s"),
+                          "total": round(time.perf_counter() - t0, 1)}}
+    _keep(record, targets)
+    if log:
+        log(f"instructions: {len(rows)} counted, {len(failed)} failed, {record['seconds']['total']} s")
+    return Counted(rows, failed, record)
+
+
+def count_rows(targets: list[Target]) -> dict:
+    """What a suite's setup_cache hands its rows: row -> instructions per call, or {"n/a": why}
+    (no valgrind here, not selected) or {"failed": why}; see row_value."""
+    try:
+        counted = count(targets, log=lambda msg: print(msg, file=sys.stderr))
+    except Unavailable as exc:
+        return {t.row: {"n/a": str(exc)} for t in targets}
+    except RuntimeError as exc:
+        return {t.row: {"failed": str(exc)} for t in targets}
+    return {**counted.rows, **{row: {"failed": why} for row, why in counted.failed.items()}}
+
+
+def row_value(counts: dict, row: str) -> float:
+    """The row's count from count_rows; n/a (NotApplicable) or a failure (RuntimeError) else."""
+    from harness.measure.workloads import NotApplicable
+
+    value = counts.get(row)
+    if value is None:
+        raise NotApplicable(f"not counted in this run: {SELECT_ENV} names other workloads")
+    if isinstance(value, dict):
+        if "n/a" in value:
+            raise NotApplicable(value["n/a"])
+        raise RuntimeError(value["failed"])
+    return value
+
+
+def _keep(record: dict, targets: list[Target]) -> None:
+    """Into the run record being written (HARNESS_RUN_RECORD), one file per suite class."""
+    folder = os.environ.get(RECORD_ENV)
+    if not folder or not targets:
+        return
+    from harness.core.records import INSTRUCTIONS
+
+    name = targets[0].row.split("(")[0].rsplit(".", 1)[0]  # suite.Class
+    write_json_atomic(Path(folder) / INSTRUCTIONS / f"{name}.json", record)
+
+
+# ---- the worker: runs under valgrind ----
+
+def _busy(n: int) -> int:
+    """The injection's extra work: plain Python, as more interpreter overhead would be."""
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def _totals(path: Path) -> int:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("totals:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no totals in {path}")
+
+
+class _Requests:
+    """The helper's client requests, loaded with ctypes."""
+
+    def __init__(self, path: str):
+        import ctypes
+
+        self.lib = ctypes.CDLL(path)
+        self.lib.harness_dump.argtypes = [ctypes.c_char_p]
+
+    def measure(self, fn, calls: int, tag: str) -> None:
+        lib = self.lib
+        lib.harness_start()
+        lib.harness_zero()
+        for _ in range(calls):
+            fn()
+        lib.harness_dump(tag.encode())
+        lib.harness_stop()
+
+
+def _shift_layout(layout: int) -> list:
+    """Move where the workload's objects will lie, differently for each `layout` (0: not at all):
+    small blocks of several sizes kept alive, and new types looked up once (each takes the next
+    method-cache version tag). Returned to be kept alive."""
+    keep: list = [bytearray(16 * (k % 7 + 1)) for k in range(13 * layout)]
+    for k in range(7 * layout):
+        kind = type(f"_Layout{k}", (), {"a": k})
+        keep.append(kind)
+        kind.a  # noqa: B018 (the lookup assigns the version tag)
+    return keep
+
+
+def _count_one(req: _Requests, job: dict, layout: int, folder: Path, extra: dict, prefix: Path) -> dict:
+    import torch
+
+    from harness.measure.allocator import freed_memory_retained
+
+    t0 = time.perf_counter()
+    keep = _shift_layout(layout)
+    torch.manual_seed(0)
+    fn = workload_of(Target(job["row"], job["source"], job["workload"])).build(folder)
+    out: dict = {}
+    tag = f"{job['index']}-{layout}"
+    with freed_memory_retained():
+        for _ in range(job["warmup"]):
+            fn()
+        gc.collect()
+        gc.disable()
+        if extra["fraction"] and job["workload"] in extra["workloads"]:
+            fn, out["extra"] = _slowed(req, fn, job, tag, extra["fraction"], prefix)
+        req.measure(fn, job["calls"], f"harness-{tag}")
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    out["cpu_s"] = round(time.process_time(), 1)
+    del keep
+    return out
+
+
+def _slowed(req: _Requests, fn, job: dict, tag: str, fraction: float, prefix: Path):
+    """fn followed by busy work of `fraction` x fn's own instructions per call, both counted
+    here first (test-only, see the module docstring)."""
+    pid = os.getpid()
+    req.measure(fn, job["calls"], f"calibrate-{tag}")
+    req.measure(lambda: _busy(BUSY_CALIBRATION), 1, f"busy-{tag}")
+    clean = _totals(_dump_for(prefix, pid, f"calibrate-{tag}")) / job["calls"]
+    per_iteration = _totals(_dump_for(prefix, pid, f"busy-{tag}")) / BUSY_CALIBRATION
+    n = max(1, round(fraction * clean / per_iteration))
+
+    def slowed():
+        out = fn()
+        _busy(n)
+        return out
+
+    for _ in range(job["warmup"]):
+        slowed()
+    return slowed, {"fraction": fraction, "iterations": n, "added_per_call": round(n * per_iteration)}
+
+
+def _worker(spec_path: str) -> int:
+    """The valgrind process: import torch, then fork every child from a state that depends only
+    on its phase (the modules imported before it), never on which children ran or how many
+    (each waits on a pipe of its own until it may run: at most `parallel` at once, costliest
+    first)."""
+    t0 = time.perf_counter()
+    spec = json.loads(Path(spec_path).read_text())
+    req = _Requests(spec["helper"])
+    import torch
+
+    torch.set_num_threads(1)
+    result = {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
+              "threads": torch.get_num_threads(), "import_s": round(time.perf_counter() - t0, 1),
+              "pid": os.getpid(), "jobs": {}}
+    folder = Path(spec["folder"])
+    prepared = folder / "prepared.json"  # written by the parent once the native preparation is done
+    while not prepared.is_file():
+        time.sleep(0.2)
+    ready = set(json.loads(prepared.read_text()))
+    jobs = [j for j in spec["jobs"] if j["index"] in ready]
+    for job in jobs:
+        workload_of(Target(job["row"], job["source"], job["workload"]))  # import once, here
+    for _ in range(3):  # the last of three: the client requests' own instructions, warm
+        req.measure(lambda: None, 1, "harness-overhead")
+    status_dir = folder / "status"
+    status_dir.mkdir(exist_ok=True)
+    tasks = [(job, layout) for job in jobs for layout in range(job["layouts"])]
+    gates = [os.pipe() for _ in tasks]  # made before any fork: every child sees them all
+    phases = sorted({tuple(job["imports"]) for job in jobs}, key=len)
+    pending: list[int] = []
+    state = {"running": 0, "done": 0}
+
+    def release() -> None:
+        while state["running"] < spec["parallel"] and pending:
+            os.write(gates[pending.pop(0)][1], b"g")
+            state["running"] += 1
+
+    for phase in phases:
+        for module in phase:
+            importlib.import_module(module)
+        for i, (job, layout) in enumerate(tasks):
+            if tuple(job["imports"]) == phase and os.fork() == 0:
+                _child(req, job, layout, folder, spec, gates[i][0])
+        pending += sorted((i for i, (job, _) in enumerate(tasks) if tuple(job["imports"]) == phase),
+                          key=lambda i: -tasks[i][0]["cost"])
+        pending.sort(key=lambda i: -tasks[i][0]["cost"])
+        release()
+    while state["done"] < len(tasks):
+        pid, _ = os.wait()
+        state["running"] -= 1
+        state["done"] += 1
+        release()
+    for job, layout in tasks:
+        tag = f"{job['index']}-{layout}"
+        path = status_dir / f"{tag}.json"
+        result["jobs"][tag] = json.loads(path.read_text()) if path.is_file() else \
+            {"error": f"a counting child ({job['workload']}, layout {layout}) died before writing its result"}
+    Path(spec["out"]).write_text(json.dumps(result))
+    return 0
+
+
+def _child(req: _Requests, job: dict, layout: int, folder: Path, spec: dict, gate: int) -> None:
+    """A counting child: wait for the go, count, say how it went, leave without cleaning up."""
+    from harness.core.processes import die_with_parent
+
+    die_with_parent()
+    os.read(gate, 1)
+    try:
+        status = _count_one(req, job, layout, folder, spec["extra"], Path(spec["prefix"]))
+    except BaseException as exc:  # noqa: BLE001 (any failure is this row's, reported)
+        status = {"error": f"{type(exc).__name__}: {exc}"}
+    status["pid"] = os.getpid()
+    (folder / "status" / f"{job['index']}-{layout}.json").write_text(json.dumps(status))
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(_worker(sys.argv[1]))

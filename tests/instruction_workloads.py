@@ -1,0 +1,22 @@
+"""Tiny workloads for the real instruction counter (tests/test_instructions_valgrind.py): the same
+pointwise op, and that op with one more."""
+
+import torch
+
+from harness.measure.workloads.instructions import InstructionWorkload
+
+
+def _one_op(folder):
+    x = torch.ones(1024)
+    return lambda: x.add(1.0)
+
+
+def _two_ops(folder):
+    x = torch.ones(1024)
+    return lambda: x.add(1.0).mul(2.0)
+
+
+INSTRUCTION_WORKLOADS = {
+    "one_op": InstructionWorkload("one_op", _one_op, layouts=(2, 2)),
+    "two_ops": InstructionWorkload("two_ops", _two_ops, layouts=(2, 2)),
+}
