@@ -294,7 +294,7 @@ def test_full_runs_and_profile_runs_store_profiles(tmp_path, monkeypatch, full, 
         write_set(results, "0" * 40, {OPS: 10}, machine="m1-cpu", units=UNITS)
         return subprocess.CompletedProcess(cmd, 0)
 
-    monkeypatch.setattr(asv, "record_machine", lambda *a, **k: None)
+    monkeypatch.setattr(asv, "record_machine", lambda config, machine, env: env)
     monkeypatch.setattr(bench, "run_in_session", fake_asv)
     monkeypatch.setattr(bench, "operator_pass", lambda project, staging, names, env, *, profile, out:
                         calls.append(profile) or "done")

@@ -201,11 +201,9 @@ def _canonical(work: Path, helper: Path, sources: list[str]) -> tuple[list[str],
     the process runs `python -S` through symlinks of one length under the scratch folder, in it
     as the working directory, with a small fixed environment. Returns (interpreter command
     prefix, environment, {source: its canonical path})."""
-    import harness
-
     canon = work / "p"
     canon.mkdir()
-    home = Path(harness.__file__).resolve().parent.parent  # the folder holding this package
+    home = Path(__file__).resolve().parents[2]  # the folder holding the harness package
     entries = []
     for i, entry in enumerate(dict.fromkeys([str(home), *(p for p in sys.path if p and Path(p).is_dir())])):
         if Path(entry).resolve().is_relative_to(Path(sys.base_prefix).resolve()):
