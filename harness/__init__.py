@@ -6,7 +6,7 @@ One house, three rooms, imports flowing one way (checked by tests/test_layers.py
     golden/            job 1, graph goldens: capture, canonical printers, expect store, pytest plugin
     measure/           job 2, benchmarks: workloads, timing, the asv runner
     verdict/           job 3, the verdict: results, comparison, gate, calibrate, report, nightly
-    core/              shared ground: exit codes, switches, project root, seeds/devices/fingerprint,
+    core/              shared ground: exit codes, settings, project root, seeds/devices/fingerprint,
                        atomic files, units, tables, dynamo counters, the model zoo
 
 golden and measure import only core; verdict imports core and measure (to run asv); commands

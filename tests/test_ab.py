@@ -94,7 +94,7 @@ def test_a_side_s_processes_share_the_paired_window(monkeypatch):
     assert ab.process_window(quick=True, pairs=5) == ab.MIN_WINDOW_S  # never below 8 blocks
     assert ab.process_window(quick=False, pairs=4) == timing.FULL["paired_window_s"] / 4
     monkeypatch.setenv("HARNESS_PAIRED_WINDOW_S", "2.5")
-    assert timing.settings()["paired_window_s"] == 2.5
+    assert timing.loop_settings()["paired_window_s"] == 2.5
     monkeypatch.setenv("HARNESS_PAIRED_WINDOW_S", "soon")
     with pytest.raises(ValueError, match="HARNESS_PAIRED_WINDOW_S must be a number of seconds"):
-        timing.settings()
+        timing.loop_settings()

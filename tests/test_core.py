@@ -1,4 +1,4 @@
-"""The shared core: one switch rule, one exit-code table, one project resolver, one scale table."""
+"""The shared core: one settings registry and switch rule, one exit-code table, one project resolver, one scale table."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import subprocess
 import pytest
 
 from harness import cli
-from harness.core import exits, switches, units
+from harness.core import exits, settings, units
 from harness.core.project import head_commit, project_root
 
 
 @pytest.mark.parametrize("value,on", [("1", True), ("true", True), ("woodpecker", True), ("", False),
                                       ("0", False), ("false", False), ("no", False), ("OFF", False)])
 def test_one_switch_rule(monkeypatch, value, on):
-    monkeypatch.setenv("HARNESS_FULL", value)
-    monkeypatch.setenv("CI", value)
-    assert switches.full_mode() is on and switches.in_ci() is on
+    for flag in (s for s in settings.REGISTRY.values() if s.kind == settings.FLAG):
+        monkeypatch.setenv(flag.name, value)
+        assert flag.get() is on, flag.name
 
 
 def test_harness_full_off_means_fast_for_goldens_and_workloads(monkeypatch):
@@ -24,7 +24,7 @@ def test_harness_full_off_means_fast_for_goldens_and_workloads(monkeypatch):
     from harness.measure.workloads import size
 
     monkeypatch.setenv("HARNESS_FULL", "off")
-    assert size() == "small" and timing.settings() == timing.FAST
+    assert size() == "small" and timing.loop_settings() == timing.FAST
 
 
 def test_usage_error_is_bad_input(capsys):

@@ -1,4 +1,4 @@
-"""Run records (DECISIONS §1): written once, old results imported never dropped, runs named by
+"""Run records: written once, old results imported never dropped, runs named by
 id/commit/latest/path, and `harness prune` the only deletion (dry run unless --yes)."""
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ def old_layout(root: pathlib.Path) -> list[pathlib.Path]:
             write_set(root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3), "a.k": 6}, date=2)]
 
 
-def test_old_layout_is_imported_once_and_never_dropped(tmp_path, capsys):
+def test_old_layout_is_read_in_place_then_imported_once_and_never_dropped(tmp_path, capsys):
     root = tmp_path / "results"
     files = old_layout(root)
     before = {f: f.read_bytes() for f in files}
     assert main(["gate", "aaaa", "latest", "--results-dir", str(root)]) == 1
+    assert records.list_runs(root) == [] and not (root / "runs").exists(), "resolving never writes"
+    records.rebuild_view(root)  # what every command that writes results does
     runs = records.list_runs(root)
     assert sorted(r.commit for r in runs) == ["aaaaaaaa11", "bbbbbbbb22"]
     assert all(r.meta["label"] == "imported" for r in runs)
@@ -120,3 +122,39 @@ def test_prune_removes_the_view_copy_the_view_made(tmp_path, capsys):
     assert made.is_file()
     assert main(["prune", "--keep", "1", "--yes", "--results-dir", str(root)]) == 0
     assert not made.exists() and (root / "asv" / "m" / "dddddddd-env.json").is_file()
+
+
+def test_two_runs_of_one_commit_in_one_second_get_two_records(tmp_path):
+    import datetime
+
+    now = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
+    ids = {records.new_run_id("c" * 40, "x", now) for _ in range(50)}
+    assert len(ids) == 50 and all(i.startswith("20261202T000000Z-cccccccc-") and i.endswith("-x") for i in ids)
+
+
+def test_prune_lists_an_interrupted_run_and_removes_it_only_when_its_writer_is_gone(tmp_path, capsys):
+    import os
+    import subprocess
+
+    root = tmp_path / "results"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    gone = root / "runs" / "m" / f".staging-20261202T000000Z-cccccccc-abcdef-{dead.pid}"
+    live = root / "runs" / "m" / f".staging-20261202T000001Z-cccccccc-abcdef-{os.getpid()}"
+    for d in (gone, live):
+        (d / "asv").mkdir(parents=True)
+    assert main(["prune", "--results-dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert f"unfinished run {gone}: interrupted" in out and "would remove" in out
+    assert f"being written by process {os.getpid()}: kept" in out and gone.is_dir()
+    assert resolve_fails_on(root) and records.list_runs(root) == [], "never read as a run"
+    assert main(["prune", "--results-dir", str(root), "--yes"]) == 0
+    assert not gone.exists() and live.is_dir()
+
+
+def resolve_fails_on(root) -> bool:
+    try:
+        resolve("latest", root)
+    except Exception as exc:  # BadInput: no runs
+        return "no runs" in str(exc)
+    return False

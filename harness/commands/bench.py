@@ -4,13 +4,14 @@ import sys
 
 from harness.commands import options
 from harness.core import exits
+from harness.core import settings
 
 
 def add_arguments(parser):
     parser.add_argument("--quick", action="store_true",
                         help="asv --quick: one run per benchmark (our own >= 1 warm-up call is kept)")
     parser.add_argument("--full", action="store_true",
-                        help="full sizes and grids (sets HARNESS_FULL=1 for every suite); default: fast")
+                        help=f"full sizes and grids (sets {settings.FULL.name}=1 for every suite); default: fast")
     parser.add_argument("--threads", metavar="N",
                         help="CPU threads for the whole run (torch.set_num_threads in every suite; "
                              "recorded in the fingerprint); default 1, all cores with --full")

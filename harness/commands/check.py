@@ -23,6 +23,7 @@ from pathlib import Path
 
 from harness.commands import options
 from harness.core import exits
+from harness.core import settings
 
 SCHEMA = """--json FILE schema (version 1), written atomically:
     {"schema": 1, "passed": bool, "exit_code": 0 | 1,
@@ -42,7 +43,7 @@ def add_arguments(parser):
     parser.epilog = SCHEMA
     parser.add_argument("models", nargs="*", metavar="MODEL",
                         help="models to check (default: every registered model, your own included: "
-                             "harness_models ini option, HARNESS_MODELS, entry points)")
+                             f"harness_models ini option, {settings.MODELS.name}, entry points)")
     parser.add_argument("--dataset", action="append", default=[], metavar="MODULE:FACTORY",
                         help="check a data pipeline: FACTORY() in MODULE (a dotted module or a .py path) "
                              "returns a Dataset (with its `transform`) or a DataLoader; repeatable")
@@ -120,7 +121,7 @@ def run(args) -> int:
     if unknown:
         raise exits.BadInput(f"unknown model {', '.join(map(repr, unknown))}; choose from "
                              f"{', '.join(model_names())}. A model of your own is seen once its module is "
-                             "named in the ini option harness_models or in HARNESS_MODELS (see README "
+                             f"named in the ini option harness_models or in {settings.MODELS.name} (see README "
                              "'Adding a model').")
     everything = not (args.models or args.dataset or args.against)
     datasets = [(spec, _dataset(spec)) for spec in args.dataset]  # bad input before any check runs

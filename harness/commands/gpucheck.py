@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.core import exits
+from harness.core import exits, settings
 from harness.core.processes import end_session
 
 DEADLINE_S = 470
@@ -72,7 +72,7 @@ PLAN = (
          "in spawned benchmark processes (kernel counts come back), results and fingerprint saved"),
     Step("gate-aa", 75, "a second GPU run of the A/A set (counters, per-call timings): `gate A B` exits 0",
          needs="asv-spawn"),
-    Step("gate-canary", 45, "the canary with HARNESS_CANARY_EXTRA=1 (one more op): `gate A C` exits 1 "
+    Step("gate-canary", 45, f"the canary with {settings.CANARY_EXTRA.name}=1 (one more op): `gate A C` exits 1 "
          "with track_ops a REGRESSION", needs="asv-spawn"),
     Step("report", 30, "`harness report` of run A writes report.md, PNGs and the sanity bands "
          "(ratios vs published ranges)", needs="asv-spawn"),
@@ -87,7 +87,7 @@ PLAN = (
     Step("goldens", 120, "every zoo model under every front end captured and run on the GPU, checked "
          "against eager on the GPU and diffed against the CPU printout of the same torch; differing "
          "printouts become candidate variants; committed goldens of another torch are 'not compared'"),
-    Step("goldens-plugin", 45, "the pytest plugin on CUDA (HARNESS_GOLDEN_DEVICE=cuda) passes against "
+    Step("goldens-plugin", 45, f"the pytest plugin on CUDA ({settings.GOLDEN_DEVICE.name}=cuda) passes against "
          "this runner's goldens, using the cuda/ variants where the printouts differ (model gru)",
          "command", ("{py}", "-m", "pytest", "{plugin}", "-q", "-p", "no:cacheprovider",
                      "suites/test_graphs.py", "-k", "gru"), needs="goldens"),
@@ -216,11 +216,11 @@ def step_environment(step: Step, env: dict, work: Path, device: str) -> dict:
     env = dict(env)
     env["PYTHONUNBUFFERED"] = "1"
     if step.full_sizes and device == "cuda":
-        env["HARNESS_FULL"] = "1"
+        env[settings.FULL.name] = "1"
     if step.name == "goldens-plugin":
-        env["HARNESS_EXPECT_DIR"] = str(work / "runner-expect")
+        env[settings.EXPECT_DIR.name] = str(work / "runner-expect")
         if device != "cpu":
-            env["HARNESS_GOLDEN_DEVICE"] = device
+            env[settings.GOLDEN_DEVICE.name] = device
     return env
 
 

@@ -16,6 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from harness.core import settings
+
 # asv selections (regular expressions on `name(param, ...)`, as asv's --bench). The A/A set holds
 # exact counters and timings with per-call samples; the report set adds the ratios that the
 # report plots and holds against published figures. Run A = A/A + report + canary, run B = A/A,
@@ -31,7 +33,7 @@ REPORT_SET = (r"^fusion\.PointwiseChain\.track_compiled_over_eager$",
 CANARY_SET = (r"^canary\.",)
 RUNS = {"A": {"modules": ["fusion", "transfer", "amp", "models", "canary"], "benches": AA_SET + REPORT_SET + CANARY_SET},
         "B": {"modules": ["fusion", "transfer"], "benches": AA_SET},
-        "C": {"modules": ["canary"], "benches": CANARY_SET, "env": {"HARNESS_CANARY_EXTRA": "1"}}}
+        "C": {"modules": ["canary"], "benches": CANARY_SET, "env": {settings.CANARY_EXTRA.name: "1"}}}
 # Launch method under test: a forked CUDA context is unusable, so GPU runs must spawn.
 LAUNCH = "spawn"
 

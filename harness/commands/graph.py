@@ -3,6 +3,7 @@
 import sys
 
 from harness.core import exits
+from harness.core import settings
 
 
 def add_arguments(parser):
@@ -22,7 +23,7 @@ def run(args) -> int:
     if args.model not in model_names():
         raise exits.BadInput(f"unknown model {args.model!r}; choose from {', '.join(model_names())}. "
                              f"A model of your own is seen once its module is named in the ini option "
-                             f"harness_models or in HARNESS_MODELS (see README 'Adding a model').")
+                             f"harness_models or in {settings.MODELS.name} (see README 'Adding a model').")
     if args.frontend not in FRONTENDS:
         raise exits.BadInput(f"unknown front end {args.frontend!r}; choose from {', '.join(FRONTENDS)}")
     try:

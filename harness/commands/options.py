@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import os
+from harness.core import settings
 
 
 def results_dir(parser) -> None:
     parser.add_argument("--results-dir", metavar="ROOT",
                         help="results root: runs/, asv/, baselines/, noise/, html/ below it "
-                             "(default $HARNESS_RESULTS_DIR, else results/ of the checkout)")
+                             f"(default ${settings.RESULTS_DIR.name}, else results/ of the checkout)")
     project(parser)
 
 
 def project(parser) -> None:
     parser.add_argument("--project", metavar="DIR",
                         help="the harness checkout (default: found from the working directory; "
-                             "also $HARNESS_PROJECT)")
+                             f"also ${settings.PROJECT.name})")
 
 
 def apply_project(args) -> None:
@@ -23,7 +24,7 @@ def apply_project(args) -> None:
     if getattr(args, "project", None):
         from harness.core.project import project_root
 
-        os.environ["HARNESS_PROJECT"] = str(project_root(args.project))
+        os.environ[settings.PROJECT.name] = str(project_root(args.project))
 
 
 def machine(parser, what: str = "asv machine name") -> None:

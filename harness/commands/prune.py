@@ -1,5 +1,7 @@
 """`harness prune`: the only command that deletes results — run records, never baselines — and
-only when asked: it lists what it would remove, and removes it only with --yes."""
+only when asked: it lists what it would remove, and removes it only with --yes. Runs that were
+interrupted or killed while being written (`.staging-*` folders, never read as runs) are listed
+too; those whose writer is gone are removed with --yes, those still being written never."""
 
 from harness.commands import options
 
@@ -22,16 +24,25 @@ def run(args) -> int:
     if args.keep is not None and args.keep < 1:
         raise BadInput("--keep must be at least 1 (use --older-than to age runs out)")
     root = results_root(args.results_dir)
-    doomed = records.plan_prune(root, args.keep, args.older_than, args.machine)
+    left = records.unfinished(root, args.machine)
+    asked = args.keep is not None or args.older_than is not None
+    doomed = records.plan_prune(root, args.keep, args.older_than, args.machine) if asked or not left else []
     verb = "removing" if args.yes else "would remove"
+    for item in left:
+        state = (f"being written by process {item.pid}: kept" if item.running
+                 else f"interrupted (its writer{' ' + str(item.pid) if item.pid else ''} is gone); {verb}")
+        print(f"unfinished run {item.path}: {state}")
     for rec in doomed:
         print(f"{verb} {rec.path}")
-    if not doomed:
+    abandoned = [u for u in left if not u.running]
+    if not doomed and not abandoned:
         print("nothing to prune")
     elif not args.yes:
-        print(f"dry run: {len(doomed)} run record(s) would be removed; add --yes to remove them "
-              "(baselines are never touched)")
+        print(f"dry run: {len(doomed)} run record(s) and {len(abandoned)} unfinished run(s) would be "
+              "removed; add --yes to remove them (baselines are never touched)")
         return 0
+    for item in abandoned:
+        records.remove_unfinished(item)
     for rec in doomed:
         records.remove(rec)
     if doomed:

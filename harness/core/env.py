@@ -14,6 +14,7 @@ import random
 import torch
 
 DEFAULT_SEED = 0
+SETTINGS_PREFIX = "HARNESS" + "_"  # every variable of harness.core.settings starts so
 
 
 def seed_everything(seed: int = DEFAULT_SEED) -> torch.Generator:
@@ -39,9 +40,16 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def default_device_name() -> str:
+    """$HARNESS_DEVICE, else CUDA where present, else the CPU: the one default."""
+    from harness.core import settings
+
+    return settings.DEVICE.get() or ("cuda" if cuda_available() else "cpu")
+
+
 def pick_device(name: str | None = None) -> torch.device:
     """The device named by the caller, else $HARNESS_DEVICE, else CUDA if present, else CPU."""
-    name = name or os.environ.get("HARNESS_DEVICE") or ("cuda" if cuda_available() else "cpu")
+    name = name or default_device_name()
     device = torch.device(name)
     if device.type == "cuda" and not cuda_available():
         raise RuntimeError(f"device {name!r} was asked for but CUDA is not available on this machine")
@@ -122,7 +130,7 @@ def fingerprint(seed: int = DEFAULT_SEED) -> dict:
             "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
         },
         "seed": seed,
-        "env": {k: os.environ[k] for k in sorted(os.environ) if k.startswith(("HARNESS_", "OMP_", "MKL_", "CUDA_VISIBLE"))},
+        "env": {k: os.environ[k] for k in sorted(os.environ) if k.startswith((SETTINGS_PREFIX, "OMP_", "MKL_", "CUDA_VISIBLE"))},
     }
     return fp
 

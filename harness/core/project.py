@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from harness.core.exits import BadInput
+from harness.core import settings
 
 
 def _is_project(d: Path) -> bool:
@@ -21,7 +22,7 @@ def _is_project(d: Path) -> bool:
 
 def project_root(override: str | os.PathLike | None = None) -> Path:
     """The harness checkout: `override`, else $HARNESS_PROJECT, else the cwd or a parent of it."""
-    given = override or os.environ.get("HARNESS_PROJECT")
+    given = override or settings.PROJECT.get()
     if given:
         root = Path(given).resolve()
         if not _is_project(root):

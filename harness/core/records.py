@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 from pathlib import Path
 
@@ -39,6 +40,7 @@ INSTRUCTIONS = "instructions"  # folder of instruction-count records (harness.me
 VIEW_MANIFEST = ".harness-view.json"
 ASV_META = {"benchmarks.json", "machine.json"}
 _LABEL = re.compile(r"^[A-Za-z0-9_.]+$")
+STAGING = ".staging-"  # a run being written: .staging-<run id>-<pid of the writer>
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,11 +115,12 @@ def view_dir(root: Path) -> Path:
 
 
 def new_run_id(commit: str, label: str | None = None, now: datetime.datetime | None = None) -> str:
-    """`<UTC start time>-<sha8>[-label]`: sorts by start time."""
+    """`<UTC start time>-<sha8>-<6 hex>[-label]`: sorts by start time; the random part keeps two
+    runs of one commit started in the same second (two CI jobs, two terminals) apart."""
     if label and not _LABEL.match(label):
         raise BadInput(f"run label {label!r} may hold only letters, digits, '_' and '.'")
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    return f"{now:%Y%m%dT%H%M%SZ}-{commit[:8]}" + (f"-{label}" if label else "")
+    return f"{now:%Y%m%dT%H%M%SZ}-{commit[:8]}-{secrets.token_hex(3)}" + (f"-{label}" if label else "")
 
 
 def _read_meta(path: Path) -> dict | None:
@@ -184,7 +187,7 @@ def writing(root: Path, machine: str, run_id: str, meta: dict):
     if final.exists():
         raise BadInput(f"run record {final} already exists; run records are never overwritten")
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = final.parent / f".staging-{run_id}-{os.getpid()}"
+    staging = final.parent / f"{STAGING}{run_id}-{os.getpid()}"
     staging.mkdir()
     ok = False
     try:
@@ -288,13 +291,13 @@ def _manifest(root: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def import_foreign(root: Path) -> list[RunRecord]:
-    """Import result files the view did not write (old layout, hand-made asv runs, the old
-    nightly archive in results/history/) as run records. Sources are never removed."""
+def foreign_files(root: Path) -> list[tuple[Path, str, str]]:
+    """Result files no run record holds yet: (file, machine, label) for those in the view that
+    the view did not write (old layout, hand-made asv runs) and the old nightly archive in
+    results/history/. Reads only: resolving a run name never writes (import_foreign does)."""
     root = Path(root)
     written = {k: v.get("sha256") for k, v in (_manifest(root).get("files") or {}).items()
                if isinstance(v, dict)}
-    imported = []
     view = view_dir(root)
     candidates = []
     if view.is_dir():
@@ -309,7 +312,20 @@ def import_foreign(root: Path) -> list[RunRecord]:
     if history.is_dir():
         for mdir in sorted(p for p in history.iterdir() if p.is_dir() and p.name != "baselines"):
             candidates += [(f, mdir.name, "imported.history") for f in sorted(mdir.glob("*.json"))]
+    if candidates:  # the same content kept in a record already is not foreign
+        known = _known_hashes(root)
+        candidates = [c for c in candidates if _sha256(c[0]) not in known]
+    return candidates
+
+
+def import_foreign(root: Path) -> list[RunRecord]:
+    """Import the foreign result files (foreign_files) as run records; sources are never
+    removed. The writers call it (through rebuild_view), never a reader."""
+    root = Path(root)
+    view = view_dir(root)
+    candidates = foreign_files(root)
     known = _known_hashes(root) if candidates else set()  # read every record once, not per file
+    imported = []
     for f, machine, label in candidates:
         sha8 = f.name.split("-")[0][:8]
         rec = import_result(root, f, machine, view / "benchmarks.json",
@@ -317,6 +333,37 @@ def import_foreign(root: Path) -> list[RunRecord]:
         if rec:
             imported.append(rec)
     return imported
+
+
+@dataclasses.dataclass(frozen=True)
+class Named:
+    """What a run name can resolve to: a run record, or a foreign result file read in place."""
+
+    run_id: str
+    commit: str
+    machine: str
+    result_file: Path
+
+
+def named_runs(root: Path, machine: str) -> list[Named]:
+    """A machine's runs, oldest first, for resolving names: its run records and, read in place,
+    the foreign result files not imported yet (run ids made from their start times)."""
+    out = [Named(r.run_id, r.commit, r.machine, r.result_file()) for r in list_runs(root, machine)
+           if r.result_files()]
+    for f, m, label in foreign_files(root):
+        if m != machine:
+            continue
+        try:
+            commit = json.loads(f.read_text(encoding="utf-8")).get("commit_hash") or ""
+        except (ValueError, AttributeError, OSError):
+            commit = ""
+        commit = commit if isinstance(commit, str) and commit else f.name.split("-")[0]
+        out.append(Named(f"{_start_of(f):%Y%m%dT%H%M%SZ}-{commit[:8]}-{label}", commit, m, f))
+    return sorted(out, key=lambda n: n.run_id)
+
+
+def foreign_machines(root: Path) -> list[str]:
+    return sorted({m for _, m, _ in foreign_files(root)})
 
 
 def rebuild_view(root: Path) -> Path:
@@ -408,6 +455,38 @@ def plan_prune(root: Path, keep: int | None, older_than_days: float | None,
             if (keep is None or beyond_keep) and (older_than_days is None or old):
                 out.append(rec)
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Unfinished:
+    """A staging folder: a run being written, or one whose writer was killed (never a run)."""
+
+    path: Path
+    pid: int | None
+
+    @property
+    def running(self) -> bool:
+        from harness.core.processes import alive
+
+        return self.pid is not None and alive(self.pid)
+
+
+def unfinished(root: Path, machine: str | None = None) -> list[Unfinished]:
+    """Every staging folder under runs/ (or one machine's), oldest name first."""
+    out = []
+    for m in ([machine] if machine else machines(root)):
+        d = runs_dir(root) / m
+        for p in sorted(d.glob(STAGING + "*")) if d.is_dir() else []:
+            tail = p.name.rsplit("-", 1)[-1]
+            out.append(Unfinished(p, int(tail) if tail.isdigit() else None))
+    return out
+
+
+def remove_unfinished(item: Unfinished) -> None:
+    """Delete a staging folder whose writer is gone (only `.staging-*` folders under runs/)."""
+    if item.running or not item.path.name.startswith(STAGING) or item.path.parent.parent.name != "runs":
+        raise BadInput(f"{item.path} is not an abandoned staging folder; not removed")
+    shutil.rmtree(item.path)
 
 
 def remove(record: RunRecord) -> None:

@@ -27,9 +27,10 @@ import sys
 from pathlib import Path
 
 from harness.core.exits import BadInput
+from harness.core import settings
 
 INI_OPTION = "harness_models"
-ENV_VAR = "HARNESS_MODELS"
+ENV_VAR = settings.MODELS.name
 ENTRY_POINT_GROUP = "harness.models"
 
 # resolved .py paths and module names already loaded: loading is idempotent per process
@@ -96,8 +97,7 @@ def sources(ini_values: list[str] | None = None, ini_dir: Path | None = None,
             ini_name: str = "the pytest ini file") -> list[Source]:
     """Everything named by the ini option and HARNESS_MODELS, in that order."""
     found = [Source(v, f"{INI_OPTION} in {ini_name}", Path(ini_dir or Path.cwd())) for v in ini_values or []]
-    env = os.environ.get(ENV_VAR, "")
-    found += [Source(v, ENV_VAR, Path.cwd()) for v in _entries(env)]
+    found += [Source(v, ENV_VAR, Path.cwd()) for v in settings.MODELS.get()]
     return found
 
 
@@ -109,7 +109,7 @@ def entry_points() -> list:
 
 def configured(ini_values: list[str] | None = None) -> bool:
     """Whether any source names a module (cheap: imports nothing)."""
-    return bool(ini_values or os.environ.get(ENV_VAR, "").strip() or entry_points())
+    return bool(ini_values or settings.MODELS.get() or entry_points())
 
 
 def load_user_models(ini_values: list[str] | None = None, ini_dir: Path | None = None,

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core import exits, names, switches, user_models
+from harness.core import exits, names, settings, user_models
 from harness.golden import store
 
 
@@ -43,12 +43,12 @@ def pytest_addoption(parser):
     group.addoption("--accept", action="store_true", default=False,
                     help="write or update goldens instead of comparing (also EXPECTTEST_ACCEPT=1)")
     group.addoption("--force-accept", action="store_true", default=False,
-                    help="allow --accept even when CI is set (also HARNESS_FORCE_ACCEPT=1)")
+                    help=f"allow --accept even when CI is set (also {settings.FORCE_ACCEPT.name}=1)")
     group.addoption("--full", action="store_true", default=False,
-                    help="use full model sizes and expect/full/ goldens (also HARNESS_FULL=1)")
+                    help=f"use full model sizes and expect/full/ goldens (also {settings.FULL.name}=1)")
     parser.addini("harness_expect_dir", "directory of golden files, relative to rootdir", default="expect")
     parser.addini(user_models.INI_OPTION, "modules or .py paths (relative to the ini file) that register "
-                  "models of your own; also HARNESS_MODELS", type="linelist", default=[])
+                  f"models of your own; also {settings.MODELS.name}", type="linelist", default=[])
 
 
 class GoldenSession:
@@ -56,13 +56,12 @@ class GoldenSession:
 
     def __init__(self, config):
         self.config = config
-        self.accept = config.getoption("accept") or switches.flag("EXPECTTEST_ACCEPT")
-        self.full = config.getoption("full") or switches.full_mode()
-        root = Path(os.environ.get("HARNESS_EXPECT_DIR") or
-                    Path(config.rootpath) / config.getini("harness_expect_dir"))
+        self.accept = config.getoption("accept") or settings.EXPECTTEST_ACCEPT.get()
+        self.full = config.getoption("full") or settings.FULL.get()
+        root = settings.EXPECT_DIR.get() or Path(config.rootpath) / config.getini("harness_expect_dir")
         self.directory = root / "full" if self.full else root
-        self.device = (os.environ.get("HARNESS_GOLDEN_DEVICE") or "cpu").strip().lower()
-        self.directory_forced = bool(os.environ.get("HARNESS_EXPECT_DIR"))
+        self.device = settings.GOLDEN_DEVICE.get().lower()
+        self.directory_forced = settings.EXPECT_DIR.is_set()
         self.declared: set[str] = set()
         self.produced: set[str] = set()
         self.deselected = False
@@ -205,19 +204,19 @@ def pytest_configure(config):
     session = GoldenSession(config)
     config.stash[_KEY] = session
     _load_user_models(config)
-    if session.accept and switches.in_ci() and not (config.getoption("force_accept") or
-                                                 switches.flag("HARNESS_FORCE_ACCEPT")):
+    if session.accept and settings.CI.get() and not (config.getoption("force_accept") or
+                                                     settings.FORCE_ACCEPT.get()):
         raise pytest.UsageError(
             "refusing to accept goldens because CI is set: in CI goldens are only compared. Run "
             "`pytest --accept` locally and commit the reviewed goldens, or pass --force-accept "
-            "(HARNESS_FORCE_ACCEPT=1) if you really mean to rewrite them here.")
+            f"({settings.FORCE_ACCEPT.name}=1) if you really mean to rewrite them here.")
     if session.full:
-        os.environ["HARNESS_FULL"] = "1"  # so that suites read one switch
+        os.environ[settings.FULL.name] = settings.FULL.encode(True)  # so that suites read one switch
     if session.device != "cpu":
         import torch
 
         if torch.device(session.device).type == "cuda" and not torch.cuda.is_available():
-            raise pytest.UsageError(f"HARNESS_GOLDEN_DEVICE={session.device} but torch sees no CUDA GPU "
+            raise pytest.UsageError(f"{settings.GOLDEN_DEVICE.name}={session.device} but torch sees no CUDA GPU "
                                     "here; unset it to capture on the CPU")
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from harness.core import files, names
 from harness.golden.normalize import NORMALISER_VERSION, normalize, op_counts
+from harness.core import settings
 
 
 def torch_version() -> str:
@@ -155,7 +156,7 @@ def save(path: Path, text: str) -> None:
         files.write_atomic(path, text)
     except OSError as exc:
         raise GoldenError(f"cannot write golden {path}: {exc.strerror or exc} ({Path(path).parent}). "
-                          f"Make the directory writable, or point HARNESS_EXPECT_DIR elsewhere.") from None
+                          f"Make the directory writable, or point {settings.EXPECT_DIR.name} elsewhere.") from None
 
 
 def op_count_summary(expected: str, actual: str) -> list[str]:

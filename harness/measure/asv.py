@@ -21,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.core import settings
 from harness.core.files import write_atomic
 
 
@@ -29,7 +30,7 @@ def python_launcher() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness"
     path = cache / "asv-python"
     text = ('#!/bin/sh\n# written by `harness bench`: asv names its environment after this path\n'
-            'exec "${HARNESS_PYTHON:?}" "$@"\n')
+            f'exec "${{{settings.PYTHON.name}:?}}" "$@"\n')
     if not path.is_file() or path.read_text() != text:
         write_atomic(path, text)
         path.chmod(0o755)
@@ -97,7 +98,7 @@ def branches(root: Path, configured: list[str]) -> list[str]:
 
 def environment(extra: dict | None = None) -> dict:
     """The environment asv runs in: this interpreter behind the fixed launcher, its bin on PATH."""
-    env = dict(os.environ, HARNESS_PYTHON=sys.executable)
+    env = dict(os.environ, **{settings.PYTHON.name: sys.executable})
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra or {})
     return env

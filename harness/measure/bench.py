@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.core import records
+from harness.core import records, settings
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.core.processes import run_in_session
@@ -69,8 +69,8 @@ def run_environment(*, quick: bool, full: bool, threads: int | None = None,
     """The environment asv runs the suites in (see the module docstring)."""
     from harness.measure.threads import default_threads
 
-    extra = {"HARNESS_FULL": "1" if full else "0", "HARNESS_QUICK": "1" if quick else "0",
-             "HARNESS_THREADS": str(threads or default_threads(full, quick)),
+    extra = {settings.FULL.name: settings.FULL.encode(full), settings.QUICK.name: settings.QUICK.encode(quick),
+             settings.THREADS.name: str(threads or default_threads(full, quick)),
              "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED") or HASH_SEED}
     if inductor_cache is not None:
         extra["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache)

@@ -133,7 +133,7 @@ def check_paired(device, n: int | None = None) -> dict:
         fn()
         fn()
 
-    window = timing.settings()["paired_window_s"]
+    window = timing.loop_settings()["paired_window_s"]
     t0 = time.perf_counter()
     same = timing.measure_paired(fn, fn, device)
     seconds = time.perf_counter() - t0

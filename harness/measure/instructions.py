@@ -55,7 +55,7 @@ import time
 from pathlib import Path
 
 from harness.core.files import write_atomic, write_json_atomic
-from harness.core.switches import full_mode
+from harness.core import settings
 
 SCHEMA = 1
 TOP = 40  # functions kept per workload in the run record
@@ -63,13 +63,13 @@ TOP = 40  # functions kept per workload in the run record
 # counting gets a fair share of the CPU (counts do not depend on it; memory allows it)
 PARALLEL = min(8, 2 * (os.cpu_count() or 1))
 TIMEOUT_S = 1500  # the whole valgrind process; below the suites' asv timeouts
-RECORD_ENV = "HARNESS_RUN_RECORD"
+RECORD_ENV = settings.RUN_RECORD.name
 # a folder the harness command owns and removes, also when a benchmark is killed: the counter's
 # scratch (callgrind's dumps) goes below it
-SCRATCH_ENV = "HARNESS_SCRATCH_DIR"
-SELECT_ENV = "HARNESS_INSTRUCTION_WORKLOADS"
-EXTRA_ENV = "HARNESS_TEST_EXTRA_INSTRUCTIONS"
-EXTRA_WORKLOADS_ENV = "HARNESS_TEST_EXTRA_INSTRUCTIONS_WORKLOADS"
+SCRATCH_ENV = settings.SCRATCH_DIR.name
+SELECT_ENV = settings.INSTRUCTION_WORKLOADS.name
+EXTRA_ENV = settings.TEST_EXTRA_INSTRUCTIONS.name
+EXTRA_WORKLOADS_ENV = settings.TEST_EXTRA_INSTRUCTIONS_WORKLOADS.name
 INSTALL_HINT = ("install valgrind (Debian/Ubuntu: `apt-get install valgrind`, which ships "
                 "callgrind.h; Fedora: `dnf install valgrind valgrind-devel`)")
 VALGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no", "--compress-strings=no",
@@ -184,13 +184,13 @@ def workload_of(target: Target):
 
 def selected(names: list[str]) -> list[str]:
     """The workloads HARNESS_INSTRUCTION_WORKLOADS keeps (comma-separated; unset: all)."""
-    wanted = [w.strip() for w in os.environ.get(SELECT_ENV, "").split(",") if w.strip()]
+    wanted = settings.INSTRUCTION_WORKLOADS.get()
     return [n for n in names if not wanted or n in wanted]
 
 
 # What the counting process keeps of this process's environment: the rest (and its lengths) would
 # only move where Python's objects lie, and with them CPython's method-cache collisions.
-PASSED_ENV = ("TORCHINDUCTOR_CACHE_DIR", "HARNESS_CANARY_EXTRA")
+PASSED_ENV = ("TORCHINDUCTOR_CACHE_DIR", settings.CANARY_EXTRA.name)
 
 
 def _canonical(work: Path, helper: Path, sources: list[str]) -> tuple[list[str], dict, dict[str, str]]:
@@ -262,7 +262,7 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
         return Counted({}, {}, {})
     helper = helper_library()
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="harness-callgrind-", dir=os.environ.get(SCRATCH_ENV)) as tmp:
+    with tempfile.TemporaryDirectory(prefix="harness-callgrind-", dir=settings.SCRATCH_DIR.get()) as tmp:
         work = Path(tmp)
         failed: dict[str, str] = {}
         jobs = []
@@ -274,9 +274,9 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
                 continue
             jobs.append({"index": i, "row": t.row, "source": t.source, "workload": t.workload,
                          "calls": w.calls, "warmup": w.warmup, "imports": list(w.imports),
-                         "cost": w.cost, "layouts": w.layouts[1 if full_mode() else 0]})
-        extra = float(os.environ.get(EXTRA_ENV) or 0)
-        slowed = [w.strip() for w in os.environ.get(EXTRA_WORKLOADS_ENV, "").split(",") if w.strip()]
+                         "cost": w.cost, "layouts": w.layouts[1 if settings.FULL.get() else 0]})
+        extra = settings.TEST_EXTRA_INSTRUCTIONS.get()
+        slowed = settings.TEST_EXTRA_INSTRUCTIONS_WORKLOADS.get()
         python, env, sources = _canonical(work, helper, [j["source"] for j in jobs])
         prefix = work / "cg"
         spec = {"helper": str(work / "p" / "helper.so"), "folder": str(work),
@@ -378,7 +378,7 @@ def row_value(counts: dict, row: str) -> float:
 
 def _keep(record: dict, targets: list[Target]) -> None:
     """Into the run record being written (HARNESS_RUN_RECORD), one file per suite class."""
-    folder = os.environ.get(RECORD_ENV)
+    folder = settings.RUN_RECORD.get()
     if not folder or not targets:
         return
     from harness.core.records import INSTRUCTIONS

@@ -17,15 +17,15 @@ from __future__ import annotations
 import os
 
 from harness.core.exits import BadInput
-from harness.core.switches import full_mode, quick_mode
+from harness.core import settings
 
-ENV = "HARNESS_THREADS"
+ENV = settings.THREADS.name
 
 
 def default_threads(full: bool | None = None, quick: bool | None = None) -> int:
     """All cores for a full run that is not quick, else 1; None: read the run's switches."""
-    full = full_mode() if full is None else full
-    quick = quick_mode() if quick is None else quick
+    full = settings.FULL.get() if full is None else full
+    quick = settings.QUICK.get() if quick is None else quick
     if full and not quick:
         return os.cpu_count() or 1
     return 1
@@ -47,7 +47,7 @@ def parse_threads(value: str | int | None) -> int | None:
 
 def run_threads() -> int:
     """The thread count of this run: $HARNESS_THREADS, else the mode's default."""
-    return parse_threads(os.environ.get(ENV)) or default_threads()
+    return parse_threads(settings.THREADS.raw()) or default_threads()
 
 
 def fix_threads() -> int:

@@ -41,7 +41,7 @@ from collections.abc import Callable
 import torch
 
 from harness.core.env import synchronize
-from harness.core.switches import full_mode, paired_window_s
+from harness.core import settings
 
 # fast (default) and full settings for the sampling loop; full_mode() (HARNESS_FULL) picks one.
 # paired_window_s: the wall-clock window a paired comparison is spread over (measure_paired)
@@ -55,12 +55,14 @@ MIN_QUIET_BLOCKS = 7
 MAX_WINDOW_ROUNDS = 200_000  # a window of microsecond calls stops here (memory of the lists)
 
 
-def settings() -> dict:
+def loop_settings() -> dict:
     """FAST or FULL (full_mode()); HARNESS_PAIRED_WINDOW_S (set by `harness ab`) overrides the
     paired window."""
-    cfg = dict(FULL if full_mode() else FAST)
-    window = paired_window_s()
+    cfg = dict(FULL if settings.FULL.get() else FAST)
+    window = settings.PAIRED_WINDOW_S.get()
     if window is not None:
+        if not window >= 0:
+            raise ValueError(f"{settings.PAIRED_WINDOW_S.name} must be >= 0 seconds, got {window!r}")
         cfg["paired_window_s"] = window
     return cfg
 
@@ -98,7 +100,7 @@ def measure_paired(fn: Callable[[], object], base: Callable[[], object],
     for identical code. Returned as samples (unit "ratio", lower is better) for the gate's and
     asv's tests.
 
-    By default the rounds fill a wall-clock window (settings()["paired_window_s"]: 4 s fast,
+    By default the rounds fill a wall-clock window (loop_settings()["paired_window_s"]: 4 s fast,
     8 s full) and each quarter second of rounds (BLOCK_S) gives one sample: the fastest fn call
     of that quarter second over the fastest base call of it. Why, as measured on the shared
     2-core CI VM with two busy processes beside it: the host's memory system has bursts of
@@ -125,7 +127,7 @@ def measure_paired(fn: Callable[[], object], base: Callable[[], object],
     if samples is not None or budget_s is not None:
         (work, ref), _ = _timed_rounds([fn, base], device, warmup, samples, budget_s, clock)
         return [w / r for w, r in zip(work, ref) if r > 0]
-    cfg = settings()  # reads the environment once
+    cfg = loop_settings()  # reads the environment once
     window = cfg.get("paired_window_s", cfg["budget_s"])
     (work, ref), stamps = _timed_rounds([fn, base], device, warmup, None, None, clock, window_s=window)
     return block_ratios(work, ref, stamps, BLOCK_S)
@@ -275,7 +277,7 @@ def _timed_rounds(fns, device, warmup, samples, budget_s, clock=None, *,
     (harness.measure.allocator): every call reuses resident pages, in every process alike."""
     from harness.measure.allocator import freed_memory_retained
 
-    cfg = settings()
+    cfg = loop_settings()
     warmup = cfg["warmup"] if warmup is None else warmup
     samples = cfg["samples"] if samples is None else samples
     budget_s = cfg["budget_s"] if budget_s is None else budget_s
@@ -502,7 +504,7 @@ def kernels_per_call(fn: Callable[[], object], device: torch.device | str) -> in
 @contextlib.contextmanager
 def _quiet_stderr():
     """The CUDA build's profiler prints driver noise on CPU-only machines; keep it out of logs."""
-    if os.environ.get("HARNESS_PROFILER_NOISE"):
+    if settings.PROFILER_NOISE.get():
         yield
         return
     sys.stderr.flush()

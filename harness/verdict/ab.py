@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from harness.core import records
+from harness.core import records, settings
 from harness.core.exits import BadInput, RunnerFailed
 from harness.core.files import write_json_atomic
 from harness.core.processes import run_in_session, terminate_as_interrupt
@@ -106,7 +106,7 @@ def run_side(side: Side, suite: str, out_dir: pathlib.Path, machine: str, quick:
     a scratch benchmark folder instead of the side's suites (harness calibrate's proof);
     `rows`: "instructions" or "timing" (suite_regex). What the process keeps beside its results
     (instruction counts' function tables) goes to out_dir/record."""
-    env = {**base_env, **side.env, "HARNESS_PYTHON": side.python,
+    env = {**base_env, **side.env, settings.PYTHON.name: side.python,
            RECORD_ENV: str(out_dir / "record")}
     regexes = [suite_regex(suite, benches, rows)]
     with asv.config(side.project, out_dir, benchmark_dir=bench_dir) as config:
@@ -275,7 +275,7 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
     method = asv.launch_method()
     started = time.perf_counter()
     base_env = run_environment(quick=quick, full=not quick, threads=threads, inductor_cache=cache)
-    base_env["HARNESS_PAIRED_WINDOW_S"] = str(process_window(quick, pairs))
+    base_env[settings.PAIRED_WINDOW_S.name] = str(process_window(quick, pairs))
     base_env[SCRATCH_ENV] = scratch
     if benches:  # one valgrind process counts every instruction row: only the selected ones
         base_env[SELECT_ENV] = ",".join(instruction_workloads.matching(benches)) or "none"
@@ -313,7 +313,7 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
             run_id = records.new_run_id(s.commit, label)
             meta = {"commit": s.commit, "started": run_id.split("-")[0], "label": label,
                     "suites": ran_suites, "mode": "fast" if quick else "full", "quick": quick,
-                    "threads": base_env["HARNESS_THREADS"], "ab": {
+                    "threads": base_env[settings.THREADS.name], "ab": {
                         "spec": s.spec, "python": s.python, "pairs": pairs,
                         "processes": sum(map(len, done[label].values()))}}
             with records.writing(root, machine, run_id, meta) as staging:
@@ -334,7 +334,7 @@ def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, wo
                              staging / "asv" / machine / "machine.json")
                 fp = side_fingerprint(s)
                 fp.update(machine_name=machine, commit=s.commit, run_id=run_id, ab_side=label,
-                          torch_threads=int(base_env["HARNESS_THREADS"]),
+                          torch_threads=int(base_env[settings.THREADS.name]),
                           python_hash_seed=base_env["PYTHONHASHSEED"])
                 write_json_atomic(staging / records.FINGERPRINT, fp)
             saved[label] = records.load_record(records.runs_dir(root) / machine / run_id)

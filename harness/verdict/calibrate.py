@@ -30,6 +30,7 @@ import shutil
 import tempfile
 import time
 
+from harness.core import settings
 from harness.core.exits import RunnerFailed
 from harness.core.processes import run_in_session
 from harness.measure import asv
@@ -159,7 +160,7 @@ def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work
         bench_dir = _benchmark_dir(project, ["canary"], work)
         benches = benches or [r"^canary\.Canary\.track_(?!instructions)"]
     clean_env = dict(clean_env or {})
-    slowed_env = {**clean_env, **(slowed_env or {"HARNESS_CANARY_EXTRA": "1"})}
+    slowed_env = {**clean_env, **(slowed_env or {settings.CANARY_EXTRA.name: "1"})}
     commit = head_commit(project)
     npath = noise_path(root, machine)
     caught = false_alarms = 0

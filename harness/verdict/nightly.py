@@ -37,6 +37,7 @@ from harness.core import exits, records
 from harness.core.files import check_own_folder, mark_own_folder, write_atomic
 from harness.measure import asv
 from harness.verdict.results import BadInput, baselines_dir
+from harness.core import settings
 
 DASHBOARD_MARK = ".harness-dashboard"
 
@@ -149,7 +150,7 @@ def report_steps(root: pathlib.Path, machine: str, path: str | None) -> int:
 
 # ---- offline dashboard: asv's index.html loads jQuery, flot, bootstrap... from CDNs ----
 
-JS_DIR = pathlib.Path(os.environ.get("HARNESS_JS_DIR", "/usr/share/javascript"))
+JS_DIR = settings.JS_DIR.get()
 # CDN file name -> path under JS_DIR (Debian: libjs-jquery, libjs-jquery-flot, libjs-bootstrap,
 # libjs-jquery-stupidtable). Debian's flot/jquery.flot.js bundles time, selection, categories.
 VENDOR = {

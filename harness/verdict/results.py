@@ -16,11 +16,11 @@ import json
 import math
 import os
 import pathlib
-import sys
 
 from harness.core import records
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
+from harness.core import settings
 
 SKIP_FILES = {"machine.json", "benchmarks.json"}
 
@@ -29,7 +29,7 @@ def results_root(override: str | os.PathLike | None = None) -> pathlib.Path:
     """The results root (asv/, baselines/, noise/, html/ below it), the one meaning of
     `--results-dir` on every command: the override, else $HARNESS_RESULTS_DIR, else the
     project's `results/` (harness.core.project finds the project from the working directory)."""
-    given = override or os.environ.get("HARNESS_RESULTS_DIR")
+    given = override or settings.RESULTS_DIR.get()
     if given:
         return pathlib.Path(given).resolve()
     from harness.core.project import project_root
@@ -255,20 +255,6 @@ def _by_commit(runs: list[records.RunRecord], prefix: str) -> list[records.RunRe
     return [r for r in runs if r.commit.lower().startswith(prefix.lower())]
 
 
-def _import_old_layout(root: pathlib.Path) -> None:
-    """Results of the old layout (plain files in results/asv/, results/history/) become run
-    records on first use; the files themselves stay where they are."""
-    if not (records.view_dir(root).is_dir() or (root / "history").is_dir()):
-        return
-    try:
-        for rec in records.import_foreign(root):
-            print(f"harness: imported {rec.meta.get('imported_from')} as run record {rec.path}",
-                  file=sys.stderr)
-    except OSError as exc:  # a read-only results folder can still be compared
-        print(f"harness: could not import old results under {root} ({exc}); using them as they are",
-              file=sys.stderr)
-
-
 def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathlib.Path:
     """The asv result file a BASE or HEAD argument names (DECISIONS §1):
 
@@ -279,9 +265,11 @@ def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathli
     - `commit:<sha-prefix>` or a bare hex prefix (4+ characters): that commit's newest run;
       the whole prefix given is matched;
     - a run id or a unique prefix of one (`20261130T1745`).
+
+    Resolving only reads: result files of the old layout (or a hand-made `asv run`) are found
+    in place; the next command that writes results imports them as run records.
     """
     root = pathlib.Path(root)
-    _import_old_layout(root)
     p = pathlib.Path(spec)
     if p.is_file():
         rec = records.record_for_view_file(root, p)
@@ -306,13 +294,14 @@ def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathli
         names = sorted(d.name for d in bdir.iterdir() if d.is_dir()) if bdir.is_dir() else []
         name = spec.partition(":")[2] or _pick_machine(names, bdir, machine, spec)
         return _newest_baseline(root, name, spec)
-    name = _pick_machine(records.machines(root), records.runs_dir(root), machine, spec)
-    runs = records.list_runs(root, name)
+    known = sorted(set(records.machines(root)) | set(records.foreign_machines(root)))
+    name = _pick_machine(known, records.runs_dir(root), machine, spec)
+    runs = records.named_runs(root, name)
     where = records.runs_dir(root) / name
     if not runs:
         raise BadInput(f"{spec!r}: no runs in {where}; run `harness bench` first")
     if spec == "latest":
-        return runs[-1].result_file()
+        return runs[-1].result_file
     if spec.startswith("commit:"):
         prefix, by_run = spec[len("commit:"):], []
     else:
@@ -327,7 +316,7 @@ def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathli
         if len(by_run) > 1:
             raise BadInput(f"{spec!r} matches several runs in {where}: "
                            f"{', '.join(r.run_id for r in by_run[:6])}; give more of the run id")
-        return by_run[0].result_file()
+        return by_run[0].result_file
     if len(commits) > 1:
         raise BadInput(f"{spec!r} matches several commits in {where}: {', '.join(c[:12] for c in commits)}; "
                        "give more of the hash")
@@ -335,7 +324,7 @@ def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathli
         known = ", ".join(sorted({r.commit[:8] for r in runs})) or "none"
         raise BadInput(f"{spec!r}: no run of that commit (or run id) in {where} "
                        f"(commits with runs: {known}; run ids look like {runs[-1].run_id})")
-    return by_commit[-1].result_file()
+    return by_commit[-1].result_file
 
 
 # ---- the environment fingerprint saved with each run (harness.measure.bench) ----

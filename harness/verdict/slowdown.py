@@ -33,9 +33,10 @@ from __future__ import annotations
 import pathlib
 
 from harness.core.exits import BadInput
+from harness.core import settings
 
-SWITCH = "HARNESS_TEST_SLOWDOWN"
-SIDE_SWITCH = "HARNESS_TEST_SLOWDOWN_SIDE"
+SWITCH = settings.TEST_SLOWDOWN.name
+SIDE_SWITCH = settings.TEST_SLOWDOWN_SIDE.name
 FUSION_CLASSES = {"pointwise_chain": "PointwiseChain", "training_step": "SmallModelTrainingStep"}
 FUSION_WORKLOADS = tuple(FUSION_CLASSES)
 SIDES = ("all", "compiled")

@@ -30,9 +30,9 @@ INSTRUCTIONS_ROW = "canary.Canary.track_instructions"
 
 
 def _extra() -> bool:
-    from harness.core.switches import flag
+    from harness.core import settings
 
-    return flag("HARNESS_CANARY_EXTRA")
+    return settings.CANARY_EXTRA.get()
 
 
 def chain(x):

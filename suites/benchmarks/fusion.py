@@ -32,6 +32,7 @@ from harness.measure import allocator, traffic
 from harness.measure.workloads import NotApplicable, device, full_mode, grid, require_cuda
 from harness.measure.workloads import attention, bandwidth, checkpointing, optimizers
 from harness.measure.workloads import fusion as wl
+from harness.core import settings
 
 
 def setup(*params):
@@ -171,7 +172,7 @@ class ColdCompilation:
     def setup(self, workload):
         if not full_mode():
             raise NotApplicable("cold compiles take ~30 s per graph on two CPU cores; "
-                                "measured only with HARNESS_FULL=1 (harness bench --full)")
+                                f"measured only with {settings.FULL.name}=1 (harness bench --full)")
         self.case = wl.build(workload, device())
 
     def track_cold_compile_time(self, workload):

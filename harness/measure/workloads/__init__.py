@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import torch
 
-from harness.core.switches import full_mode
+from harness.core import settings
 
 AREAS = ("fusion", "transfer", "amp", "dataloader", "models", "training_loop")
 
 
 class NotApplicable(NotImplementedError):
     """This case cannot run here; the message says why (shown by asv and pytest)."""
+
+
+def full_mode() -> bool:
+    """Full sizes and grids in this process (the run's mode)."""
+    return settings.FULL.get()
 
 
 def size() -> str:

@@ -51,7 +51,8 @@ import time
 
 import torch
 
-from harness.core.switches import full_mode
+from harness.core import settings
+from harness.core.env import default_device_name
 
 SECTIONS = ("scaling", "all_reduce", "bucket_cap", "bucket_view", "no_sync", "data_parallel")
 DEFAULT_BUCKET_CAP_MB = 25  # DDP's default
@@ -62,7 +63,7 @@ SIZES = {  # the MLP and the timing rounds per mode
              "rounds": 40, "warmup": 3},
 }
 LAUNCH_TIMEOUT_S = {"fast": 300, "full": 1800}
-TIMEOUT_ENV = "HARNESS_DISTRIBUTED_TIMEOUT_S"  # overrides LAUNCH_TIMEOUT_S (a slow machine)
+TIMEOUT_ENV = settings.DISTRIBUTED_TIMEOUT_S.name  # overrides LAUNCH_TIMEOUT_S (a slow machine)
 
 
 @dataclasses.dataclass
@@ -110,7 +111,7 @@ class Plan:
 
 
 def mode() -> str:
-    return "full" if full_mode() else "fast"
+    return "full" if settings.FULL.get() else "fast"
 
 
 def device_type() -> str:
@@ -122,20 +123,20 @@ def device_type() -> str:
 def world_sizes() -> list[int]:
     """World sizes measured: on CPU 2 (fast; also the machine's core count in full mode), on
     CUDA one process per GPU (full mode also every power of two below the GPU count)."""
-    if torch.cuda.is_available() and os.environ.get("HARNESS_DEVICE", "cuda").startswith("cuda"):
+    if torch.cuda.is_available() and default_device_name().startswith("cuda"):
         n = torch.cuda.device_count()
-        sizes = {n} | ({2 ** k for k in range(1, n.bit_length()) if 2 ** k < n} if full_mode() else set())
+        sizes = {n} | ({2 ** k for k in range(1, n.bit_length()) if 2 ** k < n} if settings.FULL.get() else set())
         return sorted(sizes)
     cores = os.cpu_count() or 2
-    return sorted({2} | ({cores} if full_mode() and cores > 2 else set()))
+    return sorted({2} | ({cores} if settings.FULL.get() and cores > 2 else set()))
 
 
 def bucket_caps_mb() -> list[int]:
-    return [1, 5, 10, 50, 100] if full_mode() else [1, 100]
+    return [1, 5, 10, 50, 100] if settings.FULL.get() else [1, 100]
 
 
 def micro_batch_counts() -> list[int]:
-    return [2, 4, 8] if full_mode() else [4]
+    return [2, 4, 8] if settings.FULL.get() else [4]
 
 
 def launch_timeout_s() -> float:
@@ -143,15 +144,11 @@ def launch_timeout_s() -> float:
     else 300 (fast) or 1800 (full)."""
     from harness.core.exits import BadInput
 
-    value = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not value:
+    seconds = settings.DISTRIBUTED_TIMEOUT_S.get()
+    if seconds is None:
         return float(LAUNCH_TIMEOUT_S[mode()])
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
     if not (seconds > 0 and math.isfinite(seconds)):
-        raise BadInput(f"${TIMEOUT_ENV} must be a positive number of seconds, got {value!r}")
+        raise BadInput(f"${TIMEOUT_ENV} must be a positive number of seconds, got {settings.DISTRIBUTED_TIMEOUT_S.raw()!r}")
     return seconds
 
 
@@ -191,7 +188,7 @@ def measure(world_size: int, plan: Plan | None = None, *, timeout_s: float | Non
 
 
 def _mlp(plan: Plan, dev: torch.device) -> torch.nn.Module:
-    from harness.core.env import seed_everything
+    from harness.core.env import default_device_name, seed_everything
 
     seed_everything(plan.seed)  # the same weights on every rank and for every variant
     dims = [plan.features] + [plan.hidden] * plan.layers
