@@ -39,11 +39,13 @@ workload and the busy loop first.
 
 from __future__ import annotations
 
+import compileall
 import dataclasses
 import gc
 import hashlib
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import platform
@@ -51,6 +53,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -74,7 +77,7 @@ INSTALL_HINT = ("install valgrind (Debian/Ubuntu: `apt-get install valgrind`, wh
                 "callgrind.h; Fedora: `dnf install valgrind valgrind-devel`)")
 VALGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no", "--compress-strings=no",
                     "--compress-pos=no")
-BUSY_CALIBRATION = 20_000  # iterations of the injection's busy loop counted to calibrate it
+BUSY_CALIBRATION = 1000  # iterations of the injection's busy loop counted to calibrate it
 
 HELPER_SOURCE = """\
 /* written by harness.measure.instructions: callgrind client requests for ctypes */
@@ -160,15 +163,21 @@ def unavailable() -> str | None:
 
 # ---- the parent: prepare natively, run valgrind, read the dumps ----
 
+# Two counts started from threads of one process load a source file at once: the second must not
+# see the first's module in sys.modules before it has run.
+_LOADING = threading.Lock()
+
+
 def _load_table(source: str) -> dict:
     if source.endswith(".py"):
         name = "_harness_instruction_source_" + hashlib.sha256(source.encode()).hexdigest()[:8]
-        module = sys.modules.get(name)
-        if module is None:
-            spec = importlib.util.spec_from_file_location(name, source)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
+        with _LOADING:
+            module = sys.modules.get(name)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(name, source)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
     else:
         module = importlib.import_module(source)
     return getattr(module, "INSTRUCTION_WORKLOADS", None) or module.WORKLOADS
@@ -193,15 +202,25 @@ def selected(names: list[str]) -> list[str]:
 PASSED_ENV = ("TORCHINDUCTOR_CACHE_DIR", settings.CANARY_EXTRA.name)
 
 
+# The counting process's scratch folder is its working directory, and nothing in it changes while
+# it runs (a folder's new entries would make Python's import system list it again, at moments that
+# differ from run to run): what is written during the run goes into OUT, made before it starts.
+CANON = "p"  # the canonical paths (symlinks), relative to the working directory
+STATE = "state"  # what the native preparation writes and the workloads load
+OUT = "out"  # callgrind's dumps, the children's status files, the worker's result
+INDUCTOR_LINK = f"{CANON}/inductor"
+
+
 def _canonical(work: Path, helper: Path, sources: list[str]) -> tuple[list[str], dict, dict[str, str]]:
     """The interpreter, environment and source paths of the counting process, made the same
-    wherever the checkout, venv or results lie: CPython 3.11 hashes its method cache by the
-    address of a name, and every path string of a different length allocated at import time
-    moves those addresses (3 kB more environment moved the MLP's inference count by 0.8%). So
-    the process runs `python -S` through symlinks of one length under the scratch folder, in it
-    as the working directory, with a small fixed environment. Returns (interpreter command
-    prefix, environment, {source: its canonical path})."""
-    canon = work / "p"
+    wherever the checkout, venv, results or scratch folder lie: CPython 3.11 keys its method
+    cache by the address of a name, and every string of another length or hash allocated before
+    the workload moves those addresses (3 kB more environment moved the MLP's inference count by
+    0.8%). So the process runs the base interpreter with `-S` in the scratch folder, and reaches
+    every path through relative symlinks (`p/00`, `p/source00.py`, `p/helper.so`,
+    `p/inductor`) with a small fixed environment: nothing it sees differs from one run to the
+    next. Returns (interpreter command, environment, {source: its path there})."""
+    canon = work / CANON
     canon.mkdir()
     home = Path(__file__).resolve().parents[2]  # the folder holding the harness package
     entries = []
@@ -209,22 +228,24 @@ def _canonical(work: Path, helper: Path, sources: list[str]) -> tuple[list[str],
         if Path(entry).resolve().is_relative_to(Path(sys.base_prefix).resolve()):
             entries.append(entry)  # the base interpreter's own library: the same for every venv
             continue
-        link = canon / f"{i:02d}"
-        link.symlink_to(entry)
-        entries.append(str(link))
-    python = canon / "python"
-    python.symlink_to(os.path.realpath(sys.executable))
+        (canon / f"{i:02d}").symlink_to(entry)
+        entries.append(f"{CANON}/{i:02d}")
     (canon / "helper.so").symlink_to(helper)
     mapped = {}
     for j, src in enumerate(s for s in sources if s.endswith(".py")):
-        link = canon / f"source{j:02d}.py"
-        link.symlink_to(Path(src).resolve())
-        mapped[src] = str(link)
-    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    env.update(HOME=str(work), PATH="/usr/local/bin:/usr/bin:/bin", PYTHONPATH=os.pathsep.join(entries),
+        (canon / f"source{j:02d}.py").symlink_to(Path(src).resolve())
+        mapped[src] = f"{CANON}/source{j:02d}.py"
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ and k != "TORCHINDUCTOR_CACHE_DIR"}
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if cache:
+        (work / INDUCTOR_LINK).symlink_to(Path(cache).resolve())
+        env["TORCHINDUCTOR_CACHE_DIR"] = INDUCTOR_LINK
+    env.update(HOME=".", PATH="/usr/local/bin:/usr/bin:/bin", PYTHONPATH=os.pathsep.join(entries),
                PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED") or "0", OMP_NUM_THREADS="1",
                MKL_NUM_THREADS="1", LC_ALL="C.UTF-8")
-    return [str(python), "-S"], env, mapped
+    # -P (3.11): the working directory is not put on sys.path
+    flags = ["-S", "-P"] if sys.version_info >= (3, 11) else ["-S"]
+    return [os.path.realpath(sys.executable), *flags], env, mapped
 
 
 def _fingerprint(worker: dict) -> dict:
@@ -278,14 +299,20 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
         extra = settings.TEST_EXTRA_INSTRUCTIONS.get()
         slowed = settings.TEST_EXTRA_INSTRUCTIONS_WORKLOADS.get()
         python, env, sources = _canonical(work, helper, [j["source"] for j in jobs])
-        prefix = work / "cg"
-        spec = {"helper": str(work / "p" / "helper.so"), "folder": str(work),
+        # a module the counting process compiles (no .pyc yet, or a stale one) leaves its heap
+        # otherwise than one it loads: make every .pyc of the harness current first
+        compileall.compile_dir(str(Path(__file__).resolve().parents[1]), quiet=1)
+        (work / STATE).mkdir()
+        (work / OUT / "status").mkdir(parents=True)
+        prefix = work / OUT / "cg"
+        ready_r, ready_w = os.pipe()  # the parent says "prepared" through it
+        spec = {"helper": f"{CANON}/helper.so", "state": STATE, "out": OUT, "ready_fd": ready_r,
                 "jobs": [dict(j, source=sources.get(j["source"], j["source"])) for j in jobs],
                 "parallel": PARALLEL, "extra": {"fraction": extra, "workloads": slowed},
-                "prefix": str(prefix), "out": str(work / "worker.json")}
+                "prefix": f"{OUT}/cg"}
         (work / "spec.json").write_text(json.dumps(spec))
         cmd = [shutil.which("valgrind") or "valgrind", *VALGRIND_OPTIONS, f"--callgrind-out-file={prefix}.%p",
-               *python, "-m", "harness.measure.instructions", str(work / "spec.json")]
+               *python, "-m", "harness.measure.instructions", "spec.json"]
 
         def prepare() -> None:
             """Natively, while valgrind imports torch; the counting process waits for it."""
@@ -293,28 +320,33 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
                 w = workload_of(Target(job["row"], job["source"], job["workload"]))
                 try:
                     if w.prepare is not None:
-                        w.prepare(work)
+                        w.prepare(work / STATE)
                 except Exception as exc:  # reported on the row, the others still count
                     failed[job["row"]] = f"preparing {job['workload']} failed: {type(exc).__name__}: {exc}"
-            write_atomic(work / "prepared.json",
+            write_atomic(work / OUT / "prepared.json",
                          json.dumps([j["index"] for j in jobs if j["row"] not in failed]))
             times["prepare"] = round(time.perf_counter() - t0, 1)
+            os.write(ready_w, b"r")  # one blocking read there: no polling loop moves its heap
 
         times: dict = {}
         from harness.core.processes import run_tied
 
         try:  # tied to this (benchmark) process: asv's timeout or a cancelled run ends it too
-            proc = run_tied(cmd, env=env, timeout=timeout_s, cwd=work, meanwhile=prepare)
+            proc = run_tied(cmd, env=env, timeout=timeout_s, cwd=work, meanwhile=prepare,
+                            pass_fds=(ready_r,))
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"the valgrind process ran past {timeout_s:.0f} s and was ended") from None
+        finally:
+            os.close(ready_r)
+            os.close(ready_w)
         jobs = [j for j in jobs if j["row"] not in failed]
         try:
-            worker = json.loads((work / "worker.json").read_text())
+            worker = json.loads((work / OUT / "worker.json").read_text())
         except (OSError, ValueError):
             tail = "\n".join((proc.stderr or "").strip().splitlines()[-15:])
             raise RuntimeError(f"the valgrind process (exit {proc.returncode}) wrote no result:\n{tail}") \
                 from None
-        kernel_dirs = tuple(d for d in (os.environ.get("TORCHINDUCTOR_CACHE_DIR"),) if d)
+        kernel_dirs = tuple(d for d in (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), INDUCTOR_LINK) if d)
         empty = _dump_for(prefix, worker["pid"], "harness-overhead")
         worker["overhead"] = _totals(empty) if empty else 0
         rows, summaries = {}, {}
@@ -390,11 +422,12 @@ def _keep(record: dict, targets: list[Target]) -> None:
 # ---- the worker: runs under valgrind ----
 
 def _busy(n: int) -> int:
-    """The injection's extra work: plain Python, as more interpreter overhead would be."""
-    total = 0
-    for i in range(n):
-        total += i
-    return total
+    """The injection's extra work: plain Python, as more interpreter overhead would be, the same
+    instructions every iteration (no new int objects, which range() and sums beyond 256 make)."""
+    flip = 0
+    for _ in itertools.repeat(None, n):
+        flip ^= 1
+    return flip
 
 
 def _totals(path: Path) -> int:
@@ -466,10 +499,19 @@ def _slowed(req: _Requests, fn, job: dict, tag: str, fraction: float, prefix: Pa
     here first (test-only, see the module docstring)."""
     pid = os.getpid()
     req.measure(fn, job["calls"], f"calibrate-{tag}")
-    req.measure(lambda: _busy(BUSY_CALIBRATION), 1, f"busy-{tag}")
+    for _ in range(20):  # specialised by Python's adaptive interpreter, as in the timed calls
+        _busy(BUSY_CALIBRATION)
+    for k in (1, 3):  # two lengths: instructions per iteration, and those of the call itself
+        req.measure(lambda k=k: _busy(k * BUSY_CALIBRATION), 1, f"busy{k}-{tag}")
     clean = _totals(_dump_for(prefix, pid, f"calibrate-{tag}")) / job["calls"]
-    per_iteration = _totals(_dump_for(prefix, pid, f"busy-{tag}")) / BUSY_CALIBRATION
-    n = max(1, round(fraction * clean / per_iteration))
+    short, long = (_totals(_dump_for(prefix, pid, f"busy{k}-{tag}")) for k in (1, 3))
+    per_iteration = (long - short) / (2 * BUSY_CALIBRATION)
+    per_call = short - BUSY_CALIBRATION * per_iteration
+    n = max(1, round((fraction * clean - per_call) / per_iteration))
+    for _ in range(20):
+        _busy(n)
+    req.measure(lambda: _busy(n), 1, f"busyn-{tag}")  # what one call of the extra work adds
+    added = _totals(_dump_for(prefix, pid, f"busyn-{tag}"))
 
     def slowed():
         out = fn()
@@ -478,7 +520,8 @@ def _slowed(req: _Requests, fn, job: dict, tag: str, fraction: float, prefix: Pa
 
     for _ in range(job["warmup"]):
         slowed()
-    return slowed, {"fraction": fraction, "iterations": n, "added_per_call": round(n * per_iteration)}
+    return slowed, {"fraction": fraction, "iterations": n, "added_per_call": added,
+                    "clean_per_call": round(clean)}
 
 
 def _worker(spec_path: str) -> int:
@@ -495,18 +538,16 @@ def _worker(spec_path: str) -> int:
     result = {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
               "threads": torch.get_num_threads(), "import_s": round(time.perf_counter() - t0, 1),
               "pid": os.getpid(), "jobs": {}}
-    folder = Path(spec["folder"])
-    prepared = folder / "prepared.json"  # written by the parent once the native preparation is done
-    while not prepared.is_file():
-        time.sleep(0.2)
-    ready = set(json.loads(prepared.read_text()))
+    folder, out = Path(spec["state"]), Path(spec["out"])
+    os.read(spec["ready_fd"], 1)  # the parent has prepared what the workloads load
+    prepared = out / "prepared.json"
+    ready = set(json.loads(prepared.read_text())) if prepared.is_file() else set()
     jobs = [j for j in spec["jobs"] if j["index"] in ready]
     for job in jobs:
         workload_of(Target(job["row"], job["source"], job["workload"]))  # import once, here
     for _ in range(3):  # the last of three: the client requests' own instructions, warm
         req.measure(lambda: None, 1, "harness-overhead")
-    status_dir = folder / "status"
-    status_dir.mkdir(exist_ok=True)
+    status_dir = out / "status"
     tasks = [(job, layout) for job in jobs for layout in range(job["layouts"])]
     gates = [os.pipe() for _ in tasks]  # made before any fork: every child sees them all
     phases = sorted({tuple(job["imports"]) for job in jobs}, key=len)
@@ -538,7 +579,7 @@ def _worker(spec_path: str) -> int:
         path = status_dir / f"{tag}.json"
         result["jobs"][tag] = json.loads(path.read_text()) if path.is_file() else \
             {"error": f"a counting child ({job['workload']}, layout {layout}) died before writing its result"}
-    Path(spec["out"]).write_text(json.dumps(result))
+    (out / "worker.json").write_text(json.dumps(result))
     return 0
 
 
@@ -553,7 +594,7 @@ def _child(req: _Requests, job: dict, layout: int, folder: Path, spec: dict, gat
     except BaseException as exc:  # noqa: BLE001 (any failure is this row's, reported)
         status = {"error": f"{type(exc).__name__}: {exc}"}
     status["pid"] = os.getpid()
-    (folder / "status" / f"{job['index']}-{layout}.json").write_text(json.dumps(status))
+    (Path(spec["out"]) / "status" / f"{job['index']}-{layout}.json").write_text(json.dumps(status))
     os._exit(0)
 
 
