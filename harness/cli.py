@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import traceback
 
 from harness.core import exits
 
@@ -77,31 +76,14 @@ def _run(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from harness.core.processes import Terminated, terminate_as_interrupt
+    from harness.core.processes import terminate_as_interrupt
 
     argv = list(sys.argv[1:] if argv is None else argv)
     name = f"harness {argv[0]}" if argv and argv[0] in COMMANDS else "harness"
-    try:
-        # SIGTERM (a CI timeout, a cancelled job) unwinds like Ctrl-C: scratch folders and worktrees
-        # are removed and the runners we started are ended (harness.core.processes)
-        with terminate_as_interrupt():
-            return _run(argv)
-    except exits.HarnessError as exc:
-        print(f"{name}: error: {exc}", file=sys.stderr)
-        return exc.code
-    except Terminated:
-        print(f"{name}: terminated (SIGTERM)", file=sys.stderr)
-        return exits.TERMINATED
-    except KeyboardInterrupt:
-        print(f"{name}: interrupted", file=sys.stderr)
-        return exits.INTERRUPTED
-    except SystemExit as exc:  # --help and --version exit 0 through argparse
-        return exc.code if isinstance(exc.code, int) else exits.INTERNAL
-    except Exception:
-        traceback.print_exc()
-        print(f"{name}: internal error (exit {exits.INTERNAL}); please report the traceback above",
-              file=sys.stderr)
-        return exits.INTERNAL
+    # SIGTERM (a CI timeout, a cancelled job) unwinds like Ctrl-C: scratch folders and worktrees
+    # are removed and the runners we started are ended (harness.core.processes)
+    with terminate_as_interrupt():
+        return exits.guarded(name, lambda: _run(argv))
 
 
 if __name__ == "__main__":

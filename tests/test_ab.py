@@ -12,7 +12,7 @@ import pytest
 from harness.cli import main
 from harness.core import records
 from harness.measure import instructions
-from harness.verdict import ab
+from harness.runs import ab
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -96,5 +96,7 @@ def test_a_side_s_processes_share_the_paired_window(monkeypatch):
     monkeypatch.setenv("HARNESS_PAIRED_WINDOW_S", "2.5")
     assert timing.loop_settings()["paired_window_s"] == 2.5
     monkeypatch.setenv("HARNESS_PAIRED_WINDOW_S", "soon")
-    with pytest.raises(ValueError, match="HARNESS_PAIRED_WINDOW_S must be a number of seconds"):
+    from harness.core.exits import BadInput
+
+    with pytest.raises(BadInput, match="HARNESS_PAIRED_WINDOW_S must be a number, got 'soon'"):
         timing.loop_settings()

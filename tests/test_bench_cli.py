@@ -1,6 +1,7 @@
 """`harness bench` end to end: one cheap suite through asv into a temporary results directory."""
 
 import json
+import re
 import math
 import os
 import subprocess
@@ -8,7 +9,7 @@ import sys
 from pathlib import Path
 
 
-from harness.measure import bench
+from harness.runs import bench
 from harness.verdict import summary
 from harness.verdict.results import Entry, ResultSet
 from harness.cli import main
@@ -64,7 +65,7 @@ def test_quick_runs_are_kept_as_immutable_run_records(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     runs = sorted((root / "runs" / "testmachine-cpu").iterdir())
-    assert len(runs) == 1 and runs[0].name.endswith(f"-{sha[:8]}"), runs
+    assert len(runs) == 1 and re.fullmatch(rf"\d{{8}}T\d{{6}}Z-{sha[:8]}-[0-9a-f]{{6}}", runs[0].name), runs
     first = runs[0]
     files = list((first / "asv" / "testmachine-cpu").glob(f"{sha[:8]}-existing-*.json"))
     assert len(files) == 1, list(first.rglob("*"))
@@ -96,7 +97,7 @@ def test_quick_runs_are_kept_as_immutable_run_records(tmp_path):
     again = _bench(tmp_path, root, "--label", "again")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     runs = sorted((root / "runs" / "testmachine-cpu").iterdir())
-    assert len(runs) == 2 and runs[0] == first and runs[1].name.endswith(f"-{sha[:8]}-again"), runs
+    assert len(runs) == 2 and runs[0] == first and re.fullmatch(rf"\d{{8}}T\d{{6}}Z-{sha[:8]}-[0-9a-f]{{6}}-again", runs[1].name), runs
     assert files[0].read_bytes() == first_bytes, "a rerun never rewrites an earlier run"
     view = list((root / "asv" / "testmachine-cpu").glob(f"{sha[:8]}-existing-*.json"))
     second = list((runs[1] / "asv" / "testmachine-cpu").glob("*-existing-*.json"))

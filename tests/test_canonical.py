@@ -12,7 +12,6 @@ import expecttest
 import torch
 from torch import nn
 
-from harness.golden import canonical
 from harness.golden.normalize import normalize, op_counts
 from harness.golden.capture import capture
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from harness.measure.asv import branches
+from harness.runs.asv import branches
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,8 @@ import pathlib
 import pytest
 
 from harness.core.project import head_commit
-from harness.verdict import calibrate
+from harness.runs import calibrate
+from harness.runs.spec import RunSpec
 from harness.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -27,10 +28,10 @@ def runs(tmp_path_factory):
     bench_dir = calibrate._benchmark_dir(ROOT, ["canary"], work)
     commit = head_commit(ROOT)
     timing = [r"^canary\.Canary\.track_(?!instructions)"]  # the instruction row: test_ab, test_instructions_valgrind
-    a = calibrate.asv_run(ROOT, bench_dir, work / "A", MACHINE, commit, benches=timing)
-    b = calibrate.asv_run(ROOT, bench_dir, work / "B", MACHINE, commit, {"HARNESS_CANARY_EXTRA": "1"},
-                          benches=timing)
-    c = calibrate.asv_run(ROOT, bench_dir, work / "C", MACHINE, commit, benches=timing)
+    spec = RunSpec(machine=MACHINE, benches=tuple(timing))
+    a = calibrate.asv_run(ROOT, bench_dir, work / "A", spec, commit)
+    b = calibrate.asv_run(ROOT, bench_dir, work / "B", spec.with_env(HARNESS_CANARY_EXTRA="1"), commit)
+    c = calibrate.asv_run(ROOT, bench_dir, work / "C", spec, commit)
     return work, a, b, c
 
 

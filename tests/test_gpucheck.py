@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.commands import gpucheck, gpucheck_wheels as wheels
-from harness.measure import gpucheck as checks
+from harness.runs import gpucheck
+from harness.runs.gpucheck import checks, wheels
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci" / "gpu-check"
@@ -36,6 +36,8 @@ def test_plan_fits_the_deadline_and_names_are_unique():
     names = [s.name for s in gpucheck.PLAN]
     assert len(names) == len(set(names))
     assert gpucheck.DEADLINE_S + 10 <= 8 * 60  # installation included, kill grace left over
+    # the budgets are upper bounds that fit the deadline together, not a plan that overruns it
+    assert sum(s.budget_s for s in gpucheck.PLAN) + gpucheck.WHEELS_BUDGET_S <= gpucheck.DEADLINE_S
     for step in gpucheck.PLAN:
         assert step.needs is None or names.index(step.needs) < names.index(step.name)
 
@@ -193,8 +195,8 @@ def test_cuda_only_checks_say_why_on_cpu():
 
 
 def test_kit_modules_import_without_torch():
-    code = ("import sys; import harness.measure.gpucheck, harness.golden.devicecheck, "
-            "harness.commands.gpucheck, harness.commands.gpucheck_steps, harness.commands.gpucheck_wheels; "
+    code = ("import sys; import harness.runs.gpucheck.checks, harness.golden.devicecheck, "
+            "harness.commands.gpucheck, harness.runs.gpucheck.steps, harness.runs.gpucheck.wheels; "
             "print('torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.stdout.strip() == "False", proc.stderr

@@ -144,7 +144,7 @@ def test_report_history_labels_torch_changes(tmp_path):
 
 
 def test_nightly_writes_a_summary_and_exits_1_on_a_new_step(tmp_path, monkeypatch, capsys):
-    from harness.verdict import nightly
+    from harness.runs import nightly
 
     root = tmp_path / "results"
     monkeypatch.setattr(nightly, "publish", lambda root, html_dir: 0)

@@ -216,7 +216,7 @@ def test_history_names_the_functions_behind_an_instruction_step(tmp_path, capsys
 
 
 def test_ab_runs_instruction_rows_apart_from_the_pairs():
-    from harness.verdict import ab
+    from harness.runs import ab
 
     import re
 
@@ -248,7 +248,7 @@ def test_spread_layouts_widen_the_tolerance_and_say_so(tmp_path, capsys):
 
 
 def test_merge_joins_the_shards_instruction_records(tmp_path):
-    from harness.verdict import merge
+    from harness.runs import merge
 
     recs = []
     for i, row in enumerate([ROW, ROW.replace("mlp_inference", "word_lm_inference")]):

@@ -15,7 +15,8 @@ import threading
 import pytest
 
 from harness.core.project import head_commit
-from harness.verdict import calibrate, nightly
+from harness.runs import calibrate, nightly
+from harness.runs.spec import RunSpec
 from harness.cli import main
 
 MACHINE = "nightly-cpu"
@@ -30,8 +31,8 @@ def published(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
     work = tmp_path_factory.mktemp("work")
     bench_dir = calibrate._benchmark_dir(ROOT, ["canary"], work)
-    calibrate.asv_run(ROOT, bench_dir, root / "asv", MACHINE, head_commit(ROOT),
-                      benches=[r"^canary\.Canary\.track_(?!instructions)"])  # no valgrind process
+    spec = RunSpec(machine=MACHINE, benches=(r"^canary\.Canary\.track_(?!instructions)",))  # no valgrind
+    calibrate.asv_run(ROOT, bench_dir, root / "asv", spec, head_commit(ROOT))
     code = main(["nightly", "--skip-bench", "--results-dir", str(root), "--machine", MACHINE])
     assert code == 0
     return root
@@ -43,16 +44,18 @@ def test_nightly_publishes(published):
     assert "canary.Canary.track_time" in json.loads((html / "index.json").read_text())["benchmarks"]
 
 
-def test_nightly_runs_the_benchmark_runner_then_gates(tmp_path, monkeypatch, capsys):
-    """Full mode goes through `harness bench --full` into this results root; --gate follows."""
+def test_nightly_runs_the_benchmark_runner_in_process_then_gates(tmp_path, monkeypatch, capsys):
+    """Full mode goes through the benchmark runner (in this process) into this results root;
+    --gate's BASE is named before the run, so a missing one stops the night before it starts."""
     calls = []
-    monkeypatch.setattr(nightly, "run_bench", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(nightly, "run_bench", lambda root, spec, commit: calls.append((root, spec)) or 0)
     monkeypatch.setattr(nightly, "publish", lambda root, html_dir: 0)
     monkeypatch.setattr(nightly, "vendor_dashboard", lambda html: [])
     code = main(["nightly", "--results-dir", str(tmp_path), "--machine", MACHINE, "--gate", "baseline"])
-    assert calls and calls[0][3:] == ["bench", "--results-dir", str(tmp_path), "--machine",
-                                      MACHINE, "--label", "nightly", "--full"]
-    assert code == 3 and "run `harness bench` first" in capsys.readouterr().err  # no results here
+    assert code == 3 and "no baseline for machine" in capsys.readouterr().err and calls == []
+    assert main(["nightly", "--results-dir", str(tmp_path), "--machine", MACHINE]) == 0
+    (root, spec), = calls
+    assert root == tmp_path and (spec.mode, spec.machine, spec.label) == ("full", MACHINE, "nightly")
 
 
 def test_save_baseline_then_gate_against_it(published, capsys):

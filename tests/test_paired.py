@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from harness.core.exits import BadInput
-from harness.measure import bench, timing
+from harness.measure import timing
+from harness.runs import spec
+from harness.runs.spec import RunSpec
 from harness.measure.reference import reference_workload
 from harness.measure.threads import default_threads, fix_threads, parse_threads, run_threads
 
@@ -150,18 +152,19 @@ def test_thread_count_follows_the_mode_and_the_override(monkeypatch):
 
 
 def test_bench_tells_the_suites_quick_mode_threads_and_the_cache(tmp_path):
-    env = bench.run_environment(quick=True, full=False, inductor_cache=tmp_path)
+    env = RunSpec(mode="quick").environment(inductor_cache=tmp_path)
     assert env["HARNESS_QUICK"] == "1" and env["HARNESS_FULL"] == "0" and env["HARNESS_THREADS"] == "1"
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
-    env = bench.run_environment(quick=False, full=True, threads=5)
-    assert env["HARNESS_QUICK"] == "0" and env["HARNESS_THREADS"] == "5"
+    env = RunSpec(mode="full", threads=5).environment()
+    assert env["HARNESS_QUICK"] == "0" and env["HARNESS_FULL"] == "1" and env["HARNESS_THREADS"] == "5"
+    assert RunSpec.from_flags(quick=True).size == "small" and RunSpec.from_flags(full=True).size == "full"
 
 
 def test_bench_fixes_the_suites_hash_seed_unless_the_caller_set_one(monkeypatch):
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
-    assert bench.run_environment(quick=True, full=False)["PYTHONHASHSEED"] == bench.HASH_SEED == "0"
+    assert RunSpec(mode="quick").environment()["PYTHONHASHSEED"] == spec.HASH_SEED == "0"
     monkeypatch.setenv("PYTHONHASHSEED", "123")
-    assert bench.run_environment(quick=True, full=False)["PYTHONHASHSEED"] == "123"
+    assert RunSpec(mode="quick").environment()["PYTHONHASHSEED"] == "123"
 
 
 def test_bench_threads_zero_is_bad_input(capsys, tmp_path):

@@ -27,7 +27,8 @@ import pytest
 
 from harness.cli import main
 from harness.core.project import head_commit
-from harness.verdict import calibrate
+from harness.runs import calibrate
+from harness.runs.spec import RunSpec
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.xdist_group("paired-e2e")
@@ -80,9 +81,10 @@ def runs(tmp_path_factory):
     (bench / "__init__.py").write_text("")
     (bench / "fusion.py").write_text(SCRATCH_SUITE.format(path=str(ROOT / "suites" / "benchmarks" / "fusion.py")))
     commit = head_commit(ROOT)
-    a = calibrate.asv_run(ROOT, bench, work / "A", MACHINE, commit, quick=True)
-    b = calibrate.asv_run(ROOT, bench, work / "B", MACHINE, commit, {"P8_TEST_SLOWDOWN": SLOWDOWN}, quick=True)
-    c = calibrate.asv_run(ROOT, bench, work / "C", MACHINE, commit, quick=True)
+    spec = RunSpec(mode="quick", machine=MACHINE)
+    a = calibrate.asv_run(ROOT, bench, work / "A", spec, commit)
+    b = calibrate.asv_run(ROOT, bench, work / "B", spec.with_env(P8_TEST_SLOWDOWN=SLOWDOWN), commit)
+    c = calibrate.asv_run(ROOT, bench, work / "C", spec, commit)
     return work, a, b, c
 
 

@@ -4,7 +4,6 @@ history` shows them in text, Markdown and JSON."""
 
 import json
 import pathlib
-import subprocess
 import textwrap
 
 import pytest
@@ -237,7 +236,7 @@ def test_recording_counts_sees_what_ops_per_call_counted():
 
 
 def test_nightly_summary_names_the_operators(tmp_path, monkeypatch, capsys):
-    from harness.verdict import nightly
+    from harness.runs import nightly
 
     root = tmp_path / "results"
     monkeypatch.setattr(nightly, "publish", lambda root, html_dir: 0)
@@ -284,21 +283,20 @@ def test_a_failed_profile_is_named_not_compared(tmp_path):
     (False, True, True, True),     # harness bench --quick --profile
 ])
 def test_full_runs_and_profile_runs_store_profiles(tmp_path, monkeypatch, full, quick, asked, profiled):
-    from harness.measure import asv, bench
+    from harness.runs import asv, bench
+    from harness.runs.spec import RunSpec
 
     calls = []
 
-    def fake_asv(cmd, **kwargs):  # `asv run` (the only runner bench starts in a session) writes a result
-        conf = next(a for a in cmd if str(a).endswith(".conf.json"))
-        results = pathlib.Path(json.loads(pathlib.Path(conf).read_text())["results_dir"])
-        write_set(results, "0" * 40, {OPS: 10}, machine="m1-cpu", units=UNITS)
-        return subprocess.CompletedProcess(cmd, 0)
+    def fake_asv(run):  # the asv runner writes a result, as `asv run` would
+        write_set(run.results, "0" * 40, {OPS: 10}, machine="m1-cpu", units=UNITS)
+        return asv.AsvResult(0, "", "", 0.1, sorted((run.results / "m1-cpu").glob("0*.json")))
 
-    monkeypatch.setattr(asv, "record_machine", lambda config, machine, env: env)
-    monkeypatch.setattr(bench, "run_in_session", fake_asv)
+    monkeypatch.setattr(asv, "run", fake_asv)
     monkeypatch.setattr(bench, "operator_pass", lambda project, staging, names, env, *, profile, out:
                         calls.append(profile) or "done")
-    ran = bench.run(pathlib.Path(__file__).resolve().parents[1], tmp_path / "results", ["canary"],
-                    sha="0" * 40, machine="m1-cpu", full=full, quick=quick, profile=asked)
+    spec = RunSpec.from_flags(full=full, quick=quick, suites=("canary",), machine="m1-cpu")
+    ran = bench.run(pathlib.Path(__file__).resolve().parents[1], tmp_path / "results", spec,
+                    sha="0" * 40, profile=asked)
     assert calls == [profiled]
     assert ran.record.meta["profiled"] is profiled and ran.record.meta["operator_pass"] == "done"

@@ -20,7 +20,7 @@ import pytest
 
 from harness.cli import main
 from harness.core import records
-from harness.measure import shard
+from harness.runs import shard
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.xdist_group("shard-e2e")
@@ -185,7 +185,7 @@ def test_merge_refuses_other_machines_and_missing_shards(runs, capsys):
 
 def test_two_machines_publish_into_one_dashboard(runs, capsys, tmp_path):
     _, root, _, _, _, _ = runs
-    from harness.measure import asv
+    from harness.runs import asv
 
     records.rebuild_view(root)
     html = tmp_path / "html"

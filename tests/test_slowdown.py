@@ -1,4 +1,4 @@
-"""The test-only slowdown of a real workload (harness.verdict.slowdown, `harness calibrate
+"""The test-only slowdown of a real workload (harness.runs.slowdown, `harness calibrate
 --slowdown`): the wiring, with a simulated clock; no timed assertion. The figures it produces on a
 loaded machine are in the README (issue 8's proof), not asserted here."""
 
@@ -13,7 +13,8 @@ import pytest
 from test_gate_support import draw, write_set
 
 from harness.cli import main
-from harness.verdict import calibrate, slowdown
+from harness.runs import calibrate, slowdown
+from harness.runs.spec import RunSpec
 from harness.verdict.gate import run_gate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -121,12 +122,12 @@ def _fake_runs(monkeypatch, tmp_path, slowed_scale: float):
     (result folder names) and the --bench selection of each call."""
     calls, selected = [], []
 
-    def fake(project, bench_dir, results, machine, commit, extra_env=None, *, quick=False, benches=None):
+    def fake(project, bench_dir, results, spec, commit):
         calls.append(results.name)
-        selected.append(benches)
-        scale = slowed_scale if extra_env else 1.0
+        selected.append(list(spec.benches))
+        scale = slowed_scale if dict(spec.env).get("X") else 1.0
         return write_set(results, commit, {"w.ratio": draw(30, seed=len(calls), scale=scale)},
-                         machine=machine, units={"w.ratio": "ratio"})
+                         machine=spec.machine, units={"w.ratio": "ratio"})
 
     monkeypatch.setattr(calibrate, "asv_run", fake)
     return calls, selected
@@ -135,7 +136,7 @@ def _fake_runs(monkeypatch, tmp_path, slowed_scale: float):
 @pytest.mark.parametrize("aa", [True, False])
 def test_trials_without_the_aa_half_skip_run_c_and_report_false_alarms_as_not_measured(tmp_path, monkeypatch, aa):
     calls, _ = _fake_runs(monkeypatch, tmp_path, slowed_scale=1.2)
-    out = calibrate.trials(ROOT, 2, tmp_path / "root", "m1-cpu", tmp_path / "w", 0.05,
+    out = calibrate.trials(ROOT, 2, tmp_path / "root", tmp_path / "w", 0.05, RunSpec(machine="m1-cpu"),
                            bench_dir=tmp_path, slowed_env={"X": "1"}, log=lambda m: None, aa=aa)
     assert out["caught"] == 2
     assert calls == (["t0-A", "t0-B", "t0-C", "t1-A", "t1-B", "t1-C"] if aa else ["t0-A", "t0-B", "t1-A", "t1-B"])
@@ -145,8 +146,9 @@ def test_trials_without_the_aa_half_skip_run_c_and_report_false_alarms_as_not_me
 
 def test_trials_run_only_the_benchmarks_bench_selects(tmp_path, monkeypatch):
     _, selected = _fake_runs(monkeypatch, tmp_path, slowed_scale=1.2)
-    calibrate.trials(ROOT, 1, tmp_path / "root", "m1-cpu", tmp_path / "w", 0.05, bench_dir=tmp_path,
-                     slowed_env={"X": "1"}, log=lambda m: None, benches=["compiled_over_eager"])
+    calibrate.trials(ROOT, 1, tmp_path / "root", tmp_path / "w", 0.05,
+                     RunSpec(machine="m1-cpu", benches=("compiled_over_eager",)), bench_dir=tmp_path,
+                     slowed_env={"X": "1"}, log=lambda m: None)
     assert selected == [["compiled_over_eager"]] * 3  # A, B and C alike
 
 

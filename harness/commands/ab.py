@@ -1,5 +1,5 @@
 """`harness ab BASE HEAD`: PR gating with both sides run in this job, alternating A B A B …
-(see harness.verdict.ab). BASE and HEAD: a git revision of this checkout, or a Python interpreter."""
+(see harness.runs.ab). BASE and HEAD: a git revision of this checkout, or a Python interpreter."""
 
 import sys
 
@@ -44,9 +44,10 @@ def run(args) -> int:
     from harness.core.exits import BadInput
     from harness.core.files import write_atomic
     from harness.core.project import project_root
-    from harness.measure.bench import check_suites
+    from harness.runs.bench import check_suites
     from harness.measure.threads import parse_threads
-    from harness.verdict import ab
+    from harness.runs import ab
+    from harness.runs.spec import RunSpec
     from harness.verdict.gate import run_gate
     from harness.verdict.results import results_root
 
@@ -60,10 +61,11 @@ def run(args) -> int:
     suites = check_suites(project, args.suite)
     envs = {"base": _assignments(args.base_env, "--base-env"),
             "head": _assignments(args.head_env, "--head-env")}
-    out = ab.run(project, root, {"base": args.base, "head": args.head}, suites=suites,
-                 benches=args.bench or [], machine=options.machine_name(args), pairs=args.pairs,
-                 quick=not args.full, budget_s=args.budget, envs=envs, threads=parse_threads(args.threads),
-                 log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    spec = RunSpec.from_flags(quick=not args.full, full=args.full, threads=parse_threads(args.threads),
+                              suites=tuple(suites), benches=tuple(args.bench or ()),
+                              machine=options.machine_name(args))
+    out = ab.run(project, root, {"base": args.base, "head": args.head}, spec, pairs=args.pairs,
+                 budget_s=args.budget, envs=envs, log=lambda msg: print(msg, file=sys.stderr, flush=True))
     base, head = out["records"]["base"], out["records"]["head"]
     outcome = run_gate(str(base.path), str(head.path), root=root)
     print(outcome.render("text"), end="")

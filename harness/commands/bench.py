@@ -1,5 +1,6 @@
 """`harness bench`: run the asv suites in this environment, save results, print key ratios."""
 
+import dataclasses
 import sys
 
 from harness.commands import options
@@ -44,10 +45,10 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from harness.core.project import head_commit, project_root
-    from harness.measure import bench
     from harness.measure.threads import parse_threads
-    from harness.verdict.results import load, results_root
-    from harness.verdict.summary import failures, summary_table
+    from harness.runs import bench
+    from harness.runs.spec import RunSpec
+    from harness.verdict.results import results_root
 
     project = project_root()
     root = results_root(args.results_dir)
@@ -56,9 +57,11 @@ def run(args) -> int:
     sha = head_commit(project)
     if args.json and not args.list:
         raise exits.BadInput("--json FILE goes with --list (the run's results are in its run record)")
+    spec = RunSpec.from_flags(quick=args.quick, full=args.full, threads=threads, suites=tuple(names),
+                              machine=options.machine_name(args), label=args.label)
     plan = None
     if args.list or args.shard is not None or args.bench:
-        plan = _plan(args, project, names, sha, threads)
+        plan = _plan(args, project, spec, sha)
         if args.list:
             return _print_list(plan, args.json)
         if not plan.chosen:
@@ -77,42 +80,18 @@ def run(args) -> int:
                   file=sys.stderr)
         print(f"harness bench: shard {shard}: {len(plan.chosen)} of {len(plan.selection)} benchmarks, "
               f"predicted {plan.predicted_s(plan.chosen)} s ({plan.durations_note()})", flush=True)
-    ran = bench.run(project, root, names, sha=sha, machine=options.machine_name(args),
-                    quick=args.quick, full=args.full, threads=threads, launch=args.launch_method,
-                    label=label, benches=plan.asv_benches() if plan else None, shard=shard,
+    spec = dataclasses.replace(spec, label=label, benches=tuple(plan.asv_benches()) if plan else ())
+    ran = bench.run(project, root, spec, sha=sha, launch=args.launch_method, shard=shard,
                     profile=True if args.profile else None)
-    if ran.record is None:
-        print(f"harness bench: asv saved no results (asv exit code {ran.asv_exit}); no run record kept",
-              file=sys.stderr)
-        return exits.RUNNER_FAILED
-    saved = load(ran.record.result_file())
-    saved.entries = {k: e for k, e in saved.entries.items() if k.split(".", 1)[0] in ran.suites}
-    print()
-    print(summary_table(saved))
-    print(f"\nrun record: {ran.record.path}\n(asv view for asv publish/compare: {root / 'asv'})"
-          f"\nasv run took {ran.wall_s:.1f} s")
-    failed = failures(saved)
-    if failed:
-        print(f"\nharness bench: {len(failed)} benchmark case(s) failed (the others ran):")
-        for name in failed:
-            print(f"  FAILED {name}")
-        print("its traceback is in the asv output above; rerun one alone with "
-              "`asv run --python=same --quick --show-stderr --bench <name>` (saves nothing)")
-        return exits.FAILED
-    if ran.asv_exit != 0:
-        print(f"harness bench: asv exited with {ran.asv_exit}", file=sys.stderr)
-        return exits.RUNNER_FAILED
-    return exits.PASS
+    return bench.report(ran, root)
 
 
-def _plan(args, project, names, sha, threads):
-    from harness.measure import shard
-    from harness.measure.threads import default_threads
+def _plan(args, project, spec, sha):
+    from harness.runs import shard
 
     part = shard.parse_shard(args.shard) if args.shard is not None else None
-    return shard.plan(project, names, sha=sha, quick=args.quick, full=args.full,
-                      threads=threads or default_threads(args.full, args.quick), regexes=args.bench,
-                      shard=part, durations_file=args.durations)
+    return shard.plan(project, spec, sha=sha, regexes=args.bench, shard=part,
+                      durations_file=args.durations)
 
 
 def _print_list(plan, json_file) -> int:

@@ -1,4 +1,4 @@
-"""`harness calibrate`: measure per-benchmark noise bands by A/A runs (see harness.verdict.calibrate)."""
+"""`harness calibrate`: measure per-benchmark noise bands by A/A runs (see harness.runs.calibrate)."""
 
 import pathlib
 import tempfile
@@ -16,7 +16,7 @@ def add_arguments(parser):
     parser.add_argument("--trials", type=int, default=0,
                         help="instead: run N end-to-end canary trials (regression + A/A) and report")
     parser.add_argument("--threshold", type=float, default=None, help="gate threshold for --trials")
-    # test-only (harness.verdict.slowdown): the proof on a real workload instead of the canary
+    # test-only (harness.runs.slowdown): the proof on a real workload instead of the canary
     parser.add_argument("--slowdown", type=float, metavar="F",
                         help="with --trials: slow a real workload by the fraction F (0.1 = 10%%) "
                              "in a scratch benchmark folder instead of the canary's extra op")
@@ -48,7 +48,7 @@ def run(args) -> int:
     from harness.core.files import write_json_atomic
     from harness.core.project import project_root
     from harness.core.table import render
-    from harness.verdict import calibrate
+    from harness.runs import calibrate
     from harness.verdict.compare import DEFAULT_THRESHOLD
     from harness.verdict.results import noise_path, results_root
 
@@ -83,7 +83,8 @@ def run(args) -> int:
 
 def _trials(args, project, root, machine, work, threshold) -> dict:
     from harness.core.exits import BadInput
-    from harness.verdict import calibrate, slowdown
+    from harness.runs.spec import RunSpec
+    from harness.runs import calibrate, slowdown
 
     if args.extra_instructions is not None:
         return _instruction_trials(args, project, root, machine, work, threshold)
@@ -91,19 +92,20 @@ def _trials(args, project, root, machine, work, threshold) -> dict:
         if args.workload or args.route != "gate" or not args.aa or args.bench:
             raise BadInput("--workload, --route ab, --no-aa and --bench go with --slowdown F "
                            "or --extra-instructions F")
-        return calibrate.trials(project, args.trials, root, machine, work, threshold)
+        return calibrate.trials(project, args.trials, root, work, threshold, RunSpec(machine=machine))
     if not args.workload:
         raise BadInput("--slowdown needs --workload NAME (pointwise_chain, training_step or a zoo model)")
     if not 0 < args.slowdown < 10:
         raise BadInput(f"--slowdown is a fraction of the call time (0.1 = 10%), got {args.slowdown}")
     bench = slowdown.write_suite(project, args.workload, work)
     env = slowdown.environment(args.slowdown, args.slowed_side)
+    spec = RunSpec(mode="quick", machine=machine, suites=tuple(slowdown.modules_for(args.workload)),
+                   benches=tuple(args.bench or ()))
     if args.route == "ab":
-        return calibrate.ab_trials(project, args.trials, machine, work, threshold, bench,
-                                   slowdown.modules_for(args.workload), env, args.pairs, aa=args.aa,
-                                   benches=args.bench)
-    return calibrate.trials(project, args.trials, root, machine, work, threshold, bench_dir=bench,
-                            slowed_env=env, quick=True, aa=args.aa, benches=args.bench)
+        return calibrate.ab_trials(project, args.trials, work, threshold, spec, bench, env, args.pairs,
+                                   aa=args.aa)
+    return calibrate.trials(project, args.trials, root, work, threshold, spec, bench_dir=bench,
+                            slowed_env=env, aa=args.aa)
 
 
 def _instruction_trials(args, project, root, machine, work, threshold) -> dict:
@@ -113,7 +115,8 @@ def _instruction_trials(args, project, root, machine, work, threshold) -> dict:
     from harness.core.exits import BadInput
     from harness.measure import instructions
     from harness.measure.workloads.instructions import WORKLOADS
-    from harness.verdict import calibrate
+    from harness.runs import calibrate
+    from harness.runs.spec import RunSpec
 
     if args.slowdown is not None or args.bench:
         raise BadInput("--extra-instructions and --slowdown/--bench are two different proofs; give one")
@@ -130,11 +133,12 @@ def _instruction_trials(args, project, root, machine, work, threshold) -> dict:
     if why:
         raise BadInput(f"cannot count instructions here: {why}")
     names = ",".join(dict.fromkeys(args.workload))
-    clean = {instructions.SELECT_ENV: names}
+    spec = RunSpec(mode="quick", machine=machine, suites=("instructions",),
+                   env=((instructions.SELECT_ENV, names),))
     slowed = {instructions.EXTRA_ENV: repr(args.extra_instructions), instructions.EXTRA_WORKLOADS_ENV: names}
     bench = calibrate._benchmark_dir(project, ["instructions"], work)
     if args.route == "ab":
-        return calibrate.ab_trials(project, args.trials, machine, work, threshold, bench, ["instructions"],
-                                   slowed, args.pairs, aa=args.aa, clean_env=clean)
-    return calibrate.trials(project, args.trials, root, machine, work, threshold, bench_dir=bench,
-                            slowed_env=slowed, quick=True, aa=args.aa, clean_env=clean)
+        return calibrate.ab_trials(project, args.trials, work, threshold, spec, bench, slowed, args.pairs,
+                                   aa=args.aa)
+    return calibrate.trials(project, args.trials, root, work, threshold, spec, bench_dir=bench,
+                            slowed_env=slowed, aa=args.aa)

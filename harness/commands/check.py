@@ -114,7 +114,8 @@ def _print(kind: str, name: str, findings, out) -> None:
 def run(args) -> int:
     from harness.core.env import fingerprint
     from harness.core.files import write_json_atomic
-    from harness.core.zoo import get_model, load_user_models, model_names
+    from harness.core.user_models import load_user_models
+    from harness.core.zoo import get_model, model_names
 
     load_user_models()  # models of your own: harness_models (ini), HARNESS_MODELS, entry points
     unknown = [m for m in args.models if m not in model_names()]

@@ -1,5 +1,5 @@
 """`harness durations RUN...`: refresh the committed durations file that balances shards
-(harness.measure.shard) from the per-benchmark durations asv measured in those runs."""
+(harness.runs.shard) from the per-benchmark durations asv measured in those runs."""
 
 from harness.commands import options
 
@@ -20,7 +20,7 @@ def run(args) -> int:
     from harness.core import records
     from harness.core.exits import BadInput
     from harness.core.project import project_root
-    from harness.measure import shard
+    from harness.runs import shard
     from harness.verdict.results import resolve, results_root
 
     root = results_root(args.results_dir)

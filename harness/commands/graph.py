@@ -16,7 +16,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from harness.core.zoo import load_user_models, model_names
+    from harness.core.user_models import load_user_models
+    from harness.core.zoo import model_names
     from harness.golden.capture import FRONTENDS, CaptureError, capture_model
 
     load_user_models()  # models of your own: harness_models (ini), HARNESS_MODELS, entry points

@@ -1,5 +1,5 @@
 """`harness merge RUN...`: the shard runs of one machine and one commit become one run record
-(harness.verdict.merge); asv publish/compare, the gate and the report then read it as one run."""
+(harness.runs.merge); asv publish/compare, the gate and the report then read it as one run."""
 
 import sys
 
@@ -20,7 +20,7 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from harness.core import records
-    from harness.verdict.merge import merge
+    from harness.runs.merge import merge
     from harness.verdict.results import results_root
 
     root = results_root(args.results_dir)

@@ -8,7 +8,8 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from harness.core.table import render
-    from harness.core.zoo import get_model, load_user_models, model_names
+    from harness.core.user_models import load_user_models
+    from harness.core.zoo import get_model, model_names
     from harness.golden.capture import FRONTENDS
 
     load_user_models()

@@ -1,5 +1,5 @@
 """`harness nightly`: run the full suites, keep the results with the fingerprint, publish the
-dashboard; on GPU runners `--require-gpu --fast --gate baseline` (see harness.verdict.nightly)."""
+dashboard; on GPU runners `--require-gpu --fast --gate baseline` (see harness.runs.nightly)."""
 
 import pathlib
 
@@ -25,7 +25,7 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from harness.core.project import head_commit, project_root
-    from harness.verdict import nightly
+    from harness.runs import nightly
     from harness.verdict.results import results_root
 
     options.check_gpu(args)

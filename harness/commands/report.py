@@ -1,6 +1,5 @@
 """`harness report`: Markdown summary and PNG plots (speedups per suite, a benchmark's history)."""
 
-import pathlib
 
 from harness.commands import options
 

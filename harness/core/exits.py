@@ -41,3 +41,27 @@ class NoGPU(HarnessError):
 
 class RunnerFailed(HarnessError):
     code = RUNNER_FAILED
+
+
+def guarded(name: str, fn) -> int:
+    """`fn()`'s exit code, with every way out of it mapped onto this table: a HarnessError's code
+    (its message on stderr), 130 for Ctrl-C, 143 for SIGTERM (raised as an interrupt carrying
+    `exit_code`: harness.core.processes.Terminated), an internal error's traceback and 70."""
+    import sys
+    import traceback
+
+    try:
+        return int(fn() or 0)
+    except HarnessError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt as exc:
+        code = getattr(exc, "exit_code", INTERRUPTED)
+        print(f"{name}: {MEANING[code]}", file=sys.stderr)
+        return code
+    except SystemExit as exc:  # --help and --version exit 0 through argparse
+        return exc.code if isinstance(exc.code, int) else INTERNAL
+    except Exception:
+        traceback.print_exc()
+        print(f"{name}: internal error (exit {INTERNAL}); please report the traceback above", file=sys.stderr)
+        return INTERNAL

@@ -32,6 +32,8 @@ TERM_GRACE_S = 2.0  # then between SIGTERM and SIGKILL
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the command was, so that it unwinds like Ctrl-C (exit 143)."""
 
+    exit_code = 143  # harness.core.exits.TERMINATED
+
 
 def _raise_terminated(signum, frame):
     raise Terminated
@@ -198,7 +200,7 @@ def descendants(pid: int) -> dict[int, int]:
 
 
 def run_tied(cmd: list[str], *, env=None, timeout: float | None = None, cwd=None,
-             meanwhile=None) -> subprocess.CompletedProcess:
+             meanwhile=None, pass_fds=()) -> subprocess.CompletedProcess:
     """subprocess.run(cmd), stdout and stderr captured as text, in this process's own session (so
     whatever ends that session ends it too) and dying with this process (PR_SET_PDEATHSIG): for a
     runner started from inside a benchmark, which asv may kill alone. `meanwhile()` runs here
@@ -208,7 +210,7 @@ def run_tied(cmd: list[str], *, env=None, timeout: float | None = None, cwd=None
 
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=err, text=True,
+                                stderr=err, text=True, pass_fds=pass_fds,
                                 preexec_fn=_preexec_die_with_parent if _LIBC is not None else None)
         try:
             if meanwhile is not None:

@@ -87,6 +87,41 @@ class RunRecord:
         return read_instructions(self.path)
 
 
+# Operator-level tables a run keeps (written by harness.measure.profiles):
+PROFILES = "profiles.json"  # per workload, torch.profiler's top operators by self time
+OP_COUNTS = "op-counts.json"  # per ops/kernels row, the operators behind its count
+_PROFILE_SCHEMA = 1
+_ROW = re.compile(r"^(?P<cls>[^.()]+\.[^.()]+)\.[^.()]+(?P<params>\(.*\))?$")
+# where a pytest-benchmark save keeps the run's machine name and fingerprint: machine_info[KEY]
+PYTEST_BENCHMARK_KEY = "harness"
+
+
+def workload_of(row: str) -> str | None:
+    """`suite.Class.method(params)` -> `suite.Class(params)` (the key in profiles.json)."""
+    m = _ROW.match(row)
+    return m["cls"] + (m["params"] or "") if m else None
+
+
+def _read_table(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == _PROFILE_SCHEMA else None
+
+
+def read_op_counts(run_dir: Path) -> dict | None:
+    """ROW -> {"unit", "total", "counts"} of a run record, or None when it stores none."""
+    data = _read_table(Path(run_dir) / OP_COUNTS)
+    return data.get("rows") if data and isinstance(data.get("rows"), dict) else None
+
+
+def read_profiles(run_dir: Path) -> dict | None:
+    """The run's profiles.json (harness.measure.profiles), or None when it stores none."""
+    data = _read_table(Path(run_dir) / PROFILES)
+    return data if data and isinstance(data.get("workloads"), dict) else None
+
+
 def read_instructions(run_dir: Path) -> dict[str, dict]:
     """Every instruction row a run record keeps (INSTRUCTIONS/<suite>.<Class>.json, one per
     valgrind process): row -> its summary (per_call, groups, functions, ...) with the
@@ -318,6 +353,14 @@ def foreign_files(root: Path) -> list[tuple[Path, str, str]]:
     return candidates
 
 
+def legacy_fingerprint(result_file: Path) -> Path:
+    """Where the old layout kept a view file's fingerprint: ROOT/fingerprints/<machine>/<sha8>.json
+    beside ROOT/asv/<machine>/<sha8>-<env>.json."""
+    result_file = Path(result_file)
+    machine_dir = result_file.parent
+    return machine_dir.parent.parent / "fingerprints" / machine_dir.name / f"{result_file.name[:8]}.json"
+
+
 def import_foreign(root: Path) -> list[RunRecord]:
     """Import the foreign result files (foreign_files) as run records; sources are never
     removed. The writers call it (through rebuild_view), never a reader."""
@@ -327,9 +370,7 @@ def import_foreign(root: Path) -> list[RunRecord]:
     known = _known_hashes(root) if candidates else set()  # read every record once, not per file
     imported = []
     for f, machine, label in candidates:
-        sha8 = f.name.split("-")[0][:8]
-        rec = import_result(root, f, machine, view / "benchmarks.json",
-                            root / "fingerprints" / machine / f"{sha8}.json", label, known)
+        rec = import_result(root, f, machine, view / "benchmarks.json", legacy_fingerprint(f), label, known)
         if rec:
             imported.append(rec)
     return imported
@@ -343,13 +384,17 @@ class Named:
     commit: str
     machine: str
     result_file: Path
+    fingerprint_path: Path
 
 
-def named_runs(root: Path, machine: str) -> list[Named]:
-    """A machine's runs, oldest first, for resolving names: its run records and, read in place,
-    the foreign result files not imported yet (run ids made from their start times)."""
-    out = [Named(r.run_id, r.commit, r.machine, r.result_file()) for r in list_runs(root, machine)
-           if r.result_files()]
+def named_runs(root: Path, machine: str, *, skip_merged: bool = False) -> list[Named]:
+    """A machine's runs, oldest first, for resolving names and reading histories: its run records
+    and, read in place, the foreign result files not imported yet (run ids made from their start
+    times). `skip_merged`: leave out shard runs a merged record holds (they count once, merged)."""
+    runs = list_runs(root, machine)
+    merged = merged_into_others(runs) if skip_merged else set()
+    out = [Named(r.run_id, r.commit, r.machine, r.result_file(), r.fingerprint_path) for r in runs
+           if r.result_files() and f"{r.machine}/{r.run_id}" not in merged]
     for f, m, label in foreign_files(root):
         if m != machine:
             continue
@@ -358,7 +403,8 @@ def named_runs(root: Path, machine: str) -> list[Named]:
         except (ValueError, AttributeError, OSError):
             commit = ""
         commit = commit if isinstance(commit, str) and commit else f.name.split("-")[0]
-        out.append(Named(f"{_start_of(f):%Y%m%dT%H%M%SZ}-{commit[:8]}-{label}", commit, m, f))
+        out.append(Named(f"{_start_of(f):%Y%m%dT%H%M%SZ}-{commit[:8]}-{label}", commit, m, f,
+                         legacy_fingerprint(f)))
     return sorted(out, key=lambda n: n.run_id)
 
 

@@ -290,7 +290,3 @@ register_model(
     small={"batch": 4, "features": 16, "width": 32, "depth": 2, "num_classes": 10},
     full={"batch": 256, "features": 1024, "width": 4096, "depth": 4, "num_classes": 1000},
     description="MLP: (Linear -> BatchNorm1d -> ReLU -> Dropout) x depth -> Linear")
-
-
-# Models of your own (ini option harness_models, HARNESS_MODELS, entry points): one loader.
-from harness.core.user_models import load_user_models  # noqa: E402,F401

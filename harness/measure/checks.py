@@ -17,7 +17,6 @@ seeded inputs, so one model's checks take well under a second on two cores.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import re
 
@@ -26,26 +25,8 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from harness.core import determinism
+from harness.core.findings import FAIL, INFO, NA, PASS, Finding  # noqa: F401 (the checks' vocabulary)
 from harness.core.env import seed_everything
-
-PASS, FAIL, NA, INFO = "pass", "FAIL", "n/a", "info"
-
-
-@dataclasses.dataclass
-class Finding:
-    check: str
-    status: str          # pass | FAIL | n/a | info (a setting recorded; never fails)
-    reason: str
-    fix: str = ""
-    details: dict = dataclasses.field(default_factory=dict)
-
-    @property
-    def failed(self) -> bool:
-        return self.status == FAIL
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 def _leaves(output) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor)]

@@ -43,48 +43,19 @@ import argparse
 import importlib
 import itertools
 import json
-import re
 import sys
 import time
 from pathlib import Path
 
-PROFILES = "profiles.json"
-OP_COUNTS = "op-counts.json"
+# the record format's half of this module (file names, the row -> workload rule, the readers)
+# lives with the rest of the run record's format
+from harness.core.records import OP_COUNTS, PROFILES, read_op_counts, read_profiles, workload_of  # noqa: E402,F401
+
 SCHEMA = 1
 COUNTER_UNITS = ("ops", "kernels")
 TOP = 30
 BUDGET_S = 2.0
 MAX_CALLS = 50
-
-_ROW = re.compile(r"^(?P<cls>[^.()]+\.[^.()]+)\.[^.()]+(?P<params>\(.*\))?$")
-
-
-def workload_of(row: str) -> str | None:
-    """`suite.Class.method(params)` -> `suite.Class(params)` (the key in profiles.json)."""
-    m = _ROW.match(row)
-    return m["cls"] + (m["params"] or "") if m else None
-
-
-# ---- reading (the verdict side) ----
-
-def _read(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
-
-
-def read_op_counts(run_dir: Path) -> dict | None:
-    """ROW -> {"unit", "total", "counts"} of a run record, or None when it stores none."""
-    data = _read(Path(run_dir) / OP_COUNTS)
-    return data.get("rows") if data and isinstance(data.get("rows"), dict) else None
-
-
-def read_profiles(run_dir: Path) -> dict | None:
-    """The run's profiles.json (see the module docstring), or None when it stores none."""
-    data = _read(Path(run_dir) / PROFILES)
-    return data if data and isinstance(data.get("workloads"), dict) else None
 
 
 # ---- profiling one callable ----

@@ -184,7 +184,7 @@ def quiet_blocks(blocks: list[tuple[float, float]]) -> list[tuple[float, float]]
     spread stayed 2.5-2.7% (0 alarms either way, 10% caught 56/56 instead of 46/56). What it does
     not cancel: the MLP step's compiled/eager moved 15-19% between processes either way, its
     fastest compiled call differing by 20% from process to process (a property of the process,
-    not of a moment): most of that went with a fixed hash seed (harness.measure.bench.HASH_SEED);
+    not of a moment): most of that went with a fixed hash seed (harness.runs.bench.HASH_SEED);
     what remains (ResNet-18 channels_last training) only more processes per side average out."""
     if not blocks:
         return []

@@ -29,6 +29,7 @@ import re
 import statistics
 from collections.abc import Callable
 
+from harness.core import sizes
 from harness.verdict.results import ResultSet, find_benchmarks_json, fingerprint_of
 from harness.verdict.summary import cases
 
@@ -53,35 +54,29 @@ def _zoo_sizes(params: dict, full: bool) -> str:
 
 
 def _fusion_sizes(params: dict, full: bool) -> str:
-    # the sizes of harness/measure/workloads/fusion.py build(), which keeps them inline
-    return {"PointwiseChain": f"x.cos().cos() on 2^{22 if full else 20} float32",
-            "NormActivationBlock": f"LayerNorm+GELU on {'8192x1024' if full else '256x256'} float32",
+    rows, dim = sizes.norm_activation(full)
+    logits, classes = sizes.cross_entropy(full)
+    return {"PointwiseChain": f"x.cos().cos() on 2^{sizes.pointwise_elements(full).bit_length() - 1} float32",
+            "NormActivationBlock": f"LayerNorm+GELU on {rows}x{dim} float32",
             "SmallModelTrainingStep": "training step of " + _zoo("mlp", full),
-            "CompiledCrossEntropyLoss": "nn.CrossEntropyLoss forward+backward, as in "
-                                        "harness/measure/workloads/fusion.py",
-            }.get(params["benchmark"], "sizes as in harness/measure/workloads/fusion.py")
+            "CompiledCrossEntropyLoss": f"nn.CrossEntropyLoss forward+backward on {logits}x{classes} logits",
+            }.get(params["benchmark"], "sizes as in harness/core/sizes.py")
 
 
 def _optimizer_sizes(params: dict, full: bool) -> str:
-    from harness.measure.workloads.optimizers import sizes
-
-    s = sizes(full)
+    s = sizes.optimizer(full)
     return (f"one {params.get('optimizer', '').strip(chr(39))} step over {2 * s['layers']} parameter "
             f"tensors ({s['layers']} Linear {s['width']}x{s['width']})")
 
 
 def _attention_sizes(params: dict, full: bool) -> str:
-    from harness.measure.workloads.attention import sizes
-
-    s = sizes(full)
+    s = sizes.attention(full)
     return (f"float32 batch {s['batch']}, {s['heads']} heads, {s['seq']} tokens, head dim "
             f"{s['head_dim']}" + (", causal" if params.get("causal") == "True" else ""))
 
 
 def _batch(full: bool) -> str:
-    from harness.measure.workloads.transfer import batch_shape
-
-    return "image batch " + "x".join(map(str, batch_shape(full)))
+    return "image batch " + "x".join(map(str, sizes.transfer_batch(full)))
 
 
 def _copy_sizes(params: dict, full: bool) -> str:
@@ -89,23 +84,17 @@ def _copy_sizes(params: dict, full: bool) -> str:
 
 
 def _non_blocking_sizes(params: dict, full: bool) -> str:
-    from harness.measure.workloads.transfer import COPIES_PER_CALL
-
-    return f"{COPIES_PER_CALL} copies of a float32 {_batch(full)}, each used on the device after its copy"
+    return f"{sizes.TRANSFER_COPIES_PER_CALL} copies of a float32 {_batch(full)}, each used on the device after its copy"
 
 
 def _loader_sizes(params: dict, full: bool) -> str:
-    from harness.measure.workloads.dataloader import sizes
-
-    s = sizes(full)
+    s = sizes.dataloader(full)
     return (f"{params['num_workers']} workers, batch {params['batch_size']}, {s['length']} JPEG images "
             f"of {s['image']} px per epoch, feeding " + _zoo("alexnet", full))
 
 
 def _loop_sizes(params: dict, full: bool) -> str:
-    from harness.measure.workloads.training_loop import steps_per_call
-
-    return f"{steps_per_call(full)} training steps per call, " + _zoo(params["model"], full)
+    return f"{sizes.loop_steps(full)} training steps per call, " + _zoo(params["model"], full)
 
 
 # ---- the tip table: the one place that says which row measures which advice ----

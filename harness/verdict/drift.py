@@ -18,11 +18,11 @@ import json
 import pathlib
 
 from harness.core.exits import BadInput
-from harness.measure.checks import FAIL, INFO, PASS, Finding
+from harness.core.findings import FAIL, INFO, PASS, Finding
 from harness.verdict import results
 
 NAME = "environment drift"
-# what a fingerprint holds about the run rather than the environment (harness.measure.bench)
+# what a fingerprint holds about the run rather than the environment (harness.runs.bench)
 RUN_KEYS = {"machine_name", "run_id", "mode", "quick", "suites", "launch_method", "asv_wall_s",
             "inductor_cache", "seed", "commit"}
 SETTINGS = ("torch_threads", "torch_interop_threads", "python_hash_seed", "cpu_count", "env.", "os")

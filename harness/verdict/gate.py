@@ -101,8 +101,13 @@ def run_gate(base_spec: str, head_spec: str, *, root=None, machine: str | None =
     """Resolve, load and compare; bad input comes back as an Outcome with code 3, not raised."""
     try:
         root = results_root(root)
-        head = load(resolve(head_spec, root, machine))
-        base = load(resolve(base_spec, root, machine or head.machine))
+        head_file = resolve(head_spec, root, machine)
+        head = load(head_file)
+        base_file = resolve(base_spec, root, machine or head.machine)
+        if pathlib.Path(base_file).resolve() == pathlib.Path(head_file).resolve():
+            raise BadInput(f"BASE {base_spec!r} and HEAD {head_spec!r} name the same run ({head_file}): a "
+                           "run compared with itself cannot fail; name two runs")
+        base = load(base_file)
         same_runner(base, head)
         why = not_comparable(base, head)
         if why and not allow_env_change:

@@ -14,7 +14,6 @@ files existed), never a guess.
 from __future__ import annotations
 
 from harness.core import records
-from harness.measure import profiles
 
 TOP_CHANGES = 5
 
@@ -71,7 +70,7 @@ def explain_counter(row: str, before: records.RunRecord, after: records.RunRecor
     values in those runs as asv stored them (a breakdown that sums to another total says so)."""
     sides, notes = [], []
     for rec in (before, after):
-        rows = profiles.read_op_counts(rec.path)
+        rows = records.read_op_counts(rec.path)
         entry = (rows or {}).get(row)
         if not isinstance(entry, dict) or not isinstance(entry.get("counts"), dict):
             error = entry.get("error") if isinstance(entry, dict) else None
@@ -93,10 +92,10 @@ def explain_counter(row: str, before: records.RunRecord, after: records.RunRecor
 
 def explain_timing(row: str, before: records.RunRecord, after: records.RunRecord) -> tuple[dict | None, list[str]]:
     """(per target label: profile_changes, lines) for a timing row's step between two runs."""
-    workload = profiles.workload_of(row)
+    workload = records.workload_of(row)
     stored = []
     for rec in (before, after):
-        data = profiles.read_profiles(rec.path)
+        data = records.read_profiles(rec.path)
         if data is None:
             return None, [f"operator-level profile difference: {_why_missing(rec, 'profile')}"]
         entry = data["workloads"].get(workload)

@@ -21,7 +21,7 @@ import math
 import pathlib
 
 from harness.core.exits import BadInput
-from harness.measure.pytest_bench import MACHINE_INFO_KEY
+from harness.core.records import PYTEST_BENCHMARK_KEY as MACHINE_INFO_KEY
 from harness.verdict.metrics import UNITS, COUNTER
 
 RUNNER = "pytest-benchmark"
@@ -48,7 +48,7 @@ def _date_ms(value) -> int | None:
 
 def load(path: pathlib.Path, data: dict):
     """The ResultSet of one pytest-benchmark JSON file (already parsed as `data`)."""
-    from harness.verdict.results import Entry, ResultSet
+    from harness.verdict.resultset import Entry, ResultSet
 
     info = data.get("machine_info") if isinstance(data.get("machine_info"), dict) else {}
     ours = info.get(MACHINE_INFO_KEY) if isinstance(info.get(MACHINE_INFO_KEY), dict) else {}

@@ -100,22 +100,17 @@ def _save(fig, path: pathlib.Path) -> None:
 
 
 def history(root: pathlib.Path, machine: str, name: str) -> list[tuple[str, str, float, float, float]]:
-    """(commit, run id, median, q25, q75) per run record holding `name` on `machine`, in the
-    order the runs started: every run is a point, also reruns of one commit."""
+    """(commit, run id, median, q25, q75) per run holding `name` on `machine`, in the order the
+    runs started: every run is a point, also reruns of one commit."""
     points = []
-    runs = records.list_runs(root, machine)
-    merged = records.merged_into_others(runs)  # shards count once, through their merged record
-    for rec in runs:
-        if f"{rec.machine}/{rec.run_id}" in merged:
+    for run in records.named_runs(root, machine, skip_merged=True):
+        rs = load(run.result_file)
+        e = rs.entries.get(name)
+        if e is None or not _ok(e.value):
             continue
-        for f in rec.result_files():
-            rs = load(f)
-            e = rs.entries.get(name)
-            if e is None or not _ok(e.value):
-                continue
-            s = sorted(e.samples) if e.samples else [e.value]
-            q = statistics.quantiles(s, n=4) if len(s) >= 2 else [s[0], s[0], s[0]]
-            points.append((rs.commit[:8], rec.run_id, statistics.median(s), q[0], q[2]))
+        s = sorted(e.samples) if e.samples else [e.value]
+        q = statistics.quantiles(s, n=4) if len(s) >= 2 else [s[0], s[0], s[0]]
+        points.append((rs.commit[:8], run.run_id, statistics.median(s), q[0], q[2]))
     return points
 
 
@@ -123,12 +118,12 @@ def torch_versions(root: pathlib.Path, machine: str, points) -> list[str]:
     """The torch version of each point's run (from its fingerprint; "?" when it has none)."""
     import json
 
-    by_id = {rec.run_id: rec for rec in records.list_runs(root, machine)}
+    by_id = {run.run_id: run for run in records.named_runs(root, machine)}
     out = []
     for p in points:
-        rec = by_id.get(p[1])
+        run = by_id.get(p[1])
         try:
-            fp = json.loads(rec.fingerprint_path.read_text(encoding="utf-8")) if rec else {}
+            fp = json.loads(run.fingerprint_path.read_text(encoding="utf-8")) if run else {}
         except (OSError, ValueError):
             fp = {}
         out.append(str(fp.get("torch") or "?"))
@@ -271,7 +266,7 @@ def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
         changes = torch_changes(versions)
         plot_history(name, e.unit, points, png, changes)
         lines += [f"![history of {name}]({png.name})", ""]
-        lines += [f"torch changed: " + ", ".join(f"{old} -> {new} at run {points[i][1]}"
+        lines += ["torch changed: " + ", ".join(f"{old} -> {new} at run {points[i][1]}"
                                                    for i, old, new in changes), ""] if changes else []
         changed = {i for i, *_ in changes}
         lines += [render(["run", "commit", "torch", f"median ({e.unit})"],

@@ -11,7 +11,6 @@ file or benchmark and says what to do: exit code 3.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -20,6 +19,7 @@ import pathlib
 from harness.core import records
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
+from harness.verdict.resultset import Entry, ResultSet  # noqa: F401 (results.Entry, results.ResultSet)
 from harness.core import settings
 
 SKIP_FILES = {"machine.json", "benchmarks.json"}
@@ -44,43 +44,6 @@ def asv_dir(root: pathlib.Path) -> pathlib.Path:
 
 def baselines_dir(root: pathlib.Path) -> pathlib.Path:
     return pathlib.Path(root) / "baselines"
-
-
-@dataclasses.dataclass
-class Entry:
-    """One benchmark (one parameter combination) of one result set."""
-
-    name: str
-    unit: str
-    value: float | None  # None: failed; NaN: skipped (asv's markers)
-    samples: list[float] | None
-    version: str | None = None  # asv's benchmark version: a hash of the benchmark's code
-
-    @property
-    def failed(self) -> bool:
-        return self.value is None
-
-    @property
-    def skipped(self) -> bool:
-        return self.value is not None and math.isnan(self.value)
-
-
-@dataclasses.dataclass
-class ResultSet:
-    path: pathlib.Path
-    machine: str
-    commit: str
-    env_name: str
-    date: int | None
-    entries: dict[str, Entry]
-    runner: str = "asv"  # or "pytest-benchmark" (harness.verdict.pytest_benchmark)
-    fingerprint: dict | None = None  # saved inside the result file itself (pytest-benchmark)
-    # instruction rows' per-function tables and fingerprints, from the run record (records.read_instructions)
-    instructions: dict[str, dict] = dataclasses.field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        return f"{self.commit[:8]} ({self.path})"
 
 
 def _load_json(path: pathlib.Path, what: str) -> dict:
@@ -327,7 +290,7 @@ def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathli
     return by_commit[-1].result_file
 
 
-# ---- the environment fingerprint saved with each run (harness.measure.bench) ----
+# ---- the environment fingerprint saved with each run (harness.runs.bench) ----
 
 # What the gate lists above its table when the two sides differ (DECISIONS §2).
 FINGERPRINT_KEYS = ("torch", "torchvision", "cuda_build", "cudnn", "driver", "gpu", "cpu",
@@ -337,11 +300,12 @@ FINGERPRINT_KEYS = ("torch", "torchvision", "cuda_build", "cudnn", "driver", "gp
 def fingerprint_of(rs: ResultSet) -> dict | None:
     """The fingerprint saved with this run, or None when there is none (an older run, or a bare
     result file): the one inside the file (pytest-benchmark's machine_info), else its run
-    record's, else `fingerprint.json` beside the result file."""
+    record's, else `fingerprint.json` beside the result file, else where the old layout kept it."""
     if rs.fingerprint is not None:
         return rs.fingerprint
     rec = records.record_of(rs.path)
-    candidates = ([rec.fingerprint_path] if rec else []) + [rs.path.parent / "fingerprint.json"]
+    candidates = ([rec.fingerprint_path] if rec else []) + [rs.path.parent / "fingerprint.json",
+                                                            records.legacy_fingerprint(rs.path)]
     for path in candidates:
         if path.is_file():
             return _load_json(path, "fingerprint")

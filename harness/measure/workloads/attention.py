@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything
 from harness.measure.workloads import NotApplicable, full_mode
 
@@ -29,9 +30,7 @@ _CUDA_ONLY = {"efficient": "the memory-efficient attention kernel",
 def sizes(full: bool | None = None) -> dict:
     """(batch, heads, sequence, head dim): fast keeps one call around 10 ms on a CPU core.
     `full`: the sizes of that mode (reports name them); default this process's mode."""
-    full = full_mode() if full is None else full
-    return ({"batch": 8, "heads": 16, "seq": 2048, "head_dim": 64} if full
-            else {"batch": 2, "heads": 4, "seq": 256, "head_dim": 64})
+    return core_sizes.attention(full_mode() if full is None else full)
 
 
 def hand_written(q, k, v, causal: bool):

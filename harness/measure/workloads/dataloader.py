@@ -20,6 +20,7 @@ import warnings
 
 import torch
 
+from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything, synchronize
 from harness.measure.workloads import NotApplicable, full_mode, size, to_device
 
@@ -79,9 +80,7 @@ def check(num_workers: int, pin_memory: bool, persistent_workers: bool, device: 
 
 def sizes(full: bool | None = None) -> dict:
     """Dataset length, image side and timed epochs; `full` None: the run's mode (HARNESS_FULL)."""
-    if full_mode() if full is None else full:
-        return {"length": 1024, "image": 224, "epochs": 3}
-    return {"length": 64, "image": 64, "epochs": 2}
+    return core_sizes.dataloader(full_mode() if full is None else full)
 
 
 def build_loader(num_workers: int, pin_memory: bool, batch_size: int, persistent_workers: bool,

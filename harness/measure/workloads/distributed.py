@@ -188,7 +188,7 @@ def measure(world_size: int, plan: Plan | None = None, *, timeout_s: float | Non
 
 
 def _mlp(plan: Plan, dev: torch.device) -> torch.nn.Module:
-    from harness.core.env import default_device_name, seed_everything
+    from harness.core.env import seed_everything
 
     seed_everything(plan.seed)  # the same weights on every rank and for every variant
     dims = [plan.features] + [plan.hidden] * plan.layers

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything
 from harness.measure.workloads import full_mode, size, to_device
 
@@ -55,14 +56,14 @@ def build(name: str, device: torch.device) -> FusionCase:
     gen = seed_everything()
     full = full_mode()
     if name == "pointwise_chain":
-        x = torch.randn(1 << (22 if full else 20), generator=gen).to(device)
+        x = torch.randn(core_sizes.pointwise_elements(full), generator=gen).to(device)
 
         def make_call(fn):
             return lambda: fn(x)
 
         return FusionCase(name, device, make_call, _pointwise, (x,))
     if name == "norm_activation":
-        rows, dim = (8192, 1024) if full else (256, 256)
+        rows, dim = core_sizes.norm_activation(full)
         block = nn.Sequential(nn.LayerNorm(dim), nn.GELU()).to(device).eval()
         x = torch.randn(rows, dim, generator=gen).to(device)
 
@@ -74,7 +75,7 @@ def build(name: str, device: torch.device) -> FusionCase:
 
         return FusionCase(name, device, make_call, block, (x,))
     if name == "cross_entropy_loss":
-        rows, classes = (4096, 32000) if full else (256, 1000)
+        rows, classes = core_sizes.cross_entropy(full)
         logits = torch.randn(rows, classes, generator=gen).to(device).requires_grad_()
         targets = torch.randint(0, classes, (rows,), generator=gen).to(device)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything
 from harness.measure.workloads import NotApplicable, full_mode
 
@@ -25,8 +26,7 @@ _HYPER = {"SGD": {"lr": 0.01, "momentum": 0.9}, "Adam": {"lr": 1e-3}, "AdamW": {
 
 def sizes(full: bool | None = None) -> dict:
     """`full`: the sizes of that mode (reports name them); default this process's mode."""
-    full = full_mode() if full is None else full
-    return {"layers": 256, "width": 256} if full else {"layers": 64, "width": 64}
+    return core_sizes.optimizer(full_mode() if full is None else full)
 
 
 def many_parameter_model(device: torch.device) -> nn.Module:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import torch
 
+from harness.core import sizes as core_sizes
 from harness.measure.workloads import full_mode, size, to_device
 
 EVAL_MODES = ("grad_enabled", "no_grad", "inference_mode")
@@ -32,7 +33,7 @@ def models() -> list[str]:
 
 def steps_per_call(full: bool | None = None) -> int:
     """Training steps in one timed call of the loss-logging loop; `full` None: the run's mode."""
-    return 16 if (full_mode() if full is None else full) else 4
+    return core_sizes.loop_steps(full_mode() if full is None else full)
 
 
 def sizes(model_name: str, full: bool | None = None) -> str:

@@ -13,18 +13,18 @@ from collections.abc import Callable
 
 import torch
 
+from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything
 from harness.measure.workloads import full_mode, require_cuda
 
 MEMORY = ("pageable", "pinned", "pin_then_copy")
 PAYLOADS = ("float32", "uint8")
-COPIES_PER_CALL = 4  # copy_then_compute: batches copied and used in one timed call
+COPIES_PER_CALL = core_sizes.TRANSFER_COPIES_PER_CALL
 
 
 def batch_shape(full: bool | None = None) -> tuple[int, ...]:
     """The image batch copied per call; `full` None: the run's mode (HARNESS_FULL)."""
-    full = full_mode() if full is None else full
-    return (64, 3, 224, 224) if full else (8, 3, 64, 64)
+    return core_sizes.transfer_batch(full_mode() if full is None else full)
 
 
 def build(memory: str, non_blocking: bool, payload: str, device: torch.device) -> Callable[[], object]:

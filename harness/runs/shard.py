@@ -73,7 +73,7 @@ def discover(config_path: Path, sha: str, env: dict) -> list[dict]:
     from asv.benchmarks import Benchmarks
     from asv.config import Config
 
-    from harness.measure import asv
+    from harness.runs import asv
 
     conf = Config.load(str(config_path))
     try:
@@ -260,21 +260,21 @@ class Plan:
                             "predicted_s": self.predicted_s(s)} for i, s in enumerate(self.shards)]}
 
 
-def plan(project: Path, suites: list[str], *, sha: str, quick: bool, full: bool, threads: int,
-         regexes: list[str] | None = None, shard: tuple[int, int] | None = None,
-         durations_file: Path | None = None) -> Plan:
-    """Discover (asv), select (suites, --bench) and split (durations) without running anything."""
+def plan(project: Path, spec, *, sha: str, regexes: list[str] | None = None,
+         shard: tuple[int, int] | None = None, durations_file: Path | None = None) -> Plan:
+    """Discover (asv), select (the spec's suites, --bench) and split (durations) without running
+    anything. `spec`: the run's harness.runs.spec.RunSpec."""
     import tempfile
 
-    from harness.measure import asv
-    from harness.measure.bench import run_environment
+    from harness.runs import asv
 
-    env = run_environment(quick=quick, full=full, threads=threads)
+    env = spec.environment()
+    suites = list(spec.suites)
     with tempfile.TemporaryDirectory(prefix="harness-list-") as tmp, \
             asv.config(project, Path(tmp) / "asv") as config:
         benchmarks = discover(config, sha, env)
     selection = select(benchmarks, suites, regexes)
-    mode = mode_of(quick, full)
+    mode = spec.mode
     path = Path(durations_file) if durations_file else project / DURATIONS_FILE
     durations = load_durations(path, mode)
     names = sorted(selection)

@@ -1,6 +1,7 @@
 """How asv is invoked: the one place that writes asv configs, names the interpreter, records the
-machine and builds `asv run` / `asv publish` command lines. `harness bench`, `harness calibrate`
-and `harness nightly` all go through here.
+machine and runs `asv run` (run: an AsvRun in, an AsvResult out, asv in a session of its own that
+ends with it on Ctrl-C or SIGTERM) and `asv publish`. bench, ab, calibrate, nightly and gpu-check
+all go through here.
 
 The interpreter path: asv names an existing environment after its interpreter path
 (`existing-py_<path>`), so the same suites run from a venv at another path would start a new
@@ -13,16 +14,19 @@ flags) is in the fingerprint saved with each result.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from harness.core import settings
 from harness.core.files import write_atomic
+from harness.core.processes import run_in_session
 
 
 def python_launcher() -> Path:
@@ -143,3 +147,57 @@ def launch_method(requested: str | None = None) -> str:
     from harness.core.env import cuda_available
 
     return "spawn" if cuda_available() else "forkserver"
+
+
+@dataclasses.dataclass(frozen=True)
+class AsvRun:
+    """One `asv run`: the suites of `project` (or of `bench_dir`, a scratch folder of modules),
+    results into `results`, for `commit` on `machine`, with the full environment `env`."""
+
+    project: Path
+    results: Path
+    machine: str
+    commit: str
+    env: dict
+    benches: tuple[str, ...] = ()  # asv --bench regexes (asv ORs them)
+    quick: bool = False
+    method: str | None = None  # launch method; default: spawn on CUDA, forkserver on CPU
+    bench_dir: Path | None = None
+    repo: Path | None = None  # the git repository asv reads commits from (default: project)
+    capture: bool = True  # keep asv's output (False: it goes to this process's stdout)
+    echo: object = None  # a stream the command line is printed to before it runs
+
+
+@dataclasses.dataclass
+class AsvResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    files: list[Path]  # the result files asv saved (none when it saved nothing)
+
+    @property
+    def output(self) -> str:
+        return (self.stdout or "") + (self.stderr or "")
+
+
+def run(r: AsvRun) -> AsvResult:
+    """Config, machine record, `asv run` in a session of its own (ended with everything in it on
+    an interrupt: harness.core.processes), the run's config and home removed afterwards."""
+    with config(r.project, r.results, benchmark_dir=r.bench_dir) as path:
+        if r.repo is not None:
+            conf = json.loads(path.read_text())
+            conf.update(repo=str(r.repo))
+            path.write_text(json.dumps(conf, indent=2))
+        env = record_machine(path, r.machine, r.env)
+        cmd = run_command(path, r.commit, r.machine, launch_method(r.method), quick=r.quick,
+                          benches=list(r.benches))
+        if r.echo is not None:
+            print("$ " + " ".join(cmd[2:]), file=r.echo, flush=True)
+        t0 = time.perf_counter()
+        proc = run_in_session(cmd, cwd=r.project, env=env, capture=r.capture)
+        wall = time.perf_counter() - t0
+    machine_dir = r.results / r.machine
+    files = sorted(p for p in machine_dir.glob("*.json") if p.name != "machine.json") \
+        if machine_dir.is_dir() else []
+    return AsvResult(proc.returncode, proc.stdout or "", proc.stderr or "", wall, files)

@@ -42,11 +42,11 @@ def _result(status: str, figures: dict, detail: str) -> dict:
     return {"status": status, "figures": figures, "detail": detail}
 
 
-# ---- measuring checks (harness.measure.gpucheck) ----
+# ---- measuring checks (harness.runs.gpucheck.checks) ----
 
 def measuring(name: str):
     def step(ctx) -> dict:
-        from harness.measure import gpucheck
+        from harness.runs.gpucheck import checks as gpucheck
         from harness.measure.workloads import NotApplicable
 
         try:
@@ -88,7 +88,7 @@ def asv_run(ctx, run: str) -> dict:
     from harness.core.env import fingerprint, machine_name
     from harness.core.files import write_json_atomic
     from harness.core import records
-    from harness.measure import asv
+    from harness.runs import asv
     from harness.verdict.results import result_files
 
     spec = RUNS[run]

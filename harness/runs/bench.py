@@ -4,7 +4,7 @@ What it does, in order:
 1. checks the suite names against the modules in suites/benchmarks/ (an unknown one is bad
    input listing the valid ones; the canary runs only when named);
 2. opens a new run record (harness.core.records: written once, never rewritten);
-3. writes a run-time asv config (harness.measure.asv) whose results directory is that record;
+3. writes a run-time asv config (harness.runs.asv) whose results directory is that record;
 4. records the machine non-interactively under a name carrying the GPU model;
 5. runs `asv run --set-commit-hash <HEAD>` (asv saves nothing from an existing environment
    without a commit hash), forkserver on CPU and spawn on CUDA;
@@ -13,14 +13,13 @@ What it does, in order:
    workload (full runs, or `profile=True`), written into the record before it is renamed;
 7. saves the environment fingerprint in the record, then refreshes the asv view (results/asv/).
 
-What the suites are told (run_environment): HARNESS_FULL (sizes and grids), HARNESS_QUICK
-(asv --quick: asv does not tell a benchmark), HARNESS_THREADS (the run's fixed CPU thread
-count, DECISIONS §6: 1 in quick and fast runs, all cores in full runs, --threads N overrides;
-recorded in the fingerprint as torch_threads), PYTHONHASHSEED (fixed, HASH_SEED, unless set:
-recorded as python_hash_seed) and TORCHINDUCTOR_CACHE_DIR (a private, empty
-inductor cache for this run, removed afterwards: compile-time benchmarks fill it with a priming
-compile and then time warm compiles, so two identical runs start from the same cache state
-instead of whatever earlier runs left in the user's cache).
+What the suites are told (RunSpec.environment): the mode (sizes and grids, asv's --quick,
+which asv does not tell a benchmark), the run's fixed CPU thread count (1 in quick and fast runs,
+all cores in full runs, --threads N overrides; recorded in the fingerprint as torch_threads), a
+fixed hash seed unless the caller set one (recorded as python_hash_seed), where the record is
+being written, and TORCHINDUCTOR_CACHE_DIR: a private, empty inductor cache for this run,
+removed afterwards, so that compile-time benchmarks fill it with a priming compile and then time
+warm compiles, and two identical runs start from the same cache state.
 
 Reading the saved results back and summarising them is the verdict's job (harness.verdict).
 """
@@ -28,20 +27,18 @@ Reading the saved results back and summarising them is the verdict's job (harnes
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from harness.core import records, settings
+from harness.core import records
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.core.processes import run_in_session
-from harness.measure import asv
-from harness.measure.instructions import RECORD_ENV, SCRATCH_ENV, SELECT_ENV
-from harness.measure.workloads import instructions as instruction_workloads
+from harness.runs import asv
+from harness.runs.spec import RunSpec
 
 # Suites that run only when named with --suite (DECISIONS §4).
 ONLY_WHEN_NAMED = ("canary",)
@@ -62,27 +59,6 @@ def check_suites(project: Path, names: list[str] | None) -> list[str]:
         raise BadInput(f"unknown suite{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
                        f"valid suites (modules in {project / 'suites' / 'benchmarks'}): {', '.join(known)}")
     return list(dict.fromkeys(names))
-
-
-def run_environment(*, quick: bool, full: bool, threads: int | None = None,
-                    inductor_cache: Path | None = None) -> dict:
-    """The environment asv runs the suites in (see the module docstring)."""
-    from harness.measure.threads import default_threads
-
-    extra = {settings.FULL.name: settings.FULL.encode(full), settings.QUICK.name: settings.QUICK.encode(quick),
-             settings.THREADS.name: str(threads or default_threads(full, quick)),
-             "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED") or HASH_SEED}
-    if inductor_cache is not None:
-        extra["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache)
-    return asv.environment(extra)
-
-
-# Python's hash seed for the suites' processes unless the caller's environment sets one: with
-# a random seed per process the MLP training step's compiled/eager ratio (dispatch-bound, 0.65 ms
-# a step) moved 0.924-0.977 over 8 fresh processes under load, with the seed fixed 0.928-0.947,
-# while two windows inside one process agreed within ~1% either way (the spread is the
-# process's; our guess at the cause: dict and set layouts in dynamo's guards and Python-side dispatch).
-HASH_SEED = "0"
 
 
 @dataclasses.dataclass
@@ -133,59 +109,77 @@ def operator_pass(project: Path, staging: Path, names: list[str], env: dict, *, 
     return status
 
 
-def run(project: Path, root: Path, suites: list[str] | None = None, *, sha: str, machine: str,
-        quick: bool = False, full: bool = False, threads: int | None = None, launch: str | None = None,
-        label: str | None = None, profile: bool | None = None, benches: list[str] | None = None,
-        shard: str | None = None, out=None) -> BenchRun:
-    """Run the suites through asv into a new run record under the results root `root`.
-    `profile`: store operator-level profile summaries (default: in full runs only);
-    `benches`: asv `--bench` regexes selecting part of the suites (harness.measure.shard);
-    `shard`: 'K/N', recorded in run.json (the label carries it too)."""
+def run(project: Path, root: Path, spec: RunSpec, *, sha: str, launch: str | None = None,
+        profile: bool | None = None, shard: str | None = None, out=None) -> BenchRun:
+    """Run the spec's suites (all but the canary when it names none) through asv into a new run
+    record under the results root `root`. `profile`: store operator-level profile summaries
+    (default: in full runs only); `shard`: 'K/N', recorded in run.json (the label carries it)."""
     out = out or sys.stdout  # looked up per call (see operator_pass)
     from harness.core.env import fingerprint
-    from harness.measure.threads import default_threads
 
-    names = check_suites(project, suites)
+    names = check_suites(project, list(spec.suites))
     method = asv.launch_method(launch)
-    threads = threads or default_threads(full, quick)
-    profile = full if profile is None else profile
-    run_id = records.new_run_id(sha, label)
-    meta = {"commit": sha, "started": run_id.split("-")[0], "label": label or "", "suites": names,
-            "mode": "full" if full else "fast", "quick": quick, "launch_method": method,
+    threads = spec.run_threads
+    profile = spec.full if profile is None else profile
+    run_id = records.new_run_id(sha, spec.label)
+    meta = {"commit": sha, "started": run_id.split("-")[0], "label": spec.label or "", "suites": names,
+            "mode": "full" if spec.full else "fast", "quick": spec.quick, "launch_method": method,
             "threads": threads, "profiled": profile, **({"shard": shard} if shard else {})}
-    asv_rc, wall = -1, 0.0
-    with records.writing(root, machine, run_id, meta) as staging, \
+    result = None
+    with records.writing(root, spec.machine, run_id, meta) as staging, \
             tempfile.TemporaryDirectory(prefix="harness-inductor-cache-") as cache, \
             tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch:
-        env = run_environment(quick=quick, full=full, threads=threads, inductor_cache=Path(cache))
-        env[RECORD_ENV] = str(staging)  # where instruction counts keep their per-function tables
-        env[SCRATCH_ENV] = scratch
-        if benches:  # one valgrind process counts every instruction row: only the selected ones
-            env[SELECT_ENV] = ",".join(instruction_workloads.matching(benches)) or "none"
-        with asv.config(project, staging / "asv") as config:
-            env = asv.record_machine(config, machine, env)
-            cmd = asv.run_command(config, sha, machine, method, quick=quick,
-                                  benches=benches or [rf"^{n}\." for n in names])
-            print(f"harness bench: {'full' if full else 'fast'}{' quick' if quick else ''} "
-                  f"{'run of shard ' + shard + ' of ' if shard else 'run of '}"
-                  f"{', '.join(names)} on {machine} ({method}, {threads} CPU thread{'s' * (threads > 1)}), "
-                  f"commit {sha[:8]}, run {run_id}", file=out, flush=True)
-            print("$ " + " ".join(cmd[2:]), file=out, flush=True)
-            t0 = time.perf_counter()
-            asv_rc = run_in_session(cmd, cwd=project, env=env).returncode
-            wall = time.perf_counter() - t0
+        env = spec.environment(inductor_cache=Path(cache), scratch=scratch, record=staging)
+        print(f"harness bench: {spec.mode} run of {'shard ' + shard + ' of ' if shard else ''}"
+              f"{', '.join(names)} on {spec.machine} ({method}, {threads} CPU thread{'s' * (threads > 1)}), "
+              f"commit {sha[:8]}, run {run_id}", file=out, flush=True)
+        result = asv.run(asv.AsvRun(project, staging / "asv", spec.machine, sha, env,
+                                    benches=tuple(spec.benches) or tuple(rf"^{n}\." for n in names),
+                                    quick=spec.quick, method=method, capture=False, echo=out))
         # still inside the staging record (and the run's inductor cache): written before the rename;
         # `meta` is read by records.writing when the block ends
         meta["operator_pass"] = operator_pass(project, staging, names, env, profile=profile, out=out)
         fp = fingerprint()
         # the run's thread count, not this process's: the suites set it (harness.measure.threads)
-        fp.update(machine_name=machine, commit=sha, run_id=run_id, mode=meta["mode"], quick=quick,
-                  suites=names, launch_method=method, asv_wall_s=round(wall, 1), torch_threads=threads,
-                  python_hash_seed=env["PYTHONHASHSEED"],
+        fp.update(machine_name=spec.machine, commit=sha, run_id=run_id, mode=meta["mode"], quick=spec.quick,
+                  suites=names, launch_method=method, asv_wall_s=round(result.wall_s, 1),
+                  torch_threads=threads, python_hash_seed=env["PYTHONHASHSEED"],
                   inductor_cache="private to the run, warm compiles (cold: full mode only)")
         write_json_atomic(staging / records.FINGERPRINT, fp)
-    final = records.runs_dir(root) / machine / run_id
+    final = records.runs_dir(root) / spec.machine / run_id
     record = records.load_record(final) if final.is_dir() else None
     if record:
         records.rebuild_view(root)
-    return BenchRun(record, asv_rc, wall, names)
+    return BenchRun(record, result.returncode if result else -1, result.wall_s if result else 0.0, names)
+
+
+def report(ran: BenchRun, root: Path, out=None) -> int:
+    """The summary of a run just made (key ratios, failures, where the record is) and its exit
+    code: 0 done, 2 a benchmark failed, 5 asv failed or saved nothing."""
+    from harness.core import exits
+    from harness.verdict.results import load
+    from harness.verdict.summary import failures, summary_table
+
+    out = out or sys.stdout
+    if ran.record is None:
+        print(f"harness bench: asv saved no results (asv exit code {ran.asv_exit}); no run record kept",
+              file=sys.stderr)
+        return exits.RUNNER_FAILED
+    saved = load(ran.record.result_file())
+    saved.entries = {k: e for k, e in saved.entries.items() if k.split(".", 1)[0] in ran.suites}
+    print(file=out)
+    print(summary_table(saved), file=out)
+    print(f"\nrun record: {ran.record.path}\n(asv view for asv publish/compare: {root / 'asv'})"
+          f"\nasv run took {ran.wall_s:.1f} s", file=out)
+    failed = failures(saved)
+    if failed:
+        print(f"\nharness bench: {len(failed)} benchmark case(s) failed (the others ran):", file=out)
+        for name in failed:
+            print(f"  FAILED {name}", file=out)
+        print("its traceback is in the asv output above; rerun one alone with "
+              "`asv run --python=same --quick --show-stderr --bench <name>` (saves nothing)", file=out)
+        return exits.FAILED
+    if ran.asv_exit != 0:
+        print(f"harness bench: asv exited with {ran.asv_exit}", file=sys.stderr)
+        return exits.RUNNER_FAILED
+    return exits.PASS

@@ -4,8 +4,9 @@ and the gate.
 Steps, in order:
 
 1. `--require-gpu` (GPU runners): exit 4 at once when this machine has no CUDA GPU.
-2. Run the suites through `harness bench --full --label nightly` (`--fast` for the quick CI
-   pass; `--skip-bench` to only publish what is there). Every run is its own run record
+2. Run the suites through the benchmark runner (harness.runs.bench, in this process), full
+   sizes, labelled nightly (`--fast` for the quick CI pass; `--skip-bench` to only publish what
+   is there). Every run is its own run record
    (harness.core.records): a rerun on the same commit adds a run, it overwrites nothing.
 3. Publish the asv dashboard (`asv publish`, from the asv view rebuilt out of the run records)
    to RESULTS/html or --html-dir, with its CDN scripts replaced by local copies (Debian libjs-*
@@ -13,7 +14,8 @@ Steps, in order:
    publishes into a folder that is new, empty, or a dashboard it made itself (marked by
    DASHBOARD_MARK); anything else is refused (exit 3) and nothing is deleted.
 4. `--save-baseline`: copy the newest run record into RESULTS/baselines/<machine>/ (commit it).
-5. `--gate BASE` (e.g. `baseline`): run the gate BASE vs this run.
+5. `--gate BASE` (e.g. `baseline`, or `latest`: the run before this one, named before the run):
+   the gate BASE vs this run; a run compared with itself is bad input.
 6. History (harness.verdict.history) over all runs of the machine: when a new step appears (one
    not acknowledged in RESULTS/history-acknowledged.json), a Markdown summary fit for an issue or
    a chat message is written to `--steps-markdown FILE` (default
@@ -27,7 +29,6 @@ step appeared in the history (or, with --gate, the gate found a regression); the
 
 from __future__ import annotations
 
-import os
 import pathlib
 import shutil
 import subprocess
@@ -35,23 +36,21 @@ import sys
 
 from harness.core import exits, records
 from harness.core.files import check_own_folder, mark_own_folder, write_atomic
-from harness.measure import asv
-from harness.verdict.results import BadInput, baselines_dir
+from harness.runs import asv
+from harness.runs.spec import RunSpec
+from harness.verdict.results import BadInput, baselines_dir, resolve
 from harness.core import settings
 
 DASHBOARD_MARK = ".harness-dashboard"
 
 
-def bench_command(root: pathlib.Path, machine: str, full: bool) -> list[str]:
-    """The suites run through the benchmark runner (`harness bench`), not asv directly: it writes
-    the run record with its fingerprint (harness.measure.bench)."""
-    return ([sys.executable, "-m", "harness.cli", "bench", "--results-dir", str(root),
-             "--machine", machine, "--label", "nightly"] + (["--full"] if full else []))
+def run_bench(root: pathlib.Path, spec: RunSpec, commit: str) -> int:
+    """The suites through the benchmark runner, in this process (harness.runs.bench: the run
+    record with its fingerprint, the summary); its exit code."""
+    from harness.core.project import project_root
+    from harness.runs import bench
 
-
-def run_bench(cmd: list[str]) -> int:
-    print("nightly: harness " + " ".join(cmd[3:]), flush=True)
-    return subprocess.run(cmd).returncode
+    return bench.report(bench.run(project_root(), root, spec, sha=commit), root)
 
 
 def check_html_dir(html_dir: pathlib.Path, root: pathlib.Path) -> None:
@@ -96,8 +95,10 @@ def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, 
             steps_markdown: str | None = None) -> int:
     html_dir = html_dir or root / "html"
     check_html_dir(html_dir, root)  # before hours of benchmarks, not after
+    # the gate's BASE is named now, before this run exists: `--gate latest` is the previous run
+    base = resolve(gate_base, root, machine) if gate_base else None
     if not skip_bench:
-        code = run_bench(bench_command(root, machine, full))
+        code = run_bench(root, RunSpec.from_flags(full=full, machine=machine, label="nightly"), commit)
         if code:
             print(f"nightly: the benchmark runner exited {code}; results so far are kept", file=sys.stderr)
             return exits.RUNNER_FAILED
@@ -116,7 +117,7 @@ def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, 
     if gate_base:
         from harness.verdict.gate import run_gate
 
-        outcome = run_gate(gate_base, "latest", root=root, machine=machine)
+        outcome = run_gate(str(base), "latest", root=root, machine=machine)
         print(outcome.render("text"), end="")
         if outcome.code == exits.BAD_INPUT and outcome.message:
             print(f"harness nightly: {outcome.message}", file=sys.stderr)

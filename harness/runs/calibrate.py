@@ -12,7 +12,7 @@ clean run A, a run B with HARNESS_CANARY_EXTRA=1 (one more op), and another clea
 that order; `gate A B` must exit 1 (caught) and `gate A C` must exit 0 (no false alarm).
 
 `--trials N --slowdown F --workload NAME` is the same proof on a real workload (test-only, see
-harness.verdict.slowdown): quick runs of a scratch benchmark folder wrapping the real suite's
+harness.runs.slowdown): quick runs of a scratch benchmark folder wrapping the real suite's
 class, B slowed by the fraction F; `--route ab` runs it through `harness ab` instead (per trial
 one ab run clean vs slowed, which must exit 1, and one clean vs clean, which must exit 0).
 `--workload` repeats: the workloads share each run. `--no-aa` runs only the slowed half of each
@@ -24,6 +24,7 @@ band of 0): the evidence for or against judging raw and reference-normalised row
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import shutil
@@ -32,12 +33,11 @@ import time
 
 from harness.core import settings
 from harness.core.exits import RunnerFailed
-from harness.core.processes import run_in_session
-from harness.measure import asv
-from harness.measure.bench import check_suites, run_environment
-from harness.measure.instructions import RECORD_ENV, SCRATCH_ENV
+from harness.runs import asv
+from harness.runs.bench import check_suites
+from harness.runs.spec import RunSpec
 from harness.verdict import metrics
-from harness.verdict.results import ResultSet, load, noise_path, result_files, save_noise
+from harness.verdict.results import ResultSet, load, noise_path, save_noise
 
 
 def _benchmark_dir(root: pathlib.Path, bench_modules: list[str], work: pathlib.Path) -> pathlib.Path:
@@ -52,30 +52,19 @@ def _benchmark_dir(root: pathlib.Path, bench_modules: list[str], work: pathlib.P
     return bench
 
 
-def asv_run(root: pathlib.Path, bench_dir: pathlib.Path, results: pathlib.Path, machine: str,
-            commit: str, extra_env: dict | None = None, *, quick: bool = False,
-            benches: list[str] | None = None) -> pathlib.Path:
-    """One `asv run` of the modules in `bench_dir` into `results`; returns the result file.
-    `quick`: as `harness bench --quick` (asv --quick, and the suites told so: 1 thread);
-    `benches`: asv --bench regexes (any of them selects a benchmark)."""
-    if quick:
-        env = run_environment(quick=True, full=False)
-        env.update(extra_env or {})
-    else:
-        env = asv.environment(extra_env)
-    env[RECORD_ENV] = str(results)  # instruction counts' tables beside the results (results.load)
-    with asv.config(root, results, benchmark_dir=bench_dir) as config, \
-            tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch:
-        env[SCRATCH_ENV] = scratch
-        env = asv.record_machine(config, machine, env)
-        cmd = asv.run_command(config, commit, machine, asv.launch_method(), quick=quick,
-                              benches=benches or [])
-        proc = run_in_session(cmd, env=env, capture=True, cwd=root)
-    files = result_files(results / machine)
-    if proc.returncode != 0 or not files:
-        raise RunnerFailed(f"asv run failed (exit {proc.returncode}) for {results}:\n"
-                           + proc.stdout[-2000:] + proc.stderr[-2000:])
-    return files[0]
+def asv_run(project: pathlib.Path, bench_dir: pathlib.Path, results: pathlib.Path, spec: RunSpec,
+            commit: str) -> pathlib.Path:
+    """One `asv run` of the modules in `bench_dir` into `results` as `spec` says (mode, machine,
+    --bench selection, extra environment); returns the result file. Instruction counts keep their
+    tables beside the results (results.load reads them there)."""
+    with tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch:
+        env = spec.environment(scratch=scratch, record=results)
+        result = asv.run(asv.AsvRun(project, results, spec.machine, commit, env, benches=tuple(spec.benches),
+                                    quick=spec.quick, bench_dir=bench_dir))
+    if result.returncode != 0 or not result.files:
+        raise RunnerFailed(f"asv run failed (exit {result.returncode}) for {results}:\n"
+                           + result.stdout[-2000:] + result.stderr[-2000:])
+    return result.files[0]
 
 
 def noise_bands(runs: list[ResultSet]) -> dict[str, dict]:
@@ -107,7 +96,8 @@ def calibrate(project: pathlib.Path, modules: list[str], runs: int, root: pathli
     work = pathlib.Path(work or tempfile.mkdtemp(prefix="harness-calibrate-"))
     bench_dir = _benchmark_dir(project, modules, work)
     commit = head_commit(project)
-    sets = [load(asv_run(project, bench_dir, work / f"aa{i}", machine, commit)) for i in range(runs)]
+    spec = RunSpec(machine=machine)
+    sets = [load(asv_run(project, bench_dir, work / f"aa{i}", spec, commit)) for i in range(runs)]
     bands = noise_bands(sets)
     save_noise(noise_path(root, machine), machine, bands)
     return bands
@@ -142,38 +132,33 @@ def if_all_judged(outcome, threshold: float) -> list:
     return compare.compare(outcome.base, outcome.head, threshold, noise=zero)
 
 
-def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work: pathlib.Path,
-           threshold: float, log=print, *, bench_dir: pathlib.Path | None = None,
-           slowed_env: dict | None = None, quick: bool = False, aa: bool = True,
-           benches: list[str] | None = None, clean_env: dict | None = None) -> dict:
+def trials(project: pathlib.Path, n: int, root: pathlib.Path, work: pathlib.Path, threshold: float,
+           spec: RunSpec, *, bench_dir: pathlib.Path | None = None, slowed_env: dict | None = None,
+           aa: bool = True, log=print) -> dict:
     """The end-to-end proof on stored results: per trial a clean run A, a run B with the injected
     regression (default: the canary's extra op; `bench_dir` + `slowed_env`: a slowed real workload,
-    harness.verdict.slowdown), another clean run C; `gate A B` must exit 1, `gate A C` exit 0.
-    `aa=False`: no run C (false alarms are then None: not measured); `benches`: only the
-    benchmarks these regexes find (each benchmark is a process of its own under asv's forkserver,
-    so leaving the others out changes no measurement, only the time a trial takes); `clean_env`:
-    environment of every run, A, B and C (the slowed run's `slowed_env` goes on top)."""
+    harness.runs.slowdown), another clean run C; `gate A B` must exit 1, `gate A C` exit 0.
+    `spec`: the runs' mode, machine, --bench selection (each benchmark is a process of its own
+    under asv's forkserver, so leaving some out changes no measurement, only the time a trial
+    takes) and the environment of every run (the slowed run's `slowed_env` goes on top).
+    `aa=False`: no run C (false alarms are then None: not measured)."""
     from harness.core.project import head_commit
     from harness.verdict.gate import run_gate
 
     if bench_dir is None:  # the canary; its instruction row has a proof of its own (--extra-instructions)
         bench_dir = _benchmark_dir(project, ["canary"], work)
-        benches = benches or [r"^canary\.Canary\.track_(?!instructions)"]
-    clean_env = dict(clean_env or {})
-    slowed_env = {**clean_env, **(slowed_env or {settings.CANARY_EXTRA.name: "1"})}
+        spec = spec if spec.benches else dataclasses.replace(spec, benches=(r"^canary\.Canary\.track_(?!instructions)",))
+    slowed = spec.with_env(**(slowed_env or {settings.CANARY_EXTRA.name: "1"}))
     commit = head_commit(project)
-    npath = noise_path(root, machine)
+    npath = noise_path(root, spec.machine)
     caught = false_alarms = 0
     per_bench: dict[str, dict] = {}  # benchmark -> regression trials caught, A/A alarms
     gate_seconds, rows, run_seconds = [], [], []
     for i in range(n):
         t0 = time.perf_counter()
-        a = asv_run(project, bench_dir, work / f"t{i}-A", machine, commit, clean_env, quick=quick,
-                    benches=benches)
-        b = asv_run(project, bench_dir, work / f"t{i}-B", machine, commit, slowed_env, quick=quick,
-                    benches=benches)
-        c = asv_run(project, bench_dir, work / f"t{i}-C", machine, commit, clean_env, quick=quick,
-                    benches=benches) if aa else None
+        a = asv_run(project, bench_dir, work / f"t{i}-A", spec, commit)
+        b = asv_run(project, bench_dir, work / f"t{i}-B", slowed, commit)
+        c = asv_run(project, bench_dir, work / f"t{i}-C", spec, commit) if aa else None
         run_seconds.append((time.perf_counter() - t0) / (3 if aa else 2))
         t0 = time.perf_counter()
         reg = run_gate(str(a), str(b), root=root, threshold=threshold, noise_file=str(npath))
@@ -196,16 +181,15 @@ def trials(project: pathlib.Path, n: int, root: pathlib.Path, machine: str, work
             "asv_run_seconds_median": sorted(run_seconds)[len(run_seconds) // 2], "rows": rows}
 
 
-def ab_trials(project: pathlib.Path, n: int, machine: str, work: pathlib.Path, threshold: float,
-              bench_dir: pathlib.Path, suites: list[str], slowed_env: dict, pairs: int, log=print,
-              aa: bool = True, benches: list[str] | None = None, clean_env: dict | None = None) -> dict:
+def ab_trials(project: pathlib.Path, n: int, work: pathlib.Path, threshold: float, spec: RunSpec,
+              bench_dir: pathlib.Path, slowed_env: dict, pairs: int, aa: bool = True, log=print) -> dict:
     """The same proof through `harness ab`: per trial one ab run (base clean, head slowed, `pairs`
-    alternating processes each, per suite) that must exit 1, and one A/A ab run (both clean) that
-    must exit 0 (`aa=False`: none; false alarms are then None). Both sides run this checkout's
-    interpreter; results go to a scratch root per run."""
+    alternating processes each, per suite of `spec`) that must exit 1, and one A/A ab run (both
+    clean) that must exit 0 (`aa=False`: none; false alarms are then None). Both sides run this
+    checkout's interpreter; results go to a scratch root per run."""
     import sys
 
-    from harness.verdict import ab
+    from harness.runs import ab
     from harness.verdict.gate import run_gate
 
     caught = false_alarms = 0
@@ -214,14 +198,10 @@ def ab_trials(project: pathlib.Path, n: int, machine: str, work: pathlib.Path, t
     python = sys.executable
     for i in range(n):
         row = {"trial": i}
-        clean = dict(clean_env or {})
-        runs = [("slowed", {"base": clean, "head": {**clean, **slowed_env}}, "caught")] + \
-            ([("A/A", {"base": clean, "head": clean}, "false_alarms")] if aa else [])
+        runs = [("slowed", {"head": slowed_env}, "caught")] + ([("A/A", {}, "false_alarms")] if aa else [])
         for label, envs, key in runs:
             root = work / f"ab{i}-{'slowed' if key == 'caught' else 'aa'}"
-            out = ab.run(project, root, {"base": python, "head": python}, suites=suites,
-                         benches=benches or [],
-                         machine=machine, pairs=pairs, quick=True, budget_s=None, envs=envs,
+            out = ab.run(project, root, {"base": python, "head": python}, spec, pairs=pairs, envs=envs,
                          bench_dir=bench_dir, log=lambda msg: None)
             seconds.append(out["seconds"])
             outcome = run_gate(str(out["records"]["base"].path), str(out["records"]["head"].path),

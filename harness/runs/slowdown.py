@@ -42,7 +42,7 @@ FUSION_WORKLOADS = tuple(FUSION_CLASSES)
 SIDES = ("all", "compiled")
 CALIBRATION_CALLS = 20
 
-_COMMON = '''"""Test-only wrapper of {real} (written by harness.verdict.slowdown; not a user suite)."""
+_COMMON = '''"""Test-only wrapper of {real} (written by harness.runs.slowdown; not a user suite)."""
 import importlib.util
 import os
 import time

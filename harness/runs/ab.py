@@ -34,10 +34,10 @@ import time
 from harness.core import records, settings
 from harness.core.exits import BadInput, RunnerFailed
 from harness.core.files import write_json_atomic
-from harness.core.processes import run_in_session, terminate_as_interrupt
-from harness.measure import asv
-from harness.measure.instructions import RECORD_ENV, SCRATCH_ENV, SELECT_ENV
-from harness.measure.workloads import instructions as instruction_workloads
+from harness.core.processes import terminate_as_interrupt
+from harness.runs import asv
+from harness.measure.instructions import RECORD_ENV
+from harness.runs.spec import RunSpec
 
 MIN_PAIRS = 5  # fewer gives the statistics too little to go on; allowed, with a warning
 MIN_WINDOW_S = 2.0  # a process's share of the paired window (process_window)
@@ -97,30 +97,39 @@ class NoMatch(Exception):
     """No benchmark of this suite matches --bench: the suite is left out."""
 
 
-def run_side(side: Side, suite: str, out_dir: pathlib.Path, machine: str, quick: bool,
-             benches: list[str], method: str, base_env: dict,
-             bench_dir: pathlib.Path | None = None, rows: str | None = None) -> pathlib.Path:
-    """One asv process tree for one side and suite; returns its result file. `base_env` is the
-    run's environment (harness.measure.bench.run_environment: sizes, quick, threads, the private
-    inductor cache), the same for both sides; the side's own settings go on top. `bench_dir`:
-    a scratch benchmark folder instead of the side's suites (harness calibrate's proof);
-    `rows`: "instructions" or "timing" (suite_regex). What the process keeps beside its results
-    (instruction counts' function tables) goes to out_dir/record."""
-    env = {**base_env, **side.env, settings.PYTHON.name: side.python,
-           RECORD_ENV: str(out_dir / "record")}
-    regexes = [suite_regex(suite, benches, rows)]
-    with asv.config(side.project, out_dir, benchmark_dir=bench_dir) as config:
-        env = asv.record_machine(config, machine, env)
-        cmd = asv.run_command(config, side.commit, machine, method, quick=quick, benches=regexes)
-        proc = run_in_session(cmd, cwd=side.project, env=env, capture=True)
-    files = sorted(p for p in (out_dir / machine).glob("*.json") if p.name != "machine.json") \
-        if (out_dir / machine).is_dir() else []
-    if not files and benches and "No benchmarks selected" in proc.stdout + proc.stderr:
+@dataclasses.dataclass
+class _Job:
+    """One ab run: the two sides, what to run, where, and its clock."""
+
+    side: dict[str, Side]
+    spec: RunSpec
+    work: pathlib.Path
+    env: dict  # the run's environment, the same for both sides (RunSpec.environment)
+    method: str
+    pairs: int
+    budget_s: float | None
+    bench_dir: pathlib.Path | None
+    log: object
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+
+
+def run_side(job: _Job, label: str, suite: str, out_dir: pathlib.Path, rows: str | None = None) -> pathlib.Path:
+    """One asv process tree for one side and suite; returns its result file. The side's own
+    settings go on top of the run's environment; `rows`: "instructions" or "timing"
+    (suite_regex). What the process keeps beside its results (instruction counts' function
+    tables) goes to out_dir/record."""
+    side = job.side[label]
+    env = {**job.env, **side.env, settings.PYTHON.name: side.python, RECORD_ENV: str(out_dir / "record")}
+    benches = list(job.spec.benches)
+    result = asv.run(asv.AsvRun(side.project, out_dir, job.spec.machine, side.commit, env,
+                                benches=(suite_regex(suite, benches, rows),), quick=job.spec.quick,
+                                method=job.method, bench_dir=job.bench_dir))
+    if not result.files and benches and "No benchmarks selected" in result.output:
         raise NoMatch(suite)
-    if not files:
+    if not result.files:
         raise RunnerFailed(f"asv saved nothing for {side.label} ({side.spec}), suite {suite} "
-                           f"(exit {proc.returncode}):\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
-    return files[0]
+                           f"(exit {result.returncode}):\n{result.stdout[-1500:]}{result.stderr[-1500:]}")
+    return result.files[0]
 
 
 INSTRUCTION_ROWS = r".*\.track_instructions"
@@ -216,128 +225,120 @@ def process_window(quick: bool, pairs: int) -> float:
     return round(max(MIN_WINDOW_S, window / max(pairs, 1)), 3)
 
 
-def _once(files, side, suite, work, machine, quick, benches, method, base_env, bench_dir, log) -> bool:
+def _once(job: _Job, files: dict, suite: str) -> bool:
     """The suite's instruction rows, one process per side (their counts do not move between
     processes); False when the suite has none that --bench selects."""
-    if not has_instruction_rows(side, suite, bench_dir):
+    if not has_instruction_rows(job.side, suite, job.bench_dir):
         return False
     t0 = time.perf_counter()
     try:
         for label in ("base", "head"):
-            files[label].append(run_side(side[label], suite, work / f"{suite}-{label}-instructions",
-                                         machine, quick, benches, method, base_env, bench_dir,
+            files[label].append(run_side(job, label, suite, job.work / f"{suite}-{label}-instructions",
                                          rows="instructions"))
     except NoMatch:
         return False
-    log(f"ab: {suite} instruction rows, one process per side, took {time.perf_counter() - t0:.0f} s")
+    job.log(f"ab: {suite} instruction rows, one process per side, took {time.perf_counter() - t0:.0f} s")
     return True
 
 
-def _alternate(pairs, files, side, suite, work, machine, quick, benches, method, base_env, bench_dir,
-               started, budget_s, log) -> None:
+def _alternate(job: _Job, files: dict, suite: str) -> None:
     """One suite's pairs, A B / B A / A B ..., each process's result file appended to `files`;
-    stops early when the next pair would overrun `budget_s`. Instruction rows are left out
+    stops early when the next pair would overrun the budget. Instruction rows are left out
     (_once counts them)."""
-    for i in range(pairs):
+    for i in range(job.pairs):
         t0 = time.perf_counter()
         for label in ("base", "head") if i % 2 == 0 else ("head", "base"):
-            files[label].append(run_side(side[label], suite, work / f"{suite}-{label}-{i}", machine,
-                                         quick, benches, method, base_env, bench_dir, rows="timing"))
+            files[label].append(run_side(job, label, suite, job.work / f"{suite}-{label}-{i}", rows="timing"))
         pair_s = time.perf_counter() - t0
-        log(f"ab: {suite} pair {i + 1}/{pairs} took {pair_s:.0f} s")
-        spent = time.perf_counter() - started
-        if budget_s is not None and i + 1 < pairs and spent + pair_s > budget_s:
-            log(f"ab: budget of {budget_s:.0f} s reached after {i + 1} pairs of {suite}")
+        job.log(f"ab: {suite} pair {i + 1}/{job.pairs} took {pair_s:.0f} s")
+        spent = time.perf_counter() - job.started
+        if job.budget_s is not None and i + 1 < job.pairs and spent + pair_s > job.budget_s:
+            job.log(f"ab: budget of {job.budget_s:.0f} s reached after {i + 1} pairs of {suite}")
             break
 
 
-def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], **kw) -> dict:
-    """Alternate the sides per suite; save each side as a run record. Returns what was run and
-    left out, and the two run records. Scratch folders (the asv runs before merging, the run's
-    inductor cache) and worktrees are removed afterwards, also when a run fails or is interrupted
-    (Ctrl-C, SIGTERM: the asv processes are ended first): the records hold the data."""
+def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], spec: RunSpec, *, pairs: int,
+        budget_s: float | None = None, envs: dict[str, dict[str, str]] | None = None,
+        bench_dir: pathlib.Path | None = None, log=print) -> dict:
+    """Alternate the sides per suite of `spec` (its machine, mode, threads, --bench selection);
+    save each side as a run record. Returns what was run and left out, and the two run records.
+    Scratch folders (the asv runs before merging, the run's inductor cache) and worktrees are
+    removed afterwards, also when a run fails or is interrupted (Ctrl-C, SIGTERM: the asv
+    processes are ended first): the records hold the data."""
     with terminate_as_interrupt(), \
             tempfile.TemporaryDirectory(prefix="harness-ab-runs-") as work, \
             tempfile.TemporaryDirectory(prefix="harness-ab-inductor-") as cache, \
-            tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch:
-        return _run(project, root, specs, work=pathlib.Path(work), cache=pathlib.Path(cache),
-                    scratch=scratch, **kw)
-
-
-def _run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], *, work: pathlib.Path,
-         cache: pathlib.Path, scratch: str, suites: list[str], benches: list[str], machine: str, pairs: int,
-         quick: bool, budget_s: float | None, envs: dict[str, dict[str, str]] | None = None,
-         threads: int | None = None, bench_dir: pathlib.Path | None = None, log=print) -> dict:
-    import json
-
-    from harness.measure.bench import run_environment
-
-    method = asv.launch_method()
-    started = time.perf_counter()
-    base_env = run_environment(quick=quick, full=not quick, threads=threads, inductor_cache=cache)
-    base_env[settings.PAIRED_WINDOW_S.name] = str(process_window(quick, pairs))
-    base_env[SCRATCH_ENV] = scratch
-    if benches:  # one valgrind process counts every instruction row: only the selected ones
-        base_env[SELECT_ENV] = ",".join(instruction_workloads.matching(benches)) or "none"
-    done: dict[str, dict[str, list[pathlib.Path]]] = {"base": {}, "head": {}}  # side -> suite -> files
-    ran_suites, left_out, unmatched = [], [], []
-    with sides(project, specs, envs or {}) as side:
-        for suite in suites:
-            spent = time.perf_counter() - started
-            if budget_s is not None and ran_suites and spent >= budget_s:
-                left_out.append(suite)
-                continue
-            files: dict[str, list[pathlib.Path]] = {"base": [], "head": []}
-            counted = _once(files, side, suite, work, machine, quick, benches, method, base_env,
-                            bench_dir, log)
-            try:
-                _alternate(pairs, files, side, suite, work, machine, quick, benches, method, base_env,
-                           bench_dir, started, budget_s, log)
-            except NoMatch:
-                if not counted:
-                    unmatched.append(suite)
-                    continue
-            ran_suites.append(suite)
-            for label in files:
-                done[label][suite] = files[label]
-        if not ran_suites and unmatched:
-            raise BadInput(f"no benchmark of suite(s) {', '.join(unmatched)} matches --bench "
-                           f"{' '.join(benches)}; list the names with `harness bench --list`")
-        if unmatched:
-            log(f"ab: no benchmark of {', '.join(unmatched)} matches --bench; left out")
-        if not ran_suites:
-            raise BadInput("nothing ran within the budget; raise --budget")
-        saved = {}
-        for label in ("base", "head"):
-            s = side[label]
-            run_id = records.new_run_id(s.commit, label)
-            meta = {"commit": s.commit, "started": run_id.split("-")[0], "label": label,
-                    "suites": ran_suites, "mode": "fast" if quick else "full", "quick": quick,
-                    "threads": base_env[settings.THREADS.name], "ab": {
-                        "spec": s.spec, "python": s.python, "pairs": pairs,
-                        "processes": sum(map(len, done[label].values()))}}
-            with records.writing(root, machine, run_id, meta) as staging:
-                benchmarks: dict[str, dict] = {}
-                for files in done[label].values():
-                    for f in files:
-                        benchmarks.update(json.loads((f.parent.parent / "benchmarks.json").read_text()))
-                write_json_atomic(staging / "asv" / "benchmarks.json", benchmarks)
-                merge_side(done[label], benchmarks, work / f"merged-{label}", staging / "asv")
-                for files in done[label].values():
-                    for f in files:  # instruction counts' tables, one file per valgrind process
-                        for kept in (f.parent.parent / "record" / records.INSTRUCTIONS).glob("*.json"):
-                            dest = staging / records.INSTRUCTIONS / kept.name
-                            dest.parent.mkdir(exist_ok=True)
-                            shutil.copy2(kept, dest)
-                first = next(iter(done[label].values()))[0]
-                shutil.copy2(first.parent / "machine.json",
-                             staging / "asv" / machine / "machine.json")
-                fp = side_fingerprint(s)
-                fp.update(machine_name=machine, commit=s.commit, run_id=run_id, ab_side=label,
-                          torch_threads=int(base_env[settings.THREADS.name]),
-                          python_hash_seed=base_env["PYTHONHASHSEED"])
-                write_json_atomic(staging / records.FINGERPRINT, fp)
-            saved[label] = records.load_record(records.runs_dir(root) / machine / run_id)
+            tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch, \
+            sides(project, specs, envs or {}) as side:
+        env = spec.environment(inductor_cache=pathlib.Path(cache), scratch=scratch)
+        env[settings.PAIRED_WINDOW_S.name] = str(process_window(spec.quick, pairs))
+        job = _Job(side, spec, pathlib.Path(work), env, asv.launch_method(), pairs, budget_s, bench_dir, log)
+        done, ran_suites, left_out = _measure(job)
+        saved = {label: _keep(job, root, label, done[label], ran_suites) for label in ("base", "head")}
     records.rebuild_view(root)
     return {"records": saved, "suites": ran_suites, "left_out": left_out,
-            "seconds": time.perf_counter() - started}
+            "seconds": time.perf_counter() - job.started}
+
+
+def _measure(job: _Job) -> tuple[dict, list[str], list[str]]:
+    """Every suite's processes: side -> suite -> result files; the suites run and left out."""
+    done: dict[str, dict[str, list[pathlib.Path]]] = {"base": {}, "head": {}}
+    ran_suites, left_out, unmatched = [], [], []
+    for suite in job.spec.suites:
+        spent = time.perf_counter() - job.started
+        if job.budget_s is not None and ran_suites and spent >= job.budget_s:
+            left_out.append(suite)
+            continue
+        files: dict[str, list[pathlib.Path]] = {"base": [], "head": []}
+        counted = _once(job, files, suite)
+        try:
+            _alternate(job, files, suite)
+        except NoMatch:
+            if not counted:
+                unmatched.append(suite)
+                continue
+        ran_suites.append(suite)
+        for label in files:
+            done[label][suite] = files[label]
+    if not ran_suites and unmatched:
+        raise BadInput(f"no benchmark of suite(s) {', '.join(unmatched)} matches --bench "
+                       f"{' '.join(job.spec.benches)}; list the names with `harness bench --list`")
+    if unmatched:
+        job.log(f"ab: no benchmark of {', '.join(unmatched)} matches --bench; left out")
+    if not ran_suites:
+        raise BadInput("nothing ran within the budget; raise --budget")
+    return done, ran_suites, left_out
+
+
+def _keep(job: _Job, root: pathlib.Path, label: str, by_suite: dict, ran_suites: list[str]) -> records.RunRecord:
+    """One side's processes merged into one run record labelled `label`."""
+    import json
+
+    s, machine = job.side[label], job.spec.machine
+    run_id = records.new_run_id(s.commit, label)
+    meta = {"commit": s.commit, "started": run_id.split("-")[0], "label": label,
+            "suites": ran_suites, "mode": "fast" if job.spec.quick else "full", "quick": job.spec.quick,
+            "threads": job.env[settings.THREADS.name], "ab": {
+                "spec": s.spec, "python": s.python, "pairs": job.pairs,
+                "processes": sum(map(len, by_suite.values()))}}
+    with records.writing(root, machine, run_id, meta) as staging:
+        benchmarks: dict[str, dict] = {}
+        for files in by_suite.values():
+            for f in files:
+                benchmarks.update(json.loads((f.parent.parent / "benchmarks.json").read_text()))
+        write_json_atomic(staging / "asv" / "benchmarks.json", benchmarks)
+        merge_side(by_suite, benchmarks, job.work / f"merged-{label}", staging / "asv")
+        for files in by_suite.values():
+            for f in files:  # instruction counts' tables, one file per valgrind process
+                for kept in (f.parent.parent / "record" / records.INSTRUCTIONS).glob("*.json"):
+                    dest = staging / records.INSTRUCTIONS / kept.name
+                    dest.parent.mkdir(exist_ok=True)
+                    shutil.copy2(kept, dest)
+        first = next(iter(by_suite.values()))[0]
+        shutil.copy2(first.parent / "machine.json", staging / "asv" / machine / "machine.json")
+        fp = side_fingerprint(s)
+        fp.update(machine_name=machine, commit=s.commit, run_id=run_id, ab_side=label,
+                  torch_threads=int(job.env[settings.THREADS.name]),
+                  python_hash_seed=job.env["PYTHONHASHSEED"])
+        write_json_atomic(staging / records.FINGERPRINT, fp)
+    return records.load_record(records.runs_dir(root) / machine / run_id)

@@ -1,0 +1,39 @@
+"""The runs layer's one worker entry point: what a run needs done in a process of its own, for
+isolation (a GPU-check step that may hang, a fingerprint read with another interpreter), without
+going through the `harness` command line.
+
+    python -m harness.runs.worker gpu-check-step NAME --out DIR --work DIR --device cuda
+    python -m harness.runs.worker fingerprint          this interpreter's fingerprint as JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.runs.worker")
+    sub = parser.add_subparsers(dest="job", required=True)
+    step = sub.add_parser("gpu-check-step", help="one step of the GPU proof kit (harness.runs.gpucheck)")
+    step.add_argument("name")
+    step.add_argument("--out", required=True)
+    step.add_argument("--work", required=True)
+    step.add_argument("--device", required=True)
+    sub.add_parser("fingerprint", help="harness.core.env.fingerprint() of this interpreter, as JSON")
+    args = parser.parse_args(argv)
+    if args.job == "fingerprint":
+        from harness.core.env import fingerprint
+
+        print(json.dumps(fingerprint(), indent=2, sort_keys=True))
+        return 0
+    from harness.core import exits
+    from harness.runs import gpucheck
+
+    return exits.guarded(f"gpu-check step {args.name}",
+                         lambda: gpucheck.run_step(args.name, args.out, args.work, args.device))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

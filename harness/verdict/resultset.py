@@ -1,0 +1,45 @@
+"""What a loaded run is: one result set of entries, whichever runner wrote it (asv, or
+pytest-benchmark: harness.verdict.results and .pytest_benchmark load them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+
+
+@dataclasses.dataclass
+class Entry:
+    """One benchmark (one parameter combination) of one result set."""
+
+    name: str
+    unit: str
+    value: float | None  # None: failed; NaN: skipped (asv's markers)
+    samples: list[float] | None
+    version: str | None = None  # asv's benchmark version: a hash of the benchmark's code
+
+    @property
+    def failed(self) -> bool:
+        return self.value is None
+
+    @property
+    def skipped(self) -> bool:
+        return self.value is not None and math.isnan(self.value)
+
+
+@dataclasses.dataclass
+class ResultSet:
+    path: pathlib.Path
+    machine: str
+    commit: str
+    env_name: str
+    date: int | None
+    entries: dict[str, Entry]
+    runner: str = "asv"  # or "pytest-benchmark" (harness.verdict.pytest_benchmark)
+    fingerprint: dict | None = None  # saved inside the result file itself (pytest-benchmark)
+    # instruction rows' per-function tables and fingerprints, from the run record (records.read_instructions)
+    instructions: dict[str, dict] = dataclasses.field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.commit[:8]} ({self.path})"
