@@ -40,6 +40,7 @@ def test_a_side_that_is_neither_revision_nor_interpreter_is_bad_input(capsys, tm
     assert code == 3 and "neither a git revision" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("ab-canary")
 def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
     """HEAD vs HEAD with the canary's extra op on the head side only: exit 1 on the exact op
@@ -78,6 +79,7 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
         assert len(data["results"]["canary.Canary.track_time"][col][0]) >= 2 * 3, "samples of both processes"
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("ab-canary")
 def test_a_bench_regex_matching_no_suite_is_bad_input(capsys, tmp_path):
     code = main(["ab", "HEAD", "HEAD", "--suite", "canary", "--bench", "NoSuchBenchmark", "--pairs", "1",

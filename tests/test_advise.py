@@ -171,6 +171,7 @@ def test_report_has_the_advice_section(tmp_path, capsys):
 
 # ---- a real quick run of the training-loop suite, end to end ----
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("advise-e2e")
 def test_advise_reads_a_real_quick_run(tmp_path, capsys):
     root = tmp_path / "results"

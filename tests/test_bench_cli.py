@@ -57,6 +57,7 @@ def _bench(tmp_path, root, *extra):
                           env={**__import__("os").environ, **env})
 
 
+@pytest.mark.slow
 def test_quick_runs_are_kept_as_immutable_run_records(tmp_path):
     """Two runs of one commit: two run records, the first untouched; the asv view holds the newest."""
     # transfer is the cheapest suite on CPU (every case n/a); on CUDA it times real copies

@@ -124,6 +124,7 @@ def test_graph_breaks_are_counted():
     assert text.startswith("graphs: 2\ngraph_breaks: 1\n"), text
 
 
+@pytest.mark.slow
 def test_printouts_are_byte_identical_across_processes_and_hash_seeds():
     # Two fresh interpreters with different hash seeds print the same graph, byte for byte.
     procs = [subprocess.Popen([sys.executable, "-m", "harness.cli", "graph", "mlp", "--frontend", "export"],

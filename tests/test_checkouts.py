@@ -71,6 +71,7 @@ def test_outside_a_checkout_is_a_clear_error_and_writes_nothing(tmp_path):
     assert proc.returncode == 0 and "nothing to prune" in proc.stdout, proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("detached-bench")
 @pytest.mark.parametrize("keep_main", [False, True], ids=["without-main", "commit-beside-main"])
 def test_bench_in_a_detached_pull_request_checkout(tmp_path, keep_main):

@@ -10,6 +10,8 @@ import pytest
 from harness.cli import main
 from harness.core import records
 
+pytestmark = pytest.mark.slow  # end to end: real asv runs
+
 TIMING = r"^canary\.Canary\.track_(?!instructions)"  # the valgrind row is not what this is about
 
 

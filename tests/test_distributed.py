@@ -36,6 +36,7 @@ def ddp_result():
     return wl.measure(2, _tiny_plan(), timeout_s=180)
 
 
+@pytest.mark.slow
 def test_ddp_workload_runs_with_world_size_2_on_cpu(ddp_result):
     meta = ddp_result["meta"]
     assert meta["world_size"] == 2 and meta["backend"] == ("nccl" if meta["device"] == "cuda" else "gloo")
@@ -66,6 +67,7 @@ def _suite():
     return importlib.import_module("benchmarks.distributed")
 
 
+@pytest.mark.slow
 def test_every_suite_row_reads_the_launch_result(ddp_result):
     """The asv rows as asv calls them (setup(cache, *params), then the track_ method), on one
     launch's result: known units, finite samples, DataParallel n/a with its reason on CPU."""
@@ -105,6 +107,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 def test_a_hanging_launch_is_killed_with_every_worker(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text(HANG)
@@ -123,6 +126,7 @@ def test_a_hanging_launch_is_killed_with_every_worker(tmp_path):
     assert _live_children() == []
 
 
+@pytest.mark.slow
 def test_killing_the_benchmark_process_takes_torchrun_and_the_workers_along(tmp_path):
     """asv's own timeout kills only the benchmark process: torchrun (PR_SET_PDEATHSIG set by the
     launcher) and harness workers (die_with_parent, as worker_main calls it) must go with it."""
@@ -152,6 +156,7 @@ def test_killing_the_benchmark_process_takes_torchrun_and_the_workers_along(tmp_
     assert not [pid for pid in agent + workers if _running(pid)], "torchrun or a worker outlived the benchmark"
 
 
+@pytest.mark.slow
 def test_a_failing_worker_is_a_clear_runner_error(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text("raise SystemExit('worker says: no gradients today')\n")

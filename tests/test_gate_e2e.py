@@ -18,7 +18,7 @@ from harness.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # one xdist worker runs both tests, so the three asv runs happen once (tox: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("canary-e2e")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("canary-e2e")]
 MACHINE = "e2e-cpu"
 
 

@@ -20,7 +20,7 @@ from harness.measure import profiles
 from harness.verdict import operators
 
 # one xdist worker runs these tests, so the four runs happen once (tox: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("history-canary")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("history-canary")]
 MACHINE = "history-e2e-cpu"
 OPS = "canary.Canary.track_ops"
 

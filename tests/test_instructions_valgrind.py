@@ -12,7 +12,7 @@ from harness.measure import instructions
 
 SOURCE = str(pathlib.Path(__file__).with_name("instruction_workloads.py"))
 WHY = instructions.unavailable()
-pytestmark = [pytest.mark.skipif(WHY is not None, reason=f"no instruction counts here: {WHY}"),
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(WHY is not None, reason=f"no instruction counts here: {WHY}"),
               pytest.mark.xdist_group("valgrind")]
 
 

@@ -38,6 +38,7 @@ def published(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_nightly_publishes(published):
     html = published / "html"
     assert (html / "index.html").is_file() and (html / "index.json").is_file()
@@ -58,6 +59,7 @@ def test_nightly_runs_the_benchmark_runner_in_process_then_gates(tmp_path, monke
     assert root == tmp_path and (spec.mode, spec.machine, spec.label) == ("full", MACHINE, "nightly")
 
 
+@pytest.mark.slow
 def test_save_baseline_then_gate_against_it(published, capsys):
     """The published run becomes the committed baseline; the gate finds it by machine."""
     assert main(["nightly", "--skip-bench", "--save-baseline", "--results-dir", str(published),
@@ -96,6 +98,7 @@ def test_html_dir_that_publish_would_empty_is_refused(tmp_path, capsys, where):
         assert (html / "index.md").read_text() == "mine", "nothing deleted"
 
 
+@pytest.mark.slow
 def test_dashboard_is_republished_in_place(published):
     """A folder harness nightly made itself is refreshed without complaint."""
     assert (published / "html" / nightly.DASHBOARD_MARK).is_file()
@@ -122,6 +125,7 @@ def _dump_dom(url: str) -> str:
 
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
                     "(Debian: apt-get install -y chromium; .ci/run installs it)")
+@pytest.mark.slow
 def test_dashboard_renders_in_headless_chromium(published):
     html = published / "html"
     if not (html / "vendor" / "jquery-3.3.1.min.js").exists():

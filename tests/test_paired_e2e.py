@@ -31,7 +31,7 @@ from harness.runs import calibrate
 from harness.runs.spec import RunSpec
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.xdist_group("paired-e2e")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("paired-e2e")]
 MACHINE = "e2e-paired-cpu"
 SLOWDOWN = "0.25"
 CLASS = "fusion.PointwiseChain"

@@ -55,6 +55,7 @@ def test_sigterm_unwinds_as_an_interrupt_only_inside_the_block():
     assert signal.getsignal(signal.SIGTERM) is not processes._raise_terminated
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("canary-sigterm")
 @pytest.mark.skipif(not pathlib.Path("/proc").is_dir(), reason="reads process states from /proc (Linux)")
 def test_sigterm_to_harness_bench_ends_asv_and_removes_its_scratch_folders(tmp_path):

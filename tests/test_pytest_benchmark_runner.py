@@ -19,6 +19,8 @@ import pytest
 
 from harness.cli import main
 
+pytestmark = pytest.mark.slow  # end to end: real pytest-benchmark runs in subprocesses
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SUITE = ROOT / "suites" / "test_benchmarks.py"
 GENERIC_SKIPS = ("Skipping non-benchmark", "timing runs only")

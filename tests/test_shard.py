@@ -129,6 +129,7 @@ def _merge(capsys, root, *runs):
     return code, out.out + out.err
 
 
+@pytest.mark.slow
 def test_list_prints_names_only_and_shards_cover_the_list(runs):
     _, _, listed, plan, shards, _ = runs
     assert listed.splitlines() == plan["shards"][0]["benchmarks"]  # stdout: names, nothing else
@@ -141,6 +142,7 @@ def test_list_prints_names_only_and_shards_cover_the_list(runs):
         assert set(held) == part
 
 
+@pytest.mark.slow
 def test_merged_shards_gate_a_a_against_a_whole_run(runs, capsys):
     work, root, _, _, shards, whole = runs
     code, out = _merge(capsys, root, *(r.path for r in shards))
@@ -166,6 +168,7 @@ def test_merged_shards_gate_a_a_against_a_whole_run(runs, capsys):
     assert set(measured) == set(CANARY) and all(v > 0 for v in measured.values())
 
 
+@pytest.mark.slow
 def test_a_benchmark_in_two_runs_is_exit_3_naming_it(runs, capsys):
     _, root, _, _, shards, whole = runs
     code, out = _merge(capsys, root, shards[0].path, whole.path)
@@ -174,6 +177,7 @@ def test_a_benchmark_in_two_runs_is_exit_3_naming_it(runs, capsys):
     assert any(f"benchmark {name!r} is in two shards" in out for name in held), out
 
 
+@pytest.mark.slow
 def test_merge_refuses_other_machines_and_missing_shards(runs, capsys):
     _, root, _, _, shards, _ = runs
     other = records.list_runs(root, OTHER)[0]
@@ -183,6 +187,7 @@ def test_merge_refuses_other_machines_and_missing_shards(runs, capsys):
     assert code == 3 and "not named" in out and "--partial" in out
 
 
+@pytest.mark.slow
 def test_two_machines_publish_into_one_dashboard(runs, capsys, tmp_path):
     _, root, _, _, _, _ = runs
     from harness.runs import asv

@@ -150,6 +150,7 @@ def _run_suggested(pytester, monkeypatch, command: list[str]):
     return pytester.runpytest_subprocess(*argv[1:], "-p", "no:cacheprovider")
 
 
+@pytest.mark.slow
 def test_model_named_in_ini_is_selected_by_k_and_its_hint_command_works(user_project, monkeypatch):
     user_project.makeini("[pytest]\nharness_models = mysuite/models.py\n")
     result = user_project.runpytest_subprocess("suites", "-k", "tiny_cnn and jit", "-p", "no:cacheprovider")
@@ -163,6 +164,7 @@ def test_model_named_in_ini_is_selected_by_k_and_its_hint_command_works(user_pro
     assert not (user_project.path / "expect").exists()
 
 
+@pytest.mark.slow
 def test_model_registered_in_a_conftest_gets_a_hint_command_that_works(user_project, monkeypatch):
     # Registered the old way (a conftest of another suite): the suggested command must load it.
     (user_project.path / "mysuite" / "models.py").rename(user_project.path / "mysuite" / "conftest.py")
@@ -212,6 +214,7 @@ register_model("noisy", build=lambda cfg: Noisy(), inputs=lambda cfg, g: (torch.
 """
 
 
+@pytest.mark.slow
 def test_random_model_in_eval_mode_is_named_and_never_accepted(user_project):
     (user_project.path / "mysuite" / "noisy.py").write_text(NOISY_MODEL)
     user_project.makeini("[pytest]\nharness_models = mysuite/noisy.py\n")
