@@ -21,18 +21,42 @@ COMMANDS = {
     "graph": ("harness.commands.graph", "print a model's canonical graph for one front end"),
     "env": ("harness.commands.env", "print the environment fingerprint"),
     "bench": ("harness.commands.bench", "run the asv benchmark suites and summarise key ratios"),
-    "merge": ("harness.commands.merge", "combine shard runs of one machine and commit into one run record"),
-    "durations": ("harness.commands.durations", "refresh suites/durations.json (shard balance) from runs"),
+    "merge": (
+        "harness.commands.merge",
+        "combine shard runs of one machine and commit into one run record",
+    ),
+    "durations": (
+        "harness.commands.durations",
+        "refresh suites/durations.json (shard balance) from runs",
+    ),
     "gate": ("harness.commands.gate", "compare two result sets; exit 1 on a regression"),
     "ab": ("harness.commands.ab", "run BASE and HEAD alternately in this job, then gate them"),
     "calibrate": ("harness.commands.calibrate", "measure per-benchmark noise bands (A/A runs)"),
     "report": ("harness.commands.report", "write a Markdown summary and plots"),
-    "advise": ("harness.commands.advise", "what each performance tip is worth on this machine, from a run"),
-    "nightly": ("harness.commands.nightly", "run the full suites, save results, publish the dashboard"),
-    "history": ("harness.commands.history", "find steps in each benchmark's run history; exit 1 on a new one"),
-    "prune": ("harness.commands.prune", "remove old run records (dry run unless --yes; never baselines)"),
-    "check": ("harness.commands.check", "silent-bug checks on models and data pipelines; exit 1 on a failed check"),
-    "gpu-check": ("harness.commands.gpucheck", "the GPU proof kit: every GPU claim checked on a CUDA runner"),
+    "advise": (
+        "harness.commands.advise",
+        "what each performance tip is worth on this machine, from a run",
+    ),
+    "nightly": (
+        "harness.commands.nightly",
+        "run the full suites, save results, publish the dashboard",
+    ),
+    "history": (
+        "harness.commands.history",
+        "find steps in each benchmark's run history; exit 1 on a new one",
+    ),
+    "prune": (
+        "harness.commands.prune",
+        "remove old run records (dry run unless --yes; never baselines)",
+    ),
+    "check": (
+        "harness.commands.check",
+        "silent-bug checks on models and data pipelines; exit 1 on a failed check",
+    ),
+    "gpu-check": (
+        "harness.commands.gpucheck",
+        "the GPU proof kit: every GPU claim checked on a CUDA runner",
+    ),
 }
 
 
@@ -48,10 +72,15 @@ def _top_parser() -> Parser:
     epilog = "\n".join(f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items())
     codes = "\n".join(f"  {code:<3} {meaning}" for code, meaning in exits.MEANING.items())
     parser = Parser(
-        prog="harness", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="harness",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Graph goldens, benchmarks and a regression gate for PyTorch.",
-        epilog="commands:\n" + epilog + "\n\nexit codes:\n" + codes +
-               "\n\nRun `harness COMMAND --help` for a command's options.")
+        epilog="commands:\n"
+        + epilog
+        + "\n\nexit codes:\n"
+        + codes
+        + "\n\nRun `harness COMMAND --help` for a command's options.",
+    )
     parser.add_argument("command", choices=list(COMMANDS), metavar="COMMAND")
     return parser
 

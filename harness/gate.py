@@ -10,8 +10,10 @@ def main(argv: list[str]) -> int:
     from harness.core import exits
 
     if argv != ["--require-gpu"]:
-        print("usage: python -m harness.gate --require-gpu   (for comparisons: harness gate BASE HEAD)",
-              file=sys.stderr)
+        print(
+            "usage: python -m harness.gate --require-gpu   (for comparisons: harness gate BASE HEAD)",
+            file=sys.stderr,
+        )
         return exits.BAD_INPUT
     from harness.core.env import require_gpu
 

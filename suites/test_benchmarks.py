@@ -19,10 +19,17 @@ tests/test_workloads.py already runs every body once. Any timing option (--bench
 
 import pytest
 
-from harness.measure import pytest_bench
-from harness.measure.workloads import NotApplicable, device
-from harness.measure.workloads import amp, dataloader, fusion, models, transfer
 from harness.core.zoo import model_names
+from harness.measure import pytest_bench
+from harness.measure.workloads import (
+    NotApplicable,
+    amp,
+    dataloader,
+    device,
+    fusion,
+    models,
+    transfer,
+)
 
 
 @pytest.fixture
@@ -31,9 +38,11 @@ def bench(request, benchmark):
     # keeps exactly the tests whose declared fixtures include it.
     if not pytest_bench.wanted(request.config):
         benchmark.skipped = True  # pytest-benchmark's own flag: no "fixture not used" warning
-        pytest.skip("timing runs only with --benchmark-only, --benchmark-enable or a "
-                    "--benchmark-save/autosave/json/compare option (tests/test_workloads.py "
-                    "runs every body once)")
+        pytest.skip(
+            "timing runs only with --benchmark-only, --benchmark-enable or a "
+            "--benchmark-save/autosave/json/compare option (tests/test_workloads.py "
+            "runs every body once)"
+        )
     dev = device()
 
     def run(build, *args):
@@ -43,6 +52,7 @@ def bench(request, benchmark):
             benchmark.skipped = True
             pytest.skip(str(e))
         return pytest_bench.record(benchmark, fn, dev)
+
     run.device = dev
     yield run
     import torch._dynamo
@@ -59,7 +69,7 @@ def test_canary(bench):
     if bench.device.type != "cpu":
         pytest.skip("the canary chain is a CPU benchmark (one thread), as in asv")
     x = canary._setup()
-    bench(lambda: (lambda: canary.chain(x)))
+    bench(lambda: lambda: canary.chain(x))
 
 
 @pytest.mark.parametrize("mode", ["eager", "compiled"])
@@ -95,8 +105,12 @@ def test_models(bench, model, cudnn_benchmark, channels_last, mode):
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_dataloader_epoch(bench, num_workers, pin_memory, persistent_workers):
     """One epoch (load + AlexNet steps) per round; batch 16."""
+
     def build():
-        loader = dataloader.build_loader(num_workers, pin_memory, 16, persistent_workers, bench.device)
+        loader = dataloader.build_loader(
+            num_workers, pin_memory, 16, persistent_workers, bench.device
+        )
         step = dataloader.build_step(bench.device)
         return lambda: dataloader.epoch(loader, step, bench.device)
+
     bench(build)

@@ -18,8 +18,8 @@ import torch
 import torch.utils._pytree as pytree
 
 from harness.core.determinism import nondeterminism
-from harness.golden.capture import capture_model, cases, on_device
 from harness.core.zoo import get_model
+from harness.golden.capture import capture_model, cases, on_device
 
 # Captured programs run the same float32 ops in a possibly different order (AOT decomposes
 # LSTMs, for instance); anything past this is a wrong program, not rounding. GPU kernels may
@@ -42,21 +42,32 @@ def _full_float32_on_gpu(golden_device):
 
 # Under `pytest -n 2 --dist loadgroup` a model's cases share a worker, so one capture serves its
 # golden test and its semantic test.
-CASES = [pytest.param(model, frontend, id=f"{model}-{frontend}",
-                      marks=[pytest.mark.skip(reason=skip) if skip else pytest.mark.golden(f"{model}.{frontend}"),
-                             pytest.mark.xdist_group(model)])
-         for model, frontend, skip in cases()]
-RUNNABLE = [pytest.param(model, frontend, id=f"{model}-{frontend}", marks=pytest.mark.xdist_group(model))
-            for model, frontend, skip in cases() if not skip]
+CASES = [
+    pytest.param(
+        model,
+        frontend,
+        id=f"{model}-{frontend}",
+        marks=[
+            pytest.mark.skip(reason=skip) if skip else pytest.mark.golden(f"{model}.{frontend}"),
+            pytest.mark.xdist_group(model),
+        ],
+    )
+    for model, frontend, skip in cases()
+]
+RUNNABLE = [
+    pytest.param(model, frontend, id=f"{model}-{frontend}", marks=pytest.mark.xdist_group(model))
+    for model, frontend, skip in cases()
+    if not skip
+]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _captured(model: str, frontend: str, size: str, device: str):
     # One capture per process serves both the golden and the semantic test of a case.
     return capture_model(model, frontend, size, device)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _nondeterministic(model: str, size: str) -> str | None:
     spec = get_model(model)
     return nondeterminism(spec.build(size), spec.inputs(size), label=f"model {model!r} ({size})")
@@ -70,7 +81,9 @@ def _require_deterministic_eager(model: str, size: str) -> None:
 
 @pytest.mark.parametrize("model,frontend", CASES)
 def test_graph_matches_golden(model, frontend, model_size, golden, golden_device):
-    _require_deterministic_eager(model, model_size)  # before golden.check: never accept a random draw
+    _require_deterministic_eager(
+        model, model_size
+    )  # before golden.check: never accept a random draw
     captured = _captured(model, frontend, model_size, golden_device)
     where = {} if golden_device == "cpu" else {"device": golden_device}
     golden.check(captured.text, frontend=frontend, model=f"{model} ({model_size})", **where)
@@ -86,11 +99,18 @@ def test_program_matches_eager_and_capture_repeats(model, frontend, model_size, 
     with torch.no_grad():
         expected = pytree.tree_leaves(eager(*check_inputs))
     got = pytree.tree_leaves(captured.program(*check_inputs))
-    assert len(got) == len(expected), f"{model}/{frontend}: {len(got)} outputs, eager gives {len(expected)}"
+    assert len(got) == len(expected), (
+        f"{model}/{frontend}: {len(got)} outputs, eager gives {len(expected)}"
+    )
     rtol, atol = TOLERANCE[torch.device(golden_device).type]
     for i, (g, e) in enumerate(zip(got, expected)):
-        torch.testing.assert_close(g.detach(), e, rtol=rtol, atol=atol,
-                                   msg=lambda m: f"{model}/{frontend} output {i} differs from eager: {m}")
+        torch.testing.assert_close(
+            g.detach(),
+            e,
+            rtol=rtol,
+            atol=atol,
+            msg=lambda m, i=i: f"{model}/{frontend} output {i} differs from eager: {m}",
+        )
 
     again = capture_model(model, frontend, model_size, golden_device)
     assert again.text == captured.text, f"{model}/{frontend}: capturing twice gave different graphs"

@@ -25,7 +25,11 @@ def _torch_lazy_modules_outlive_pytester(request):
 @pytest.fixture
 def clean_registry(monkeypatch):
     """Loading registers into process-wide state: put it back after each test."""
-    registry, loaded, files = dict(zoo._REGISTRY), set(user_models._LOADED), set(user_models.LOADED_FILES)
+    registry, loaded, files = (
+        dict(zoo._REGISTRY),
+        set(user_models._LOADED),
+        set(user_models.LOADED_FILES),
+    )
     monkeypatch.delenv(user_models.ENV_VAR, raising=False)
     yield
     zoo._REGISTRY.clear()

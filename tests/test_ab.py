@@ -18,8 +18,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def worktrees() -> list[str]:
-    out = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=ROOT, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        ["git", "worktree", "list", "--porcelain"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
     return [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("worktree ")]
 
 
@@ -28,7 +29,9 @@ def test_worktrees_are_removed_even_on_ctrl_c():
     with pytest.raises(KeyboardInterrupt):
         with ab.sides(ROOT, {"base": "HEAD", "head": "HEAD"}, {}) as side:
             trees = [side[label].project for label in ("base", "head")]
-            assert all(str(t) in worktrees() and (t / "harness" / "cli.py").is_file() for t in trees)
+            assert all(
+                str(t) in worktrees() and (t / "harness" / "cli.py").is_file() for t in trees
+            )
             assert side["base"].env["ASV_PYTHONPATH"] == str(trees[0])
             raise KeyboardInterrupt
     left = worktrees()
@@ -47,10 +50,31 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
     counter; both sides saved as run records labelled base/head, each holding every suite's
     rows (a second suite, transfer, n/a on CPU but recorded) and only those --bench selects."""
     root = tmp_path / "results"
-    code = main(["ab", "HEAD", "HEAD", "--suite", "amp", "--suite", "canary", "--suite", "transfer",
-                 "--pairs", "2", "--bench", r"canary\.", "--bench", "Uint8ThenConvert",
-                 "--results-dir", str(root),
-                 "--machine", "ab-cpu", "--head-env", "HARNESS_CANARY_EXTRA=1"])
+    code = main(
+        [
+            "ab",
+            "HEAD",
+            "HEAD",
+            "--suite",
+            "amp",
+            "--suite",
+            "canary",
+            "--suite",
+            "transfer",
+            "--pairs",
+            "2",
+            "--bench",
+            r"canary\.",
+            "--bench",
+            "Uint8ThenConvert",
+            "--results-dir",
+            str(root),
+            "--machine",
+            "ab-cpu",
+            "--head-env",
+            "HARNESS_CANARY_EXTRA=1",
+        ]
+    )
     captured = capsys.readouterr()
     out = captured.out
     assert code == 1, out
@@ -58,8 +82,12 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
     ops = next(line for line in out.splitlines() if line.startswith("canary.Canary.track_ops"))
     assert "REGRESSION" in ops and "+1 ops" in ops
     if instructions.unavailable() is None:  # counted once per side, named by the function that grew
-        counted = next(line for line in out.splitlines() if line.startswith("canary.Canary.track_instructions"))
-        assert "REGRESSION" in counted and "instructions: +" in counted and "sqrt" in counted.lower(), counted
+        counted = next(
+            line for line in out.splitlines() if line.startswith("canary.Canary.track_instructions")
+        )
+        assert (
+            "REGRESSION" in counted and "instructions: +" in counted and "sqrt" in counted.lower()
+        ), counted
         assert "canary instruction rows, one process per side" in captured.err
     base, head = records.list_runs(root, "ab-cpu")
     assert {base.label, head.label} == {"base", "head"}
@@ -74,18 +102,37 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
         names = set(data["results"])
         assert "canary.Canary.track_ops" in names, "the first suite's rows survive the merge"
         assert "transfer.Uint8ThenConvertOverFloat32.track_uint8_over_float32" in names
-        assert not any(n.startswith("transfer.HostToDeviceCopy") for n in names), "--bench restricts"
+        assert not any(n.startswith("transfer.HostToDeviceCopy") for n in names), (
+            "--bench restricts"
+        )
         col = data["result_columns"].index("samples")
-        assert len(data["results"]["canary.Canary.track_time"][col][0]) >= 2 * 3, "samples of both processes"
+        assert len(data["results"]["canary.Canary.track_time"][col][0]) >= 2 * 3, (
+            "samples of both processes"
+        )
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ab-canary")
 def test_a_bench_regex_matching_no_suite_is_bad_input(capsys, tmp_path):
-    code = main(["ab", "HEAD", "HEAD", "--suite", "canary", "--bench", "NoSuchBenchmark", "--pairs", "1",
-                 "--results-dir", str(tmp_path)])
+    code = main(
+        [
+            "ab",
+            "HEAD",
+            "HEAD",
+            "--suite",
+            "canary",
+            "--bench",
+            "NoSuchBenchmark",
+            "--pairs",
+            "1",
+            "--results-dir",
+            str(tmp_path),
+        ]
+    )
     assert code == 3
-    assert "no benchmark of suite(s) canary matches --bench NoSuchBenchmark" in capsys.readouterr().err
+    assert (
+        "no benchmark of suite(s) canary matches --bench NoSuchBenchmark" in capsys.readouterr().err
+    )
     assert not (tmp_path / "runs").exists()
 
 

@@ -31,41 +31,74 @@ def _ratios(median: float, n: int = 41, spread: float = 0.02, seed: int = 0) -> 
     return values
 
 
-def write_run(root: pathlib.Path, benches: dict, *, threads: int = 1, cuda: bool = False,
-              run_id: str = "20261130T120000Z-aaaaaaaa") -> pathlib.Path:
+def write_run(
+    root: pathlib.Path,
+    benches: dict,
+    *,
+    threads: int = 1,
+    cuda: bool = False,
+    run_id: str = "20261130T120000Z-aaaaaaaa",
+) -> pathlib.Path:
     """A run record with a fingerprint and an asv result file holding parameterised ratio rows.
     `benches`: name -> (param_names, {param values tuple (asv's reprs): samples | NAN | None})."""
     meta = {"commit": "a" * 40, "mode": "fast", "quick": True, "suites": []}
     with records.writing(root, MACHINE, run_id, meta) as staging:
         asv_root = staging / "asv"
         (asv_root / MACHINE).mkdir(parents=True)
-        (asv_root / MACHINE / "machine.json").write_text(json.dumps({"machine": MACHINE, "version": 1}))
-        res = Results({"machine": MACHINE, "python": "3.11"}, {}, "a" * 40, 1, "3.11", "existing-py", {})
+        (asv_root / MACHINE / "machine.json").write_text(
+            json.dumps({"machine": MACHINE, "version": 1})
+        )
+        res = Results(
+            {"machine": MACHINE, "python": "3.11"}, {}, "a" * 40, 1, "3.11", "existing-py", {}
+        )
         known = {"version": 2}
         for name, (param_names, by_params) in benches.items():
             combos = list(by_params)
-            params = [sorted({c[i] for c in combos}, key=[c[i] for c in combos].index)
-                      for i in range(len(param_names))]
+            params = [
+                sorted({c[i] for c in combos}, key=[c[i] for c in combos].index)
+                for i in range(len(param_names))
+            ]
             # asv stores the full cartesian grid; cases not given are skipped (NaN)
             import itertools
+
             grid = list(itertools.product(*params))
             data = [by_params.get(c, NAN) for c in grid]
-            known[name] = {"name": name, "unit": "ratio", "type": "track", "version": "1",
-                           "params": params, "param_names": param_names}
-            values = [None if d is None else NAN if isinstance(d, float) else sorted(d)[len(d) // 2]
-                      for d in data]
+            known[name] = {
+                "name": name,
+                "unit": "ratio",
+                "type": "track",
+                "version": "1",
+                "params": params,
+                "param_names": param_names,
+            }
+            values = [
+                None if d is None else NAN if isinstance(d, float) else sorted(d)[len(d) // 2]
+                for d in data
+            ]
             samples = [d if isinstance(d, list) else None for d in data]
-            res.add_result(known[name], BenchmarkResult(values, samples, [1] * len(grid), 0, "", None),
-                           record_samples=True)
+            res.add_result(
+                known[name],
+                BenchmarkResult(values, samples, [1] * len(grid), 0, "", None),
+                record_samples=True,
+            )
         res.save(str(asv_root))
         (asv_root / "benchmarks.json").write_text(json.dumps(known))
-        fp = {"torch_threads": threads, "cuda_available": cuda, "mode": "fast", "quick": True,
-              "run_id": run_id, "torch": "2.14.1", "cpu": "AMD EPYC", "gpu": "H200" if cuda else None}
+        fp = {
+            "torch_threads": threads,
+            "cuda_available": cuda,
+            "mode": "fast",
+            "quick": True,
+            "run_id": run_id,
+            "torch": "2.14.1",
+            "cpu": "AMD EPYC",
+            "gpu": "H200" if cuda else None,
+        }
         (staging / "fingerprint.json").write_text(json.dumps(fp))
     return root / "runs" / MACHINE / run_id
 
 
 # ---- statistics and verdicts on synthetic samples ----
+
 
 def test_order_statistic_interval_covers_the_median():
     samples = [float(i) for i in range(1, 41)]  # 1..40
@@ -78,9 +111,16 @@ def test_order_statistic_interval_covers_the_median():
     assert advice.median_ci([2.0])[1:] == (None, None, 0.0)
 
 
-@pytest.mark.parametrize("median, verdict", [(0.5, advice.HELPS), (7.4, advice.HURTS),
-                                             (1.0, advice.NO_EFFECT), (0.98, advice.NO_EFFECT),
-                                             (1.03, advice.NO_EFFECT)])
+@pytest.mark.parametrize(
+    "median, verdict",
+    [
+        (0.5, advice.HELPS),
+        (7.4, advice.HURTS),
+        (1.0, advice.NO_EFFECT),
+        (0.98, advice.NO_EFFECT),
+        (1.03, advice.NO_EFFECT),
+    ],
+)
 def test_verdicts_from_the_interval_and_tolerance(median, verdict):
     med, lo, hi, _ = advice.median_ci(_ratios(median, spread=0.01))
     assert advice.judge(med, lo, hi, tolerance=0.05) == verdict
@@ -103,13 +143,19 @@ PINNED = "transfer.PinnedOverPageable.track_pinned_over_pageable"
 
 
 def _run(tmp_path, **kw):
-    return write_run(tmp_path / "results", {
-        AMP: (["model", "precision"], {("'alexnet'", "'bf16'"): _ratios(7.4),
-                                       ("'alexnet'", "'fp16'"): NAN}),
-        EVAL: (["model"], {("'mlp'",): _ratios(0.8), ("'alexnet'",): _ratios(1.0, spread=0.2)}),
-        ZERO: (["model"], {("'mlp'",): None}),
-        PINNED: (["non_blocking", "payload"], {("False", "'float32'"): NAN}),
-    }, **kw)
+    return write_run(
+        tmp_path / "results",
+        {
+            AMP: (
+                ["model", "precision"],
+                {("'alexnet'", "'bf16'"): _ratios(7.4), ("'alexnet'", "'fp16'"): NAN},
+            ),
+            EVAL: (["model"], {("'mlp'",): _ratios(0.8), ("'alexnet'",): _ratios(1.0, spread=0.2)}),
+            ZERO: (["model"], {("'mlp'",): None}),
+            PINNED: (["non_blocking", "payload"], {("False", "'float32'"): NAN}),
+        },
+        **kw,
+    )
 
 
 def test_advise_prints_a_verdict_or_a_reason_for_every_tip(tmp_path, capsys):
@@ -127,20 +173,27 @@ def test_advise_prints_a_verdict_or_a_reason_for_every_tip(tmp_path, capsys):
     bf16 = lines["AMP bf16"][0]
     assert "alexnet" in bf16 and "7.40x slower" in bf16 and "hurts" in bf16
     assert "2 threads" in bf16 and "alexnet small (batch=2, image=64" in bf16
-    assert any("mlp" in l and "helps" in l and "1.25x faster" in l for l in lines["no_grad"])
-    assert any("alexnet" in l and "no measurable effect" in l for l in lines["no_grad"])
+    assert any(
+        "mlp" in line and "helps" in line and "1.25x faster" in line for line in lines["no_grad"]
+    )
+    assert any("alexnet" in line and "no measurable effect" in line for line in lines["no_grad"])
     assert "needs CUDA" in lines["AMP fp16"][0] and "this run ran on cpu" in lines["AMP fp16"][0]
     assert "needs CUDA" in lines["pinned memory"][0]
     assert "failed in this run" in lines["zero_grad(set_to_none=True)"][0]
     assert "not in this run: run `harness bench --suite fusion`" in lines["torch.compile"][0]
-    assert "not in this run: run `harness bench --suite dataloader`" in lines["DataLoader workers"][0]
+    assert (
+        "not in this run: run `harness bench --suite dataloader`" in lines["DataLoader workers"][0]
+    )
     assert "its training_loop suite ran without this benchmark" in lines["no .item() per step"][0]
 
     data = json.loads(out_json.read_text())
     assert data["run"]["threads"] == 2 and data["run"]["device"] == "cpu"
     (amp,) = [t for t in data["tips"] if t["tip"] == "AMP bf16"]
     (line,) = amp["lines"]
-    assert line["verdict"] == "hurts" and line["params"] == {"model": "alexnet", "precision": "bf16"}
+    assert line["verdict"] == "hurts" and line["params"] == {
+        "model": "alexnet",
+        "precision": "bf16",
+    }
     assert line["low"] < line["median"] < line["high"] and line["n"] == 41 and line["threads"] == 2
 
 
@@ -148,7 +201,7 @@ def test_cuda_only_tips_are_read_on_a_gpu_run(tmp_path, capsys):
     _run(tmp_path, cuda=True)
     assert main(["advise", "--results-dir", str(tmp_path / "results")]) == 0
     out = capsys.readouterr().out
-    fp16 = [l for l in out.splitlines() if l.startswith("AMP fp16 ")]
+    fp16 = [line for line in out.splitlines() if line.startswith("AMP fp16 ")]
     assert fp16 and "needs CUDA" not in fp16[0] and "skipped (n/a) in this run" in fp16[0]
 
 
@@ -166,35 +219,62 @@ def test_report_has_the_advice_section(tmp_path, capsys):
     assert main(["report", "--results-dir", str(tmp_path / "results"), "--out", str(out)]) == 0
     md = re.sub(r" +", " ", (out / "report.md").read_text())
     assert "## Advice: what each tip is worth on this machine" in md
-    assert re.search(r"\| AMP bf16 \| model=alexnet \| 7.40x slower \| 7.4 \[[0-9.]+, [0-9.]+\] 9[5-9]%, n=41 \| hurts \|", md)
+    assert re.search(
+        r"\| AMP bf16 \| model=alexnet \| 7.40x slower \| 7.4 \[[0-9.]+, [0-9.]+\] 9[5-9]%, n=41 \| hurts \|",
+        md,
+    )
 
 
 # ---- a real quick run of the training-loop suite, end to end ----
+
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("advise-e2e")
 def test_advise_reads_a_real_quick_run(tmp_path, capsys):
     root = tmp_path / "results"
     env = {**os.environ, "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "bench", "--quick", "--suite", "training_loop",
-                           "--results-dir", str(root), "--machine", "testmachine-cpu"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "bench",
+            "--quick",
+            "--suite",
+            "training_loop",
+            "--results-dir",
+            str(root),
+            "--machine",
+            "testmachine-cpu",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out_json = tmp_path / "advice.json"
     assert main(["advise", "--results-dir", str(root), "--json", str(out_json)]) == 0
     out = capsys.readouterr().out
     data = json.loads(out_json.read_text())
     assert data["run"]["threads"] == 1 and data["run"]["quick"] is True
-    measured = {t["tip"]: t["lines"] for t in data["tips"]
-                if t["benchmark"].startswith("training_loop")}
-    assert set(measured) == {"no_grad", "inference_mode", "inference_mode over no_grad",
-                             "zero_grad(set_to_none=True)", "no .item() per step"}
+    measured = {
+        t["tip"]: t["lines"] for t in data["tips"] if t["benchmark"].startswith("training_loop")
+    }
+    assert set(measured) == {
+        "no_grad",
+        "inference_mode",
+        "inference_mode over no_grad",
+        "zero_grad(set_to_none=True)",
+        "no .item() per step",
+    }
     for tip, lines in measured.items():
-        assert {l["params"]["model"] for l in lines} == {"mlp", "alexnet"}, tip
-        for l in lines:
-            assert l["verdict"] in (advice.HELPS, advice.HURTS, advice.NO_EFFECT), (tip, l)
-            assert l["n"] >= 3 and l["low"] <= l["median"] <= l["high"], (tip, l)
-            assert l["measured_on"].startswith("1 thread; ") and "small" in l["measured_on"]
+        assert {line["params"]["model"] for line in lines} == {"mlp", "alexnet"}, tip
+        for line in lines:
+            assert line["verdict"] in (advice.HELPS, advice.HURTS, advice.NO_EFFECT), (tip, line)
+            assert line["n"] >= 3 and line["low"] <= line["median"] <= line["high"], (tip, line)
+            assert line["measured_on"].startswith("1 thread; ") and "small" in line["measured_on"]
     assert "not in this run: run `harness bench --suite amp`" in out
 
 
@@ -204,8 +284,16 @@ def test_fused_optimizer_and_attention_tips_name_their_rows_and_sizes():
     tips = {t.name: t for t in advice.TIPS}
     opt, sdpa = tips["foreach / fused optimizer"], tips["fused attention (SDPA)"]
     assert re.fullmatch(opt.benchmark, "fusion.OptimizerStepOverForLoop.track_step_over_for_loop")
-    assert re.fullmatch(sdpa.benchmark, "fusion.AttentionOverHandWritten.track_sdpa_over_hand_written")
-    assert opt.sizes({"optimizer": "Adam", "impl": "fused"}, False) == \
-        "one Adam step over 128 parameter tensors (64 Linear 64x64)"
-    assert opt.sizes({"optimizer": "SGD"}, True).startswith("one SGD step over 512 parameter tensors")
-    assert sdpa.sizes({"backend": "flash", "causal": "True"}, False).endswith("256 tokens, head dim 64, causal")
+    assert re.fullmatch(
+        sdpa.benchmark, "fusion.AttentionOverHandWritten.track_sdpa_over_hand_written"
+    )
+    assert (
+        opt.sizes({"optimizer": "Adam", "impl": "fused"}, False)
+        == "one Adam step over 128 parameter tensors (64 Linear 64x64)"
+    )
+    assert opt.sizes({"optimizer": "SGD"}, True).startswith(
+        "one SGD step over 512 parameter tensors"
+    )
+    assert sdpa.sizes({"backend": "flash", "causal": "True"}, False).endswith(
+        "256 tokens, head dim 64, causal"
+    )

@@ -20,8 +20,12 @@ COPY = "transfer.HostToDeviceCopy.track_copy_time"
 
 def test_every_band_cites_its_source_and_is_a_proper_range():
     assert {(b.key, b.device) for b in bands.BANDS} == {
-        ("amp", "cuda"), ("channels_last", "cuda"), ("channels_last", "cpu"), ("compile_training", "cuda"),
-        ("pin_then_copy", "cuda")}
+        ("amp", "cuda"),
+        ("channels_last", "cuda"),
+        ("channels_last", "cpu"),
+        ("compile_training", "cuda"),
+        ("pin_then_copy", "cuda"),
+    }
     for b in bands.BANDS:
         assert 0 < b.low < b.high and "https://pytorch.org/" in b.source and b.key in bands.LABELS
 
@@ -39,15 +43,22 @@ def test_published_speedups_become_time_ratios():
 
 
 def _gpu_set(root, machine="h-NVIDIA-H200"):
-    units = {f"{AMP}('alexnet', 'fp16')": "ratio", f"{AMP}('alexnet', 'bf16')": "ratio",
-             "fusion.SmallModelTrainingStep.track_compiled_over_eager": "ratio"}
-    benches = {f"{AMP}('alexnet', 'fp16')": 0.45, f"{AMP}('alexnet', 'bf16')": 0.95,
-               "fusion.SmallModelTrainingStep.track_compiled_over_eager": 0.7,
-               f"{INF}('alexnet', False, False)": draw(10, mean=1e-3),
-               f"{INF}('alexnet', False, True)": draw(10, mean=0.8e-3, seed=1),
-               f"{INF}('gru', False, False)": draw(10), f"{INF}('gru', False, True)": float("nan"),
-               f"{COPY}('pageable', True, 'float32')": draw(10, mean=2e-3),
-               f"{COPY}('pin_then_copy', True, 'float32')": draw(10, mean=5e-3, seed=2)}
+    units = {
+        f"{AMP}('alexnet', 'fp16')": "ratio",
+        f"{AMP}('alexnet', 'bf16')": "ratio",
+        "fusion.SmallModelTrainingStep.track_compiled_over_eager": "ratio",
+    }
+    benches = {
+        f"{AMP}('alexnet', 'fp16')": 0.45,
+        f"{AMP}('alexnet', 'bf16')": 0.95,
+        "fusion.SmallModelTrainingStep.track_compiled_over_eager": 0.7,
+        f"{INF}('alexnet', False, False)": draw(10, mean=1e-3),
+        f"{INF}('alexnet', False, True)": draw(10, mean=0.8e-3, seed=1),
+        f"{INF}('gru', False, False)": draw(10),
+        f"{INF}('gru', False, True)": float("nan"),
+        f"{COPY}('pageable', True, 'float32')": draw(10, mean=2e-3),
+        f"{COPY}('pin_then_copy', True, 'float32')": draw(10, mean=5e-3, seed=2),
+    }
     return write_set(root, "aaaaaaaa11", benches, machine=machine, units=units)
 
 
@@ -55,13 +66,18 @@ def test_measured_pairs_cases_and_judges_them(tmp_path):
     rs = load(_gpu_set(tmp_path / "asv"))
     assert bands.device_of(rs) == "cuda"
     got = {(m.key, m.case): round(m.value, 1) for m in bands.measured(rs)}
-    assert got == {("amp", "'alexnet', 'fp16'"): 0.5, ("amp", "'alexnet', 'bf16'"): 0.9,
-                   ("channels_last", "Inference 'alexnet', False"): 0.8,
-                   ("compile_training", "SmallModelTrainingStep (zoo MLP)"): 0.7,
-                   ("pin_then_copy", "True, 'float32'"): 2.5}
+    assert got == {
+        ("amp", "'alexnet', 'fp16'"): 0.5,
+        ("amp", "'alexnet', 'bf16'"): 0.9,
+        ("channels_last", "Inference 'alexnet', False"): 0.8,
+        ("compile_training", "SmallModelTrainingStep (zoo MLP)"): 0.7,
+        ("pin_then_copy", "True, 'float32'"): 2.5,
+    }
     verdicts = {(r[0], r[1]): r[4] for r in bands.rows(bands.measured(rs), "cuda")}
     assert verdicts[(bands.LABELS["amp"], "'alexnet', 'fp16'")] == "within the published range"
-    assert verdicts[(bands.LABELS["amp"], "'alexnet', 'bf16'")].startswith("outside the published range")
+    assert verdicts[(bands.LABELS["amp"], "'alexnet', 'bf16'")].startswith(
+        "outside the published range"
+    )
     assert verdicts[(bands.LABELS["pin_then_copy"], "True, 'float32'")].startswith("outside")
 
 
@@ -77,8 +93,9 @@ def test_device_comes_from_the_fingerprint_before_the_machine_name(tmp_path):
 def test_report_shows_the_sanity_bands(tmp_path, capsys):
     _gpu_set(tmp_path / "results" / "asv")
     out = tmp_path / "report"
-    assert main(["report", "--results-dir", str(tmp_path / "results"), "--out", str(out)]) == 0, \
+    assert main(["report", "--results-dir", str(tmp_path / "results"), "--out", str(out)]) == 0, (
         capsys.readouterr()
+    )
     md = re.sub(r" +", " ", (out / "report.md").read_text())
     assert "## Sanity bands: key ratios vs published figures (cuda)" in md
     assert "| AMP / fp32 training-step time | 'alexnet', 'fp16' | 0.45 | 0.333 .. 0.5" in md
@@ -88,5 +105,8 @@ def test_report_shows_the_sanity_bands(tmp_path, capsys):
 
 def test_report_without_banded_ratios_says_so(tmp_path, capsys):
     write_set(tmp_path / "results" / "asv", "aaaaaaaa11", {"x.time": draw(10)})
-    assert main(["report", "--results-dir", str(tmp_path / "results"), "--out", str(tmp_path / "r")]) == 0
+    assert (
+        main(["report", "--results-dir", str(tmp_path / "results"), "--out", str(tmp_path / "r")])
+        == 0
+    )
     assert "None of the ratios with a published range" in (tmp_path / "r" / "report.md").read_text()

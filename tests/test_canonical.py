@@ -9,11 +9,12 @@ import subprocess
 import sys
 
 import expecttest
+import pytest
 import torch
 from torch import nn
 
-from harness.golden.normalize import normalize, op_counts
 from harness.golden.capture import capture
+from harness.golden.normalize import normalize, op_counts
 
 
 class TinyNet(nn.Module):
@@ -33,12 +34,17 @@ def tiny():
 
 class TestNormalize(expecttest.TestCase):
     def test_strips_paths_addresses_mangles_and_crlf(self):
-        raw = ("%x : __torch__.Net___torch_mangle_15 = prim::GetAttr  # /home/me/src/net.py:50:0\r\n"
-               "obj at 0x7f3a2b4c5d60   \r\n\r\n")
-        self.assertExpectedInline(normalize(raw), """\
+        raw = (
+            "%x : __torch__.Net___torch_mangle_15 = prim::GetAttr  # /home/me/src/net.py:50:0\r\n"
+            "obj at 0x7f3a2b4c5d60   \r\n\r\n"
+        )
+        self.assertExpectedInline(
+            normalize(raw),
+            """\
 %x : __torch__.Net = prim::GetAttr  # <path>
 obj at 0x?
-""")
+""",
+        )
 
     def test_is_idempotent(self):
         text = normalize("a  \r\nb /x/y.py:3\n\n")
@@ -52,7 +58,9 @@ obj at 0x?
 class TestPrinters(expecttest.TestCase):
     def test_jit_names_parameters_and_buffers_by_state_dict(self):
         model, inputs = tiny()
-        self.assertExpectedInline(capture(model, inputs, "jit").text, """\
+        self.assertExpectedInline(
+            capture(model, inputs, "jit").text,
+            """\
 input x: f32[4, 3]
 buffer scale: f32[2]
 param fc.weight: f32[2, 3]
@@ -61,11 +69,14 @@ param fc.bias: f32[2]
 %fc/relu: f32[4, 2] = aten::relu(%fc/linear)
 %mul: f32[4, 2] = aten::mul(%fc/relu, scale)
 return (%mul)
-""")
+""",
+        )
 
     def test_export_has_dtype_and_shape_on_every_value(self):
         model, inputs = tiny()
-        self.assertExpectedInline(capture(model, inputs, "export").text, """\
+        self.assertExpectedInline(
+            capture(model, inputs, "export").text,
+            """\
 param fc.weight: f32[2, 3]
 param fc.bias: f32[2]
 buffer scale: f32[2]
@@ -74,22 +85,28 @@ fc/linear: f32[4, 2] = aten.linear.default(x, fc.weight, fc.bias)
 fc/relu: f32[4, 2] = aten.relu.default(fc/linear)
 mul: f32[4, 2] = aten.mul.Tensor(fc/relu, scale)
 return (mul,)
-""")
+""",
+        )
 
     def test_fx_keeps_modules_and_gets_shapes_from_shape_prop(self):
         model, inputs = tiny()
-        self.assertExpectedInline(capture(model, inputs, "fx").text, """\
+        self.assertExpectedInline(
+            capture(model, inputs, "fx").text,
+            """\
 input x: f32[4, 3]
 fc: f32[4, 2] = fc<Linear>(x)
 fc/relu: f32[4, 2] = torch.relu(fc)
 scale: f32[2] = get_attr[scale]()
 mul: f32[4, 2] = _operator.mul(fc/relu, scale)
 return mul
-""")
+""",
+        )
 
     def test_dynamo_reports_graph_count_and_breaks(self):
         model, inputs = tiny()
-        self.assertExpectedInline(capture(model, inputs, "dynamo").text, """\
+        self.assertExpectedInline(
+            capture(model, inputs, "dynamo").text,
+            """\
 graphs: 1
 graph_breaks: 0
 
@@ -102,7 +119,8 @@ fc/linear: f32[4, 2] = torch._C._nn.linear(x, fc.weight, fc.bias)
 fc/relu: f32[4, 2] = torch.relu(fc/linear)
 mul: f32[4, 2] = _operator.mul(fc/relu, scale)
 return (mul,)
-""")
+""",
+        )
 
     def test_aot_names_primals_after_state_dict_and_labels_saved_values(self):
         model, inputs = tiny()
@@ -127,9 +145,14 @@ def test_graph_breaks_are_counted():
 @pytest.mark.slow
 def test_printouts_are_byte_identical_across_processes_and_hash_seeds():
     # Two fresh interpreters with different hash seeds print the same graph, byte for byte.
-    procs = [subprocess.Popen([sys.executable, "-m", "harness.cli", "graph", "mlp", "--frontend", "export"],
-                              stdout=subprocess.PIPE, env=dict(os.environ, PYTHONHASHSEED=seed))
-             for seed in ("1", "12345")]  # started together: two torch imports overlap
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "harness.cli", "graph", "mlp", "--frontend", "export"],
+            stdout=subprocess.PIPE,
+            env=dict(os.environ, PYTHONHASHSEED=seed),
+        )
+        for seed in ("1", "12345")
+    ]  # started together: two torch imports overlap
     outputs = [proc.communicate(timeout=300)[0] for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0]
     assert outputs[0] == outputs[1]

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
+from harness.core.zoo import get_model, register_model
 from harness.golden import store
 from harness.golden.capture import FRONTENDS, CaptureError, capture, capture_model, cases
-from harness.core.zoo import get_model, register_model
 
 pytest_plugins = ["pytester"]
 
@@ -23,11 +23,16 @@ def _swap_relu_for_gelu(module: nn.Module) -> None:
             _swap_relu_for_gelu(child)
 
 
-@pytest.mark.parametrize("frontend,before,after", [
-    ("jit", "aten::relu_", "aten::gelu"),
-    ("export", "aten.relu_.default", "aten.gelu.default"),
-])
-def test_swapping_relu_for_gelu_changes_the_graph_and_the_op_counts(frontend, before, after, tmp_path):
+@pytest.mark.parametrize(
+    "frontend,before,after",
+    [
+        ("jit", "aten::relu_", "aten::gelu"),
+        ("export", "aten.relu_.default", "aten.gelu.default"),
+    ],
+)
+def test_swapping_relu_for_gelu_changes_the_graph_and_the_op_counts(
+    frontend, before, after, tmp_path
+):
     spec = get_model("alexnet")
     original = capture_model("alexnet", frontend).text
     model = spec.build()
@@ -57,13 +62,21 @@ def test_unknown_front_end_lists_the_valid_ones():
 
 
 def test_declared_unsupported_front_end_becomes_a_skip_with_its_reason():
-    register_model("toy_no_fx", build=lambda cfg: nn.Linear(2, cfg["num_classes"]),
-                   inputs=lambda cfg, g: (torch.randn(cfg["batch"], 2, generator=g),),
-                   small={"batch": 1, "num_classes": 2}, full={"batch": 1, "num_classes": 2},
-                   unsupported={"fx": "uses data-dependent control flow"}, replace=True)
+    register_model(
+        "toy_no_fx",
+        build=lambda cfg: nn.Linear(2, cfg["num_classes"]),
+        inputs=lambda cfg, g: (torch.randn(cfg["batch"], 2, generator=g),),
+        small={"batch": 1, "num_classes": 2},
+        full={"batch": 1, "num_classes": 2},
+        unsupported={"fx": "uses data-dependent control flow"},
+        replace=True,
+    )
     try:
         reasons = {(m, f): r for m, f, r in cases() if m == "toy_no_fx"}
-        assert reasons[("toy_no_fx", "fx")] == "toy_no_fx does not support fx: uses data-dependent control flow"
+        assert (
+            reasons[("toy_no_fx", "fx")]
+            == "toy_no_fx does not support fx: uses data-dependent control flow"
+        )
         assert all(reasons[("toy_no_fx", f)] is None for f in FRONTENDS if f != "fx")
         with pytest.raises(NotImplementedError, match="data-dependent control flow"):
             capture_model("toy_no_fx", "fx")
@@ -93,8 +106,11 @@ def test_jit_program_catches_a_value_baked_in_as_a_constant():
 def _changed_lines(before: str, after: str) -> int:
     import difflib
 
-    return sum(1 for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-               if line[:1] in "+-" and not line.startswith(("+++", "---")))
+    return sum(
+        1
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    )
 
 
 # Changed lines (removed + added) for swapping alexnet's first ReLU for a GELU. With per-op
@@ -108,7 +124,9 @@ def test_one_layer_swap_is_a_few_line_diff(frontend):
     spec = get_model("alexnet")
     model = spec.build()
     model.features[1] = nn.GELU()
-    changed = _changed_lines(capture_model("alexnet", frontend).text, capture(model, spec.inputs(), frontend).text)
+    changed = _changed_lines(
+        capture_model("alexnet", frontend).text, capture(model, spec.inputs(), frontend).text
+    )
     assert 0 < changed <= SWAP_BOUND[frontend], f"{frontend}: {changed} changed lines"
 
 
@@ -125,7 +143,9 @@ def test_random_op_in_eval_mode_is_named():
 
     message = nondeterminism(Noisy().eval(), (torch.randn(3, 4),), label="model 'noisy'")
     assert message and "model 'noisy' is non-deterministic in eval mode" in message
-    assert re.search(r"aten\.(bernoulli|native_dropout)\S* in the top-level forward", message), message
+    assert re.search(r"aten\.(bernoulli|native_dropout)\S* in the top-level forward", message), (
+        message
+    )
     assert "training=self.training" in message
     fixed = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).eval()
     assert nondeterminism(fixed, (torch.randn(3, 4),)) is None
@@ -161,7 +181,8 @@ def test_capture_failure_output_has_no_trace_log_noise(pytester, monkeypatch):
     # printed hundreds of empty `DEBUG torch.__trace` lines.
     monkeypatch.delenv("CI", raising=False)
     pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_noise="""
+    pytester.makepyfile(
+        test_noise="""
 import torch
 from harness.golden.capture import capture
 
@@ -171,7 +192,8 @@ def test_fails_after_capture():
         captured = capture(model, (torch.randn(2, 3),), frontend)
         captured.program(torch.randn(2, 3)) if captured.program else None
     assert False, "fails on purpose"
-""")
+"""
+    )
     result = pytester.runpytest("-p", "no:cacheprovider", "--log-level=DEBUG")
     result.assert_outcomes(failed=1)
     assert "torch.__trace" not in result.stdout.str()

@@ -28,6 +28,7 @@ def _one(findings, check):
 
 # ---- models: broken and correct --------------------------------------------------------------
 
+
 class DropoutBug(nn.Module):
     def __init__(self):
         super().__init__()
@@ -83,7 +84,9 @@ class NoDeterministicOp(nn.Module):
     def forward(self, x):
         out = self.fc(x)
         # put_ has no deterministic implementation (CPU too): raises under deterministic algorithms
-        return out + torch.zeros(out.numel()).put_(torch.tensor([0, 0]), torch.tensor([1.0, 2.0])).view_as(out)
+        return out + torch.zeros(out.numel()).put_(
+            torch.tensor([0, 0]), torch.tensor([1.0, 2.0])
+        ).view_as(out)
 
 
 _STEP = itertools.count(1)
@@ -135,7 +138,9 @@ def test_op_without_deterministic_implementation_is_named():
 
 
 def test_unreproducible_training_step_is_caught():
-    found = checks.reproducibility(StateOutsideModule(), X, torch.tensor([0, 1, 2, 0]), zoo.ModelSpec.loss)
+    found = checks.reproducibility(
+        StateOutsideModule(), X, torch.tensor([0, 1, 2, 0]), zoo.ModelSpec.loss
+    )
     assert found.failed and "different parameters" in found.reason
 
 
@@ -143,8 +148,13 @@ def test_unreproducible_training_step_is_caught():
 def test_every_zoo_model_passes(name):
     assert name in zoo.model_names()
     found = checks.check_model(zoo.get_model(name))
-    assert [f.check for f in found] == ["eval determinism", "train/eval differ", "batch norm in eval",
-                                        "no autograd in inference", "reproducibility"]
+    assert [f.check for f in found] == [
+        "eval determinism",
+        "train/eval differ",
+        "batch norm in eval",
+        "no autograd in inference",
+        "reproducibility",
+    ]
     assert not [f for f in found if f.failed], [f.reason for f in found if f.failed]
     assert _one(found, "reproducibility").status == checks.PASS
 
@@ -223,10 +233,14 @@ def _dataset(path, factory):
     return getattr(user_models.load_module(str(path), "test"), factory)()
 
 
-@pytest.mark.parametrize("factory, cause, aspect", [
-    ("seeded", "torch.manual_seed(0) at mydata.py:", checks.PASS),  # a seed inside __getitem__
-    ("generator_in_init", "self.rng (numpy.random._generator.Generator)", checks.NA),
-], ids=["seed-inside-getitem", "generator-made-in-init"])
+@pytest.mark.parametrize(
+    "factory, cause, aspect",
+    [
+        ("seeded", "torch.manual_seed(0) at mydata.py:", checks.PASS),  # a seed inside __getitem__
+        ("generator_in_init", "self.rng (numpy.random._generator.Generator)", checks.NA),
+    ],
+    ids=["seed-inside-getitem", "generator-made-in-init"],
+)
 def test_frozen_augmentation_is_caught_with_its_cause(data_module, factory, cause, aspect):
     found = datachecks.check_dataset(_dataset(data_module, factory), "ds")
     for check in ("augmentation across epochs", "augmentation across workers"):
@@ -238,7 +252,9 @@ def test_frozen_augmentation_is_caught_with_its_cause(data_module, factory, caus
 def test_resize_with_one_int_is_caught(data_module):
     found = datachecks.check_dataset(_dataset(data_module, "resize_int"), "ds")
     f = _one(found, "shape over aspect ratios")
-    assert f.failed and "Resize(size=32) with one int" in f.reason and "Resize((H, W))" in f.fix, f.reason
+    assert f.failed and "Resize(size=32) with one int" in f.reason and "Resize((H, W))" in f.fix, (
+        f.reason
+    )
     assert f.details["shapes"]["64x96"] != f.details["shapes"]["96x64"]
     assert _one(found, "augmentation across epochs").status == checks.PASS  # the flip still varies
 
@@ -280,7 +296,9 @@ USER_MODEL = textwrap.dedent("""
 """)
 
 
-def test_cli_flags_a_users_model_with_dropout_in_eval(tmp_path, monkeypatch, capsys, clean_registry):
+def test_cli_flags_a_users_model_with_dropout_in_eval(
+    tmp_path, monkeypatch, capsys, clean_registry
+):
     (tmp_path / "leaky.py").write_text(USER_MODEL)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HARNESS_MODELS", "leaky.py")
@@ -292,7 +310,10 @@ def test_cli_flags_a_users_model_with_dropout_in_eval(tmp_path, monkeypatch, cap
     assert data["schema"] == 1 and data["passed"] is False and data["exit_code"] == 1
     (subject,) = data["subjects"]
     assert subject["kind"] == "model" and subject["name"] == "leaky"
-    assert subject["findings"][0]["check"] == "eval determinism" and subject["findings"][0]["status"] == "FAIL"
+    assert (
+        subject["findings"][0]["check"] == "eval determinism"
+        and subject["findings"][0]["status"] == "FAIL"
+    )
 
 
 def test_cli_passes_a_correct_model_and_exits_0(capsys):
@@ -308,12 +329,16 @@ def test_cli_unknown_model_is_bad_input_naming_the_known_ones(capsys):
 
 def _reasons(path) -> str:
     """Every reason in a --json file, one string (the printed table wraps its lines)."""
-    return " ".join(f["reason"] for s in json.loads(path.read_text())["subjects"] for f in s["findings"])
+    return " ".join(
+        f["reason"] for s in json.loads(path.read_text())["subjects"] for f in s["findings"]
+    )
 
 
 def test_cli_dataset_with_resize_int_and_seeded_getitem_fail(data_module, capsys):
     out = data_module.parent / "findings.json"
-    assert main(["check", "--dataset", "mydata.py:resize_int", "--json", str(out)]) == exits.REGRESSION
+    assert (
+        main(["check", "--dataset", "mydata.py:resize_int", "--json", str(out)]) == exits.REGRESSION
+    )
     assert "Resize(size=32) with one int" in _reasons(out)
     assert "FAIL" in capsys.readouterr().out
     assert main(["check", "--dataset", "mydata.py:seeded", "--json", str(out)]) == exits.REGRESSION
@@ -321,9 +346,14 @@ def test_cli_dataset_with_resize_int_and_seeded_getitem_fail(data_module, capsys
     assert main(["check", "--dataset", "mydata.py:good"]) == exits.PASS
 
 
-@pytest.mark.parametrize("spec,says", [("mydata.py", "write MODULE:FACTORY"),
-                                       ("mydata.py:nothing", "has no callable 'nothing'"),
-                                       ("missing.py:good", "no such file")])
+@pytest.mark.parametrize(
+    "spec,says",
+    [
+        ("mydata.py", "write MODULE:FACTORY"),
+        ("mydata.py:nothing", "has no callable 'nothing'"),
+        ("missing.py:good", "no such file"),
+    ],
+)
 def test_cli_bad_dataset_is_bad_input(data_module, capsys, spec, says):
     assert main(["check", "--dataset", spec]) == exits.BAD_INPUT
     assert says in capsys.readouterr().err
@@ -337,32 +367,45 @@ def test_cli_against_lists_every_difference(tmp_path, capsys):
     assert "no difference" in capsys.readouterr().out
 
     recorded.update(torch="2.0.0", numpy="1.0.0")
-    recorded["flags"]["deterministic_algorithms"] = not recorded["flags"]["deterministic_algorithms"]
+    recorded["flags"]["deterministic_algorithms"] = not recorded["flags"][
+        "deterministic_algorithms"
+    ]
     recorded["torch_threads"] = 99
     old = tmp_path / "fingerprint.json"
     old.write_text(json.dumps(recorded))
     out = tmp_path / "drift.json"
     assert main(["check", "--against", str(old), "--json", str(out)]) == exits.REGRESSION
     text = capsys.readouterr().out
-    for row in (r"torch +2\.0\.0 +\S+ +environment", r"numpy +1\.0\.0 +\S+ +environment",
-                r"torch_threads +99 +\d+ +setting"):
+    for row in (
+        r"torch +2\.0\.0 +\S+ +environment",
+        r"numpy +1\.0\.0 +\S+ +environment",
+        r"torch_threads +99 +\d+ +setting",
+    ):
         assert re.search(row, text), (row, text)
     assert "torch: 2.0.0 -> " in _reasons(out)
     (subject,) = json.loads(out.read_text())["subjects"]
     settings = {d["setting"]: d["kind"] for d in subject["findings"][0]["details"]["differences"]}
-    assert settings == {"torch": "environment", "numpy": "environment", "torch_threads": "setting",
-                        "flags.deterministic_algorithms": "environment"}
+    assert settings == {
+        "torch": "environment",
+        "numpy": "environment",
+        "torch_threads": "setting",
+        "flags.deterministic_algorithms": "environment",
+    }
 
 
 def test_cli_against_a_golden_compares_its_torch_version(tmp_path, capsys):
     from harness.golden import store
 
     golden = tmp_path / "m.jit.expect"
-    golden.write_text(store.render("graph\n", {"frontend": "jit", "model": "m (small)", "torch": "1.13.0"}))
+    golden.write_text(
+        store.render("graph\n", {"frontend": "jit", "model": "m (small)", "torch": "1.13.0"})
+    )
     out = tmp_path / "drift.json"
     assert main(["check", "--against", str(golden), "--json", str(out)]) == exits.REGRESSION
     assert re.search(r"torch +1\.13\.0 +" + re.escape(torch.__version__), capsys.readouterr().out)
-    assert "torch: 1.13.0 -> " + torch.__version__ in _reasons(out) and "it records only torch" in _reasons(out)
+    assert "torch: 1.13.0 -> " + torch.__version__ in _reasons(
+        out
+    ) and "it records only torch" in _reasons(out)
     assert main(["check", "--against", str(tmp_path / "nothing.json")]) == exits.BAD_INPUT
 
 
@@ -375,8 +418,13 @@ def test_cli_against_a_run_reads_its_recorded_fingerprint(tmp_path, capsys):
     (root / "fingerprints" / "m1-cpu").mkdir(parents=True)
     (root / "fingerprints" / "m1-cpu" / "aaaaaaaa.json").write_text(json.dumps(recorded))
     out = tmp_path / "drift.json"
-    assert main(["check", "--against", "latest", "--results-dir", str(root), "--json", str(out)]) == exits.REGRESSION
+    assert (
+        main(["check", "--against", "latest", "--results-dir", str(root), "--json", str(out)])
+        == exits.REGRESSION
+    )
     (subject,) = json.loads(out.read_text())["subjects"]
     differences = subject["findings"][0]["details"]["differences"]
-    assert [d["setting"] for d in differences] == ["torch"] and differences[0]["recorded"] == "2.9.0"
+    assert [d["setting"] for d in differences] == ["torch"] and differences[0][
+        "recorded"
+    ] == "2.9.0"
     assert "run " in subject["findings"][0]["details"]["source"]  # read through the run record

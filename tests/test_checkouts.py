@@ -18,15 +18,21 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def git(cwd, *args):
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def repo(tmp_path, branch="main") -> pathlib.Path:
     r = tmp_path / "origin"
     r.mkdir()
     git(r, "init", "-q", "-b", branch)
-    git(r, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "one")
-    git(r, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "two")
+    git(
+        r, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "one"
+    )
+    git(
+        r, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "two"
+    )
     return r
 
 
@@ -57,8 +63,14 @@ def test_shallow_clone_and_other_default_branch(tmp_path):
 
 def _harness(args, cwd, **env):
     # -P: the harness under test (PYTHONPATH), not a copy that happens to lie in the cwd
-    return subprocess.run([sys.executable, "-P", "-m", "harness.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "harness.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+    )
 
 
 def test_outside_a_checkout_is_a_clear_error_and_writes_nothing(tmp_path):
@@ -66,8 +78,10 @@ def test_outside_a_checkout_is_a_clear_error_and_writes_nothing(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert "not inside a harness checkout" in proc.stderr and "--project" in proc.stderr
     assert not any(tmp_path.iterdir())
-    proc = _harness(["prune", "--keep", "1", "--project", str(ROOT), "--results-dir", str(tmp_path / "r")],
-                    cwd=tmp_path)
+    proc = _harness(
+        ["prune", "--keep", "1", "--project", str(ROOT), "--results-dir", str(tmp_path / "r")],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0 and "nothing to prune" in proc.stdout, proc.stderr
 
 
@@ -83,13 +97,38 @@ def test_bench_in_a_detached_pull_request_checkout(tmp_path, keep_main):
     git(clone, "checkout", "-q", "--detach")
     if keep_main:
         git(clone, "branch", "-f", "main", "HEAD")
-        git(clone, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "pr")
+        git(
+            clone,
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "pr",
+        )
     elif "main" in git(clone, "branch", "--list", "main"):
         git(clone, "branch", "-D", "main")
     results = tmp_path / "results"
-    proc = _harness(["bench", "--quick", "--suite", "transfer", "--results-dir", str(results),
-                     "--machine", "pr-cpu"], cwd=clone, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    proc = _harness(
+        [
+            "bench",
+            "--quick",
+            "--suite",
+            "transfer",
+            "--results-dir",
+            str(results),
+            "--machine",
+            "pr-cpu",
+        ],
+        cwd=clone,
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "(1 commits" in proc.stdout + proc.stderr and "(2 commits" not in proc.stdout + proc.stderr
+    assert (
+        "(1 commits" in proc.stdout + proc.stderr and "(2 commits" not in proc.stdout + proc.stderr
+    )
     (run,) = (results / "runs" / "pr-cpu").iterdir()
     assert json.loads((run / "run.json").read_text())["commit"] == git(clone, "rev-parse", "HEAD")

@@ -11,8 +11,19 @@ from harness.core import exits, settings, units
 from harness.core.project import head_commit, project_root
 
 
-@pytest.mark.parametrize("value,on", [("1", True), ("true", True), ("woodpecker", True), ("", False),
-                                      ("0", False), ("false", False), ("no", False), ("OFF", False)])
+@pytest.mark.parametrize(
+    "value,on",
+    [
+        ("1", True),
+        ("true", True),
+        ("woodpecker", True),
+        ("", False),
+        ("0", False),
+        ("false", False),
+        ("no", False),
+        ("OFF", False),
+    ],
+)
 def test_one_switch_rule(monkeypatch, value, on):
     for flag in (s for s in settings.REGISTRY.values() if s.kind == settings.FLAG):
         monkeypatch.setenv(flag.name, value)

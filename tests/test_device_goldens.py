@@ -27,25 +27,40 @@ DEVICE_GRAPH = "zeros: f32[2] = aten.zeros.default([2], device=device('cuda:0'))
 
 @pytest.fixture
 def project(pytester, monkeypatch):
-    for var in ("CI", "EXPECTTEST_ACCEPT", "HARNESS_EXPECT_DIR", "HARNESS_FORCE_ACCEPT", "HARNESS_FULL",
-                "FAKE_GRAPH", "HARNESS_GOLDEN_DEVICE"):
+    for var in (
+        "CI",
+        "EXPECTTEST_ACCEPT",
+        "HARNESS_EXPECT_DIR",
+        "HARNESS_FORCE_ACCEPT",
+        "HARNESS_FULL",
+        "FAKE_GRAPH",
+        "HARNESS_GOLDEN_DEVICE",
+    ):
         monkeypatch.delenv(var, raising=False)
     pytester.makeini("[pytest]\n")
     pytester.makepyfile(test_fake_device_graphs=TEST_FILE)
     return pytester
 
 
-def test_variant_is_written_only_where_the_device_printout_differs_and_then_used(project, monkeypatch):
+def test_variant_is_written_only_where_the_device_printout_differs_and_then_used(
+    project, monkeypatch
+):
     # "meta" stands in for "cuda" on a machine without a GPU: any device but the CPU uses variants.
     project.runpytest("--accept").assert_outcomes(passed=2)
     cpu_golden = (project.path / "expect" / "alpha.export.expect").read_bytes()
     monkeypatch.setenv("HARNESS_GOLDEN_DEVICE", "meta")
     monkeypatch.setenv("FAKE_GRAPH", DEVICE_GRAPH)
-    project.runpytest().assert_outcomes(passed=1, failed=1)  # no variant yet: the CPU golden differs
+    project.runpytest().assert_outcomes(
+        passed=1, failed=1
+    )  # no variant yet: the CPU golden differs
     project.runpytest("--accept").assert_outcomes(passed=2)
-    assert sorted(p.name for p in (project.path / "expect" / "meta").iterdir()) == ["alpha.export.expect"]
+    assert sorted(p.name for p in (project.path / "expect" / "meta").iterdir()) == [
+        "alpha.export.expect"
+    ]
     assert (project.path / "expect" / "alpha.export.expect").read_bytes() == cpu_golden
-    project.runpytest().assert_outcomes(passed=2)  # the variant on the device, the CPU golden for beta
+    project.runpytest().assert_outcomes(
+        passed=2
+    )  # the variant on the device, the CPU golden for beta
     monkeypatch.delenv("HARNESS_GOLDEN_DEVICE")
     result = project.runpytest()  # on the CPU the variant is never used
     result.assert_outcomes(passed=1, failed=1)
@@ -53,7 +68,9 @@ def test_variant_is_written_only_where_the_device_printout_differs_and_then_used
     assert "orphan" not in result.stdout.str()  # variants are not orphans of the CPU goldens
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the message on a machine without CUDA"
+)
 def test_cuda_device_without_a_gpu_is_a_usage_error(project, monkeypatch):
     monkeypatch.setenv("HARNESS_GOLDEN_DEVICE", "cuda")
     result = project.runpytest()
@@ -76,26 +93,42 @@ def test_classify_tells_device_names_from_graph_changes():
     cpu = "zeros = aten.zeros.default([2], device=device('cpu'))\n"
     assert devicecheck.classify(cpu, cpu) == "same"
     assert devicecheck.classify(cpu, cpu.replace("'cpu'", "'cuda:0'")) == "device names only"
-    assert devicecheck.classify(cpu, cpu.replace("zeros.default", "empty.memory_format")) == "differs"
+    assert (
+        devicecheck.classify(cpu, cpu.replace("zeros.default", "empty.memory_format")) == "differs"
+    )
 
 
 def test_committed_golden_of_another_torch_is_not_compared(tmp_path):
     path = tmp_path / "m.fx.expect"
     store.save(path, store.render("y = x\n", {"frontend": "fx", "torch": "2.11.0+cu130"}))
     golden = store.read(path)
-    assert devicecheck.against_committed(golden, "z = x\n", "2.14.1+cu130") == \
-        "not compared: torch 2.11.0+cu130 vs 2.14.1+cu130"
-    assert devicecheck.against_committed(golden, "z = x\n", "2.11.0+cu130") == "differs from committed"
+    assert (
+        devicecheck.against_committed(golden, "z = x\n", "2.14.1+cu130")
+        == "not compared: torch 2.11.0+cu130 vs 2.14.1+cu130"
+    )
+    assert (
+        devicecheck.against_committed(golden, "z = x\n", "2.11.0+cu130") == "differs from committed"
+    )
     assert devicecheck.against_committed(golden, "y = x\n", "2.11.0+cu130") == "matches"
     assert devicecheck.against_committed(None, "y = x\n", "2.11.0+cu130") == "no committed golden"
 
 
 def test_device_run_on_cpu_matches_the_committed_goldens_and_writes_the_runner_tree(tmp_path):
-    results = devicecheck.run("cpu", "small", store.Path("expect").resolve(), tmp_path, models=["mlp"],
-                              log=lambda line: None)
+    results = devicecheck.run(
+        "cpu",
+        "small",
+        store.Path("expect").resolve(),
+        tmp_path,
+        models=["mlp"],
+        log=lambda line: None,
+    )
     assert [r.frontend for r in results] == ["jit", "fx", "export", "dynamo", "aot"]
     for r in results:
         assert (r.status, r.semantic) == ("same", "ok"), r
-        assert r.committed in ("matches", f"not compared: torch {store.read(store.Path('expect') / (r.golden_id + '.expect')).torch_version} vs {store.torch_version()}")
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"mlp.{f}.expect" for f in
-                                                          ("aot", "dynamo", "export", "fx", "jit")]
+        assert r.committed in (
+            "matches",
+            f"not compared: torch {store.read(store.Path('expect') / (r.golden_id + '.expect')).torch_version} vs {store.torch_version()}",
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"mlp.{f}.expect" for f in ("aot", "dynamo", "export", "fx", "jit")
+    ]

@@ -25,8 +25,16 @@ SUITES = Path(__file__).resolve().parents[1] / "suites"
 
 def _tiny_plan(**changes) -> wl.Plan:
     """The suite's parameter grid (so the suite's rows find their cases) on a tiny MLP."""
-    options = dict(batch=4, features=16, hidden=32, layers=1, rounds=3, warmup=1,
-                   bucket_caps_mb=wl.bucket_caps_mb(), micro_batches=wl.micro_batch_counts())
+    options = dict(
+        batch=4,
+        features=16,
+        hidden=32,
+        layers=1,
+        rounds=3,
+        warmup=1,
+        bucket_caps_mb=wl.bucket_caps_mb(),
+        micro_batches=wl.micro_batch_counts(),
+    )
     options.update(changes)
     return wl.Plan(**options)
 
@@ -39,14 +47,18 @@ def ddp_result():
 @pytest.mark.slow
 def test_ddp_workload_runs_with_world_size_2_on_cpu(ddp_result):
     meta = ddp_result["meta"]
-    assert meta["world_size"] == 2 and meta["backend"] == ("nccl" if meta["device"] == "cuda" else "gloo")
+    assert meta["world_size"] == 2 and meta["backend"] == (
+        "nccl" if meta["device"] == "cuda" else "gloo"
+    )
     assert meta["threads_per_worker"] == 1  # DECISIONS §6: the fast run's thread count, per worker
     # the MLP 16 -> 32 -> 10: weights and biases
     assert meta["parameters"] == 16 * 32 + 32 + 32 * 10 + 10
     rounds = meta["rounds"]
     scaling = ddp_result["scaling"]
     for key in ("ratios", "ddp_step_s", "single_step_s"):
-        assert len(scaling[key]) == rounds and all(math.isfinite(v) and v > 0 for v in scaling[key]), key
+        assert len(scaling[key]) == rounds and all(
+            math.isfinite(v) and v > 0 for v in scaling[key]
+        ), key
     # the ratio of a round is its DDP step time over its single-process step time
     for r, d, s in zip(scaling["ratios"], scaling["ddp_step_s"], scaling["single_step_s"]):
         assert r == pytest.approx(d / s)
@@ -55,7 +67,11 @@ def test_ddp_workload_runs_with_world_size_2_on_cpu(ddp_result):
     assert [ar["bytes"] / s for s in ar["seconds"]] == pytest.approx(ar["bytes_per_s"])
     assert set(ddp_result["bucket_cap"]) == {str(c) for c in wl.bucket_caps_mb()}
     assert set(ddp_result["no_sync"]) == {str(k) for k in wl.micro_batch_counts()}
-    for ratios in [ddp_result["bucket_view"], *ddp_result["bucket_cap"].values(), *ddp_result["no_sync"].values()]:
+    for ratios in [
+        ddp_result["bucket_view"],
+        *ddp_result["bucket_cap"].values(),
+        *ddp_result["no_sync"].values(),
+    ]:
         assert len(ratios) == rounds and all(math.isfinite(v) and v > 0 for v in ratios)
     assert "2 or more CUDA GPUs" in ddp_result["data_parallel"]["not_applicable"]
     assert _live_children() == [], "the launch left processes behind"
@@ -96,7 +112,9 @@ def test_every_suite_row_reads_the_launch_result(ddp_result):
     assert sum(k == metrics.RATIO for *_, k in ran) >= 4
     if not wl.data_parallel_unavailable("cuda", 2):
         pytest.skip("2+ GPUs: DataParallel applies")
-    assert [c for c, _ in skipped] == ["DataParallelOverDistributed"] and "CUDA GPUs" in skipped[0][1]
+    assert [c for c, _ in skipped] == ["DataParallelOverDistributed"] and "CUDA GPUs" in skipped[0][
+        1
+    ]
 
 
 HANG = """
@@ -112,9 +130,15 @@ def test_a_hanging_launch_is_killed_with_every_worker(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text(HANG)
     out = tmp_path / "result.json"
-    with pytest.raises(torchrun.LaunchTimedOut, match=r"ran past its 15 s timeout and was killed") as err:
-        torchrun.launch(str(script), nproc=2, timeout_s=15, module=False, result=out, what="hang test")
-    assert isinstance(err.value, RunnerFailed) and "none" in str(err.value)  # nothing alive after the kill
+    with pytest.raises(
+        torchrun.LaunchTimedOut, match=r"ran past its 15 s timeout and was killed"
+    ) as err:
+        torchrun.launch(
+            str(script), nproc=2, timeout_s=15, module=False, result=out, what="hang test"
+        )
+    assert isinstance(err.value, RunnerFailed) and "none" in str(
+        err.value
+    )  # nothing alive after the kill
     started = [tmp_path / f"result.json.{rank}" for rank in (0, 1)]
     assert all(p.exists() for p in started), "both workers should have started within the timeout"
     workers = [tuple(map(int, p.read_text().split())) for p in started]
@@ -122,7 +146,9 @@ def test_a_hanging_launch_is_killed_with_every_worker(tmp_path):
     assert all(pid == sid for pid, sid in workers)
     for pid, _ in workers:
         assert not _running(pid), f"worker {pid} survived the launcher's timeout"
-    assert not [p for p in _all_pids() if str(tmp_path) in _cmdline(p)], "a process of the launch is left"
+    assert not [p for p in _all_pids() if str(tmp_path) in _cmdline(p)], (
+        "a process of the launch is left"
+    )
     assert _live_children() == []
 
 
@@ -135,16 +161,29 @@ def test_killing_the_benchmark_process_takes_torchrun_and_the_workers_along(tmp_
     import time
 
     script = tmp_path / "hang_with_parent.py"
-    script.write_text("from harness.measure.torchrun import die_with_parent\ndie_with_parent()\n" + HANG)
+    script.write_text(
+        "from harness.measure.torchrun import die_with_parent\ndie_with_parent()\n" + HANG
+    )
     out = tmp_path / "result.json"
-    bench = subprocess.Popen([sys.executable, "-c", "import sys; from harness.measure import torchrun; "
-                              "torchrun.launch(sys.argv[1], nproc=2, timeout_s=300, module=False, result=sys.argv[2])",
-                              str(script), str(out)])
+    bench = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from harness.measure import torchrun; "
+            "torchrun.launch(sys.argv[1], nproc=2, timeout_s=300, module=False, result=sys.argv[2])",
+            str(script),
+            str(out),
+        ]
+    )
     started = [tmp_path / f"result.json.{rank}" for rank in (0, 1)]
     deadline = time.monotonic() + 120
     while not all(p.exists() and p.read_text() for p in started) and time.monotonic() < deadline:
         time.sleep(0.2)
-    agent = [p for p in _all_pids() if "torch.distributed.run" in _cmdline(p) and str(tmp_path) in _cmdline(p)]
+    agent = [
+        p
+        for p in _all_pids()
+        if "torch.distributed.run" in _cmdline(p) and str(tmp_path) in _cmdline(p)
+    ]
     os.kill(bench.pid, signal.SIGKILL)
     bench.wait()
     assert all(p.exists() for p in started), "the workers did not start within 120 s"
@@ -153,7 +192,9 @@ def test_killing_the_benchmark_process_takes_torchrun_and_the_workers_along(tmp_
     deadline = time.monotonic() + 10
     while any(_running(pid) for pid in agent + workers) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [pid for pid in agent + workers if _running(pid)], "torchrun or a worker outlived the benchmark"
+    assert not [pid for pid in agent + workers if _running(pid)], (
+        "torchrun or a worker outlived the benchmark"
+    )
 
 
 @pytest.mark.slow
@@ -162,15 +203,20 @@ def test_a_failing_worker_is_a_clear_runner_error(tmp_path):
     script.write_text("raise SystemExit('worker says: no gradients today')\n")
     with pytest.raises(torchrun.LaunchFailed, match="torchrun exited with") as err:
         torchrun.launch(str(script), nproc=2, timeout_s=120, module=False, what="fail test")
-    assert "no gradients today" in str(err.value)  # the worker's own message, from torchrun's output
+    assert "no gradients today" in str(
+        err.value
+    )  # the worker's own message, from torchrun's output
     assert err.value.code == 5  # DECISIONS §5: an external runner failed
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"nproc": 0, "timeout_s": 10}, "number of workers"),
-    ({"nproc": 2, "timeout_s": 0}, "timeout"),
-    ({"nproc": 2, "timeout_s": 10, "module": False}, "not found"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"nproc": 0, "timeout_s": 10}, "number of workers"),
+        ({"nproc": 2, "timeout_s": 0}, "timeout"),
+        ({"nproc": 2, "timeout_s": 10, "module": False}, "not found"),
+    ],
+)
 def test_bad_launch_arguments_are_bad_input(kwargs, message, tmp_path):
     with pytest.raises(BadInput, match=message):
         torchrun.launch(str(tmp_path / "missing.py"), **kwargs)
@@ -192,7 +238,11 @@ def test_each_launch_gets_its_own_port():
 
 
 def _live_children():
-    return [pid for pid, start in torchrun.descendants(os.getpid()).items() if processes.alive(pid, start)]
+    return [
+        pid
+        for pid, start in torchrun.descendants(os.getpid()).items()
+        if processes.alive(pid, start)
+    ]
 
 
 def _all_pids():
@@ -201,7 +251,9 @@ def _all_pids():
 
 def _cmdline(pid) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         return ""
 
@@ -219,10 +271,18 @@ def test_bench_summary_shows_scaling_efficiency_and_bandwidth(tmp_path):
     from harness.verdict.results import Entry, ResultSet
 
     scaling = "distributed.DistributedStepOverSingleProcess.track_step_time_over_single_process"
-    entries = [Entry(f"{scaling}(2)", "ratio", 2.0, [1.0, 2.0, 4.0]),
-               Entry("distributed.AllReduceOfGradientSizedTensor.track_bandwidth(2)", "bytes/s", 5e8, [5e8]),
-               Entry("distributed.DataParallelOverDistributed.track_data_parallel_over_distributed", "ratio",
-                     float("nan"), None)]
+    entries = [
+        Entry(f"{scaling}(2)", "ratio", 2.0, [1.0, 2.0, 4.0]),
+        Entry(
+            "distributed.AllReduceOfGradientSizedTensor.track_bandwidth(2)", "bytes/s", 5e8, [5e8]
+        ),
+        Entry(
+            "distributed.DataParallelOverDistributed.track_data_parallel_over_distributed",
+            "ratio",
+            float("nan"),
+            None,
+        ),
+    ]
     rs = ResultSet(tmp_path, "m", "0" * 40, "env", None, {e.name: e for e in entries})
     rows = dict(summary.key_ratio_rows(rs))
     assert rows["DDP step/single process"] == "2"

@@ -11,7 +11,9 @@ from harness.golden import store
 
 def test_render_then_parse_round_trips_and_counts_lines(tmp_path):
     path = tmp_path / "m.jit.expect"
-    store.save(path, store.render("a = op(x)\nreturn a\n", {"frontend": "jit", "model": "m (small)"}))
+    store.save(
+        path, store.render("a = op(x)\nreturn a\n", {"frontend": "jit", "model": "m (small)"})
+    )
     golden = store.read(path)
     assert golden.body == "a = op(x)\nreturn a\n"
     assert golden.header["frontend"] == "jit" and golden.header["body-lines"] == "2"
@@ -58,6 +60,8 @@ def test_pathological_sizes_skip_the_diff_instead_of_hanging(monkeypatch):
 def test_message_names_another_torch_version(tmp_path):
     path = tmp_path / "g.expect"
     store.save(path, store.render("a = aten::relu(x)\n", {"torch": "1.0.0"}))
-    message = store.mismatch_message(store.read(path), "a = aten::gelu(x)\n", "m", "pytest --accept")
+    message = store.mismatch_message(
+        store.read(path), "a = aten::gelu(x)\n", "m", "pytest --accept"
+    )
     assert "recorded with torch 1.0.0" in message
     assert "aten::relu  1 -> 0" in message and "aten::gelu  0 -> 1" in message

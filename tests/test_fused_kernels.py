@@ -8,7 +8,6 @@ import re
 
 import pytest
 import torch
-
 from test_gate_support import draw, write_set
 
 from harness.measure import timing, traffic
@@ -25,7 +24,9 @@ def test_chain_bytes_eager_4n_fused_2n(dtype):
     chain = bandwidth.build("pointwise_chain", CPU, N)
     chain.args = (chain.args[0].to(dtype),)
     itemsize = chain.args[0].element_size()
-    assert bandwidth.eager_bytes(chain.eager()) == 4 * N * itemsize  # read x, write t, read t, write y
+    assert (
+        bandwidth.eager_bytes(chain.eager()) == 4 * N * itemsize
+    )  # read x, write t, read t, write y
     assert bandwidth.fused_bytes(chain) == 2 * N * itemsize  # read x, write y
     add = bandwidth.build("multiply_add", CPU, N)
     assert (bandwidth.eager_bytes(add.eager()), bandwidth.fused_bytes(add)) == (16 * N, 8 * N)
@@ -58,8 +59,13 @@ def test_bandwidth_rows_from_one_loop(monkeypatch):
 
 def test_measure_rounds_times_every_side_each_round():
     calls = []
-    out = timing.measure_rounds([lambda: calls.append("a"), lambda: calls.append("b"),
-                                 lambda: calls.append("c")], CPU, warmup=1, samples=4, budget_s=10)
+    out = timing.measure_rounds(
+        [lambda: calls.append("a"), lambda: calls.append("b"), lambda: calls.append("c")],
+        CPU,
+        warmup=1,
+        samples=4,
+        budget_s=10,
+    )
     assert [len(x) for x in out] == [4, 4, 4] and len(calls) == 15
     assert calls[3:6] == ["a", "b", "c"] and calls[6:9] == ["b", "c", "a"]  # rotating order
 
@@ -78,7 +84,9 @@ def test_optimizer_variants_same_update_different_op_counts(name, small_optimize
         ops[impl] = timing.ops_per_call(step, CPU)
     assert len(params["for_loop"]) == 16
     start = [p.detach() for p in optimizers.many_parameter_model(CPU).parameters()]
-    assert any(not torch.equal(a, b) for a, b in zip(start, params["for_loop"])), "the step moved nothing"
+    assert any(not torch.equal(a, b) for a, b in zip(start, params["for_loop"])), (
+        "the step moved nothing"
+    )
     for impl in ("foreach", "fused"):
         for a, b in zip(params[impl], params["for_loop"]):
             torch.testing.assert_close(a, b)  # same update: the timing comparison is fair
@@ -128,8 +136,15 @@ def test_peak_tensor_bytes_sees_a_temporary():
 
 
 def test_checkpointing_same_gradients_less_memory():
-    cfg = {"batch": 2, "seq_len": 32, "d_model": 16, "nhead": 2, "dim_ff": 32, "nlayers": 2,
-           "num_classes": 3}
+    cfg = {
+        "batch": 2,
+        "seq_len": 32,
+        "d_model": 16,
+        "nhead": 2,
+        "dim_ff": 32,
+        "nlayers": 2,
+        "num_classes": 3,
+    }
     grads, peaks = {}, {}
     for mode in checkpointing.MODES:
         step, model = checkpointing.build(mode, CPU, cfg)
@@ -143,7 +158,9 @@ def test_checkpointing_same_gradients_less_memory():
 
 
 def _entry(unit, samples=None, value=None):
-    return Entry("x", unit, value if value is not None else sorted(samples)[len(samples) // 2], samples)
+    return Entry(
+        "x", unit, value if value is not None else sorted(samples)[len(samples) // 2], samples
+    )
 
 
 def test_new_units_have_gate_rules():
@@ -151,17 +168,29 @@ def test_new_units_have_gate_rules():
     assert metrics.kind_of("GB/s").raw and metrics.kind_of("GB/s").higher_is_better
     frac = metrics.kind_of("fraction of copy bandwidth")
     assert frac.kind == metrics.NORMALISED and frac.higher_is_better
-    assert compare.compare_entry(_entry("bytes moved", value=200), _entry("bytes moved", value=400)).verdict \
+    assert (
+        compare.compare_entry(
+            _entry("bytes moved", value=200), _entry("bytes moved", value=400)
+        ).verdict
         == compare.REGRESSION
+    )
     gbps = compare.compare_entry(_entry("GB/s", draw(30, 10)), _entry("GB/s", draw(30, 5, seed=1)))
     assert gbps.verdict == compare.NOT_JUDGED and "no calibrated noise band" in gbps.note
     # normalised by a copy, another kind of work: judged only with a calibrated band
-    base, head = _entry("fraction of copy bandwidth", draw(30, 0.9)), _entry("fraction of copy bandwidth", draw(30, 0.6, seed=1))
+    base, head = (
+        _entry("fraction of copy bandwidth", draw(30, 0.9)),
+        _entry("fraction of copy bandwidth", draw(30, 0.6, seed=1)),
+    )
     unbanded = compare.compare_entry(base, head)
-    assert unbanded.verdict == compare.NOT_JUDGED and unbanded.note == "normalised bandwidth: no calibrated noise band"
+    assert (
+        unbanded.verdict == compare.NOT_JUDGED
+        and unbanded.note == "normalised bandwidth: no calibrated noise band"
+    )
     lower = compare.compare_entry(base, head, band=0.03)
     assert lower.verdict == compare.REGRESSION  # a lower fraction of the copy's bandwidth is worse
-    saved = compare.compare_entry(_entry("bytes saved", value=1000), _entry("bytes saved", value=500))
+    saved = compare.compare_entry(
+        _entry("bytes saved", value=1000), _entry("bytes saved", value=500)
+    )
     assert saved.verdict == compare.REGRESSION
 
 
@@ -169,14 +198,26 @@ def _bandwidth_set(tmp_path, copy=30.0):
     b = "fusion.MemoryBandwidth."
     benches, units = {}, {}
     # (workload, eager GB/s, fused GB/s, fused/eager time): a memory-bound and a compute-bound one
-    for w, ge, gf, ratio in (("multiply_add", 29.0, 28.0, 0.52), ("pointwise_chain", 6.0, 15.0, 0.2)):
-        rows = {"track_bytes_per_call_eager": (4 << 20, "bytes moved"),
-                "track_bytes_per_call_fused": (2 << 20, "bytes moved"),
-                "track_gbps_eager": (draw(5, ge), "GB/s"), "track_gbps_fused": (draw(5, gf), "GB/s"),
-                "track_gbps_copy": (draw(5, copy), "GB/s"),
-                "track_fraction_of_copy_bandwidth_eager": (draw(5, ge / copy), "fraction of copy bandwidth"),
-                "track_fraction_of_copy_bandwidth_fused": (draw(5, gf / copy), "fraction of copy bandwidth"),
-                "track_fused_over_eager": (draw(5, ratio), "ratio")}
+    for w, ge, gf, ratio in (
+        ("multiply_add", 29.0, 28.0, 0.52),
+        ("pointwise_chain", 6.0, 15.0, 0.2),
+    ):
+        rows = {
+            "track_bytes_per_call_eager": (4 << 20, "bytes moved"),
+            "track_bytes_per_call_fused": (2 << 20, "bytes moved"),
+            "track_gbps_eager": (draw(5, ge), "GB/s"),
+            "track_gbps_fused": (draw(5, gf), "GB/s"),
+            "track_gbps_copy": (draw(5, copy), "GB/s"),
+            "track_fraction_of_copy_bandwidth_eager": (
+                draw(5, ge / copy),
+                "fraction of copy bandwidth",
+            ),
+            "track_fraction_of_copy_bandwidth_fused": (
+                draw(5, gf / copy),
+                "fraction of copy bandwidth",
+            ),
+            "track_fused_over_eager": (draw(5, ratio), "ratio"),
+        }
         for method, (data, unit) in rows.items():
             name = f"{b}{method}('{w}')"
             benches[name], units[name] = data, unit
@@ -196,5 +237,9 @@ def test_summary_and_report_state_the_2x_claim(tmp_path):
     assert main(["report", "--results-dir", str(tmp_path), "--out", str(out)]) == 0
     md = re.sub(r" +", " ", (out / "report.md").read_text())
     assert "so fusion will speed it up by 2x" in md
-    assert re.search(r"\| multiply_add \|.*\| memory-bound \| holds: 1\.\d\dx measured, 2\.00x predicted", md)
-    assert re.search(r"\| pointwise_chain \|.*\| compute-bound \| does not hold: 5\.\d\dx measured", md)
+    assert re.search(
+        r"\| multiply_add \|.*\| memory-bound \| holds: 1\.\d\dx measured, 2\.00x predicted", md
+    )
+    assert re.search(
+        r"\| pointwise_chain \|.*\| compute-bound \| does not hold: 5\.\d\dx measured", md
+    )

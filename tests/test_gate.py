@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 import math
+import re
 
 import pytest
 from test_gate_support import draw, write_set
 
-from harness.verdict import compare, gate
 from harness.cli import main
+from harness.verdict import compare, gate
 
 
 def run_cli(capsys, *args):
@@ -27,8 +27,16 @@ def verdicts(out: str) -> dict[str, str]:
     for line in lines[start:]:
         if line.startswith("gate:"):
             break
-        for v in (compare.OK, compare.IMPROVED, compare.REGRESSION, compare.FAILED, compare.MISSING,
-                  compare.SKIPPED, compare.BAD, compare.NOT_JUDGED):
+        for v in (
+            compare.OK,
+            compare.IMPROVED,
+            compare.REGRESSION,
+            compare.FAILED,
+            compare.MISSING,
+            compare.SKIPPED,
+            compare.BAD,
+            compare.NOT_JUDGED,
+        ):
             if f"  {v}" in line:
                 found[line.split()[0]] = v
     return found
@@ -48,13 +56,19 @@ NORMALISED = {"t.rel": "relative"}
 
 def noise_file(tmp_path, bands: dict[str, float]):
     path = tmp_path / "noise.json"
-    path.write_text(json.dumps({"machine": "m1-cpu",
-                                "benchmarks": {k: {"band": v} for k, v in bands.items()}}))
+    path.write_text(
+        json.dumps({"machine": "m1-cpu", "benchmarks": {k: {"band": v} for k, v in bands.items()}})
+    )
     return path
 
 
 def test_ten_percent_slowdown_of_a_paired_row_is_flagged(tmp_path, capsys):
-    b, h = pair(tmp_path, {"t.ratio": draw(30, seed=1)}, {"t.ratio": draw(30, seed=2, scale=1.10)}, units=PAIRED)
+    b, h = pair(
+        tmp_path,
+        {"t.ratio": draw(30, seed=1)},
+        {"t.ratio": draw(30, seed=2, scale=1.10)},
+        units=PAIRED,
+    )
     code, out, _ = run_cli(capsys, b, h)
     assert code == 1, out
     assert verdicts(out) == {"t.ratio": "REGRESSION"} and "paired ratio: p=" in out
@@ -63,37 +77,61 @@ def test_ten_percent_slowdown_of_a_paired_row_is_flagged(tmp_path, capsys):
 def test_paired_row_of_unlike_work_is_judged_at_its_drift_allowance(tmp_path, capsys):
     drifty = "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous('alexnet')"  # no space: verdicts() splits
     units = {drifty: "ratio", "t.ratio": "ratio"}
-    b, h = pair(tmp_path, {drifty: draw(30, seed=1), "t.ratio": draw(30, seed=3)},
-                {drifty: draw(30, seed=2, scale=1.07), "t.ratio": draw(30, seed=4, scale=1.07)}, units=units)
+    b, h = pair(
+        tmp_path,
+        {drifty: draw(30, seed=1), "t.ratio": draw(30, seed=3)},
+        {drifty: draw(30, seed=2, scale=1.07), "t.ratio": draw(30, seed=4, scale=1.07)},
+        units=units,
+    )
     code, out, _ = run_cli(capsys, b, h)
     # the same 7% move: beyond a plain paired row's 5%, inside the 10% drift allowance
     assert code == 1 and verdicts(out) == {drifty: "ok", "t.ratio": "REGRESSION"}, out
     assert "paired ratio, drift allowance 10%: p=" in out and "threshold 10.0%" in out
-    b, h = pair(tmp_path / "far", {drifty: draw(30, seed=1)}, {drifty: draw(30, seed=2, scale=1.15)}, units=units)
+    b, h = pair(
+        tmp_path / "far",
+        {drifty: draw(30, seed=1)},
+        {drifty: draw(30, seed=2, scale=1.15)},
+        units=units,
+    )
     code, out, _ = run_cli(capsys, b, h)
     assert code == 1 and verdicts(out) == {drifty: "REGRESSION"}  # judged, not switched off
 
 
-def test_optimizer_step_row_rides_out_host_drift_but_flags_a_fallback_to_the_for_loop(tmp_path, capsys):
+def test_optimizer_step_row_rides_out_host_drift_but_flags_a_fallback_to_the_for_loop(
+    tmp_path, capsys
+):
     # native code over the Python loop: its ratio moved 22% inside one loaded process (metrics)
     row = "fusion.OptimizerStepOverForLoop.track_step_over_for_loop('AdamW','foreach')"
     units = {row: "ratio"}
-    b, h = pair(tmp_path, {row: draw(30, seed=1, scale=0.60)}, {row: draw(30, seed=2, scale=0.60 * 1.22)},
-                units=units)
+    b, h = pair(
+        tmp_path,
+        {row: draw(30, seed=1, scale=0.60)},
+        {row: draw(30, seed=2, scale=0.60 * 1.22)},
+        units=units,
+    )
     code, out, _ = run_cli(capsys, b, h)
     assert code == 0 and verdicts(out) == {row: "ok"}, out
     assert "drift allowance 30%" in out
     # the wide threshold is the row's own allowance, not a machine band to recalibrate
     assert "built-in drift allowances above 10%" in out and "recalibrate" not in out
     # foreach falling back to one kernel per tensor: the step costs what the loop costs
-    b, h = pair(tmp_path / "fallback", {row: draw(30, seed=1, scale=0.60)}, {row: draw(30, seed=2, scale=1.0)},
-                units=units)
+    b, h = pair(
+        tmp_path / "fallback",
+        {row: draw(30, seed=1, scale=0.60)},
+        {row: draw(30, seed=2, scale=1.0)},
+        units=units,
+    )
     code, out, _ = run_cli(capsys, b, h)
     assert code == 1 and verdicts(out) == {row: "REGRESSION"}, out
 
 
 def test_normalised_row_is_judged_once_calibrated(tmp_path, capsys):
-    b, h = pair(tmp_path, {"t.rel": draw(30, seed=1)}, {"t.rel": draw(30, seed=2, scale=1.10)}, units=NORMALISED)
+    b, h = pair(
+        tmp_path,
+        {"t.rel": draw(30, seed=1)},
+        {"t.rel": draw(30, seed=2, scale=1.10)},
+        units=NORMALISED,
+    )
     code, out, _ = run_cli(capsys, b, h)
     assert code == 0 and verdicts(out) == {"t.rel": "not judged"}
     assert "normalised time: no calibrated noise band" in out
@@ -108,15 +146,24 @@ def test_normalised_row_is_judged_once_calibrated(tmp_path, capsys):
 
 def test_aa_pair_from_one_distribution_passes(tmp_path, capsys):
     for seed in range(5):
-        b, h = pair(tmp_path / str(seed), {"t.ratio": draw(30, seed=seed)},
-                    {"t.ratio": draw(30, seed=100 + seed)}, units=PAIRED)
+        b, h = pair(
+            tmp_path / str(seed),
+            {"t.ratio": draw(30, seed=seed)},
+            {"t.ratio": draw(30, seed=100 + seed)},
+            units=PAIRED,
+        )
         code, out, _ = run_cli(capsys, b, h)
         assert code == 0, out
         assert "REGRESSION" not in out
 
 
 def test_speedup_is_improvement_not_failure(tmp_path, capsys):
-    b, h = pair(tmp_path, {"t.ratio": draw(30, seed=1)}, {"t.ratio": draw(30, seed=2, scale=0.8)}, units=PAIRED)
+    b, h = pair(
+        tmp_path,
+        {"t.ratio": draw(30, seed=1)},
+        {"t.ratio": draw(30, seed=2, scale=0.8)},
+        units=PAIRED,
+    )
     code, out, _ = run_cli(capsys, b, h)
     assert code == 0 and "improved" in out
 
@@ -138,24 +185,40 @@ def test_raw_time_is_not_judged_without_a_narrow_calibrated_band(tmp_path, capsy
 def test_throughput_is_higher_better_when_judged(tmp_path, capsys):
     units = {"t.rate": "samples/s"}
     narrow = noise_file(tmp_path, {"t.rate": 0.01})
-    b, h = pair(tmp_path, {"t.rate": draw(30, 1000, seed=1)}, {"t.rate": draw(30, 1000, seed=2, scale=0.85)},
-                units=units)
+    b, h = pair(
+        tmp_path,
+        {"t.rate": draw(30, 1000, seed=1)},
+        {"t.rate": draw(30, 1000, seed=2, scale=0.85)},
+        units=units,
+    )
     code, out, _ = run_cli(capsys, b, h, "--noise", narrow)
     assert code == 1 and "REGRESSION" in out and "raw throughput" in out
     assert run_cli(capsys, b, h)[0] == 0, "no band: not judged"
-    b, h = pair(tmp_path / "up", {"t.rate": draw(30, 1000, seed=1)},
-                {"t.rate": draw(30, 1000, seed=2, scale=1.2)}, units=units)
+    b, h = pair(
+        tmp_path / "up",
+        {"t.rate": draw(30, 1000, seed=1)},
+        {"t.rate": draw(30, 1000, seed=2, scale=1.2)},
+        units=units,
+    )
     assert run_cli(capsys, b, h, "--noise", narrow)[0] == 0
 
 
 def test_shift_within_threshold_or_noise_band_passes(tmp_path, capsys):
     # 3% slower with tight samples: significant, but below the 5% threshold
-    b, h = pair(tmp_path, {"t.ratio": draw(40, cv=0.005, seed=1)},
-                {"t.ratio": draw(40, cv=0.005, seed=2, scale=1.03)}, units=PAIRED)
+    b, h = pair(
+        tmp_path,
+        {"t.ratio": draw(40, cv=0.005, seed=1)},
+        {"t.ratio": draw(40, cv=0.005, seed=2, scale=1.03)},
+        units=PAIRED,
+    )
     assert run_cli(capsys, b, h)[0] == 0
     # 10% slower, but this paired row's calibrated noise band is 15%
-    b, h = pair(tmp_path / "n", {"t.ratio": draw(30, seed=1)}, {"t.ratio": draw(30, seed=2, scale=1.10)},
-                units=PAIRED)
+    b, h = pair(
+        tmp_path / "n",
+        {"t.ratio": draw(30, seed=1)},
+        {"t.ratio": draw(30, seed=2, scale=1.10)},
+        units=PAIRED,
+    )
     code, out, _ = run_cli(capsys, b, h, "--noise", noise_file(tmp_path, {"t.ratio": 0.15}))
     assert code == 0 and "threshold 15.0%" in out
 
@@ -167,7 +230,9 @@ def test_few_samples_fall_back_to_asvs_confidence_intervals(tmp_path, capsys):
     code, out, _ = run_cli(capsys, b, h)
     assert code == 1 and "3+3 samples, too few for Mann-Whitney: 99% CIs do not overlap" in out
     wide = [0.7, 1.0, 1.4]
-    b, h = pair(tmp_path / "w", {"t.ratio": wide}, {"t.ratio": [x * 1.3 for x in wide]}, units=PAIRED)
+    b, h = pair(
+        tmp_path / "w", {"t.ratio": wide}, {"t.ratio": [x * 1.3 for x in wide]}, units=PAIRED
+    )
     code, out, _ = run_cli(capsys, b, h)
     assert code == 0 and "99% CIs overlap" in out and "(beyond threshold, not significant)" in out
 
@@ -182,19 +247,35 @@ def test_a_bare_number_is_not_judged(tmp_path, capsys):
 
 def test_counters_exact_and_memory_tolerance(tmp_path, capsys):
     units = {"k": "kernels", "mem": "bytes", "gb": "graph breaks"}
-    b, h = pair(tmp_path, {"k": 10, "mem": 1_000_000, "gb": 0}, {"k": 10, "mem": 1_015_000, "gb": 0}, units=units)
+    b, h = pair(
+        tmp_path,
+        {"k": 10, "mem": 1_000_000, "gb": 0},
+        {"k": 10, "mem": 1_015_000, "gb": 0},
+        units=units,
+    )
     assert run_cli(capsys, b, h)[0] == 0
-    b, h = pair(tmp_path / "2", {"k": 10, "mem": 1e6, "gb": 0}, {"k": 11, "mem": 1e6, "gb": 0}, units=units)
+    b, h = pair(
+        tmp_path / "2", {"k": 10, "mem": 1e6, "gb": 0}, {"k": 11, "mem": 1e6, "gb": 0}, units=units
+    )
     code, out, _ = run_cli(capsys, b, h)
     assert code == 1 and "exact: +1 kernels" in out
-    b, h = pair(tmp_path / "3", {"k": 10, "mem": 1e6, "gb": 0}, {"k": 10, "mem": 1.05e6, "gb": 1}, units=units)
+    b, h = pair(
+        tmp_path / "3",
+        {"k": 10, "mem": 1e6, "gb": 0},
+        {"k": 10, "mem": 1.05e6, "gb": 1},
+        units=units,
+    )
     code, out, _ = run_cli(capsys, b, h)
     assert code == 1 and verdicts(out) == {"gb": "REGRESSION", "k": "ok", "mem": "REGRESSION"}
 
 
 def test_table_always_printed_and_markdown(tmp_path, capsys):
-    b, h = pair(tmp_path, {"a.time": draw(30, seed=1), "b.k": 5},
-                {"a.time": draw(30, seed=2, scale=1.2), "b.k": 5}, units={"a.time": "ratio"})
+    b, h = pair(
+        tmp_path,
+        {"a.time": draw(30, seed=1), "b.k": 5},
+        {"a.time": draw(30, seed=2, scale=1.2), "b.k": 5},
+        units={"a.time": "ratio"},
+    )
     md = tmp_path / "gate.md"
     code, out, _ = run_cli(capsys, b, h, "--markdown", md)
     assert code == 1
@@ -205,8 +286,12 @@ def test_table_always_printed_and_markdown(tmp_path, capsys):
 
 
 def test_failed_and_missing_exit_2(tmp_path, capsys):
-    b, h = pair(tmp_path, {"a.time": draw(30, seed=1), "gone.k": 3}, {"a.time": draw(30, seed=1), "new.k": 3},
-                units={"a.time": "ratio"})
+    b, h = pair(
+        tmp_path,
+        {"a.time": draw(30, seed=1), "gone.k": 3},
+        {"a.time": draw(30, seed=1), "new.k": 3},
+        units={"a.time": "ratio"},
+    )
     code, out, _ = run_cli(capsys, b, h)
     assert code == 2 and verdicts(out) == {"a.time": "ok", "gone.k": "MISSING", "new.k": "MISSING"}
     b, h = pair(tmp_path / "f", {"a.k": 3}, {"a.k": None})
@@ -225,15 +310,18 @@ def test_skipped_on_both_sides_is_visible_and_nothing_compared_is_bad(tmp_path, 
     assert code == 3 and "nothing was compared" in err
 
 
-@pytest.mark.parametrize("damage, needle", [
-    ("truncate", "corrupt or truncated JSON"),
-    ("missing", "result file or folder not found"),
-    ("empty-samples", "empty sample list"),
-    ("nan-sample", "sample is nan"),
-    ("no-benchmarks-json", "no benchmarks.json"),
-    ("unknown-unit", "unknown benchmark unit"),
-    ("bad-structure", "malformed"),
-])
+@pytest.mark.parametrize(
+    "damage, needle",
+    [
+        ("truncate", "corrupt or truncated JSON"),
+        ("missing", "result file or folder not found"),
+        ("empty-samples", "empty sample list"),
+        ("nan-sample", "sample is nan"),
+        ("no-benchmarks-json", "no benchmarks.json"),
+        ("unknown-unit", "unknown benchmark unit"),
+        ("bad-structure", "malformed"),
+    ],
+)
 def test_bad_input_exit_3_names_the_file(tmp_path, capsys, damage, needle):
     b, h = pair(tmp_path, {"a.time": draw(30, seed=1)}, {"a.time": draw(30, seed=2)})
     if damage == "truncate":
@@ -246,7 +334,9 @@ def test_bad_input_exit_3_names_the_file(tmp_path, capsys, damage, needle):
         if damage == "bad-structure":
             d["results"]["a.time"] = 7
         else:
-            d["results"]["a.time"][col] = [[]] if damage == "empty-samples" else [[1e-3, float("nan")]]
+            d["results"]["a.time"][col] = (
+                [[]] if damage == "empty-samples" else [[1e-3, float("nan")]]
+            )
         h.write_text(json.dumps(d))
     elif damage == "no-benchmarks-json":
         (h.parent.parent / "benchmarks.json").unlink()
@@ -272,16 +362,29 @@ def test_different_machines_exit_3_unless_allowed(tmp_path, capsys):
     assert run_cli(capsys, b, h, "--allow-env-change")[0] == 0
 
 
-@pytest.mark.parametrize("key,base,head,blocks", [
-    ("cpu", "Xeon A", "Xeon B", True), ("gpu", "H100", "H200", True), ("torch_threads", 1, 2, True),
-    ("torch", "2.14.1", "2.15.0", False), ("driver", "550", "560", False)])
+@pytest.mark.parametrize(
+    "key,base,head,blocks",
+    [
+        ("cpu", "Xeon A", "Xeon B", True),
+        ("gpu", "H100", "H200", True),
+        ("torch_threads", 1, 2, True),
+        ("torch", "2.14.1", "2.15.0", False),
+        ("driver", "550", "560", False),
+    ],
+)
 def test_comparability_from_fingerprints(tmp_path, capsys, key, base, head, blocks):
     """Another device or thread count makes timings meaningless (exit 3); software versions are
     what nightlies and baselines compare, so they are only listed (DECISIONS §2)."""
     b, h = pair(tmp_path, {"k": 5}, {"k": 5})
     for f, value in ((b, base), (h, head)):
-        fp = {"cpu": "Xeon A", "gpu": None, "torch_threads": 1, "torch": "2.14.1", "cuda_available": False,
-              key: value}
+        fp = {
+            "cpu": "Xeon A",
+            "gpu": None,
+            "torch_threads": 1,
+            "torch": "2.14.1",
+            "cuda_available": False,
+            key: value,
+        }
         (f.parent / "fingerprint.json").write_text(json.dumps(fp))
     code, out, err = run_cli(capsys, b, h)
     assert code == (3 if blocks else 0), (out, err)
@@ -312,7 +415,9 @@ def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HARNESS_RESULTS_DIR", str(root))  # the results root, as --results-dir
     units = {"a.time": "ratio"}
     write_set(root / "asv", "aaaaaaaa11", {"a.time": draw(30, seed=1)}, date=1, units=units)
-    write_set(root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3)}, date=2, units=units)
+    write_set(
+        root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3)}, date=2, units=units
+    )
     assert run_cli(capsys, "aaaa", "latest")[0] == 1
     assert run_cli(capsys, "aaaaaaaa", "bbbbbbbb")[0] == 1
     code, _, err = run_cli(capsys, "cccc", "latest")
@@ -329,8 +434,10 @@ def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):
 
 
 def test_render_one_table_two_formats():
-    rows = [compare.Row("x.time", "seconds", 1e-3, 1.1e-3, 1.1, compare.REGRESSION, "p=1e-05"),
-            compare.Row("x.mem", "bytes", 2**20, 2**20, 1.0, compare.OK)]
+    rows = [
+        compare.Row("x.time", "seconds", 1e-3, 1.1e-3, 1.1, compare.REGRESSION, "p=1e-05"),
+        compare.Row("x.mem", "bytes", 2**20, 2**20, 1.0, compare.OK),
+    ]
     text, md = gate.table(rows, "text"), gate.table(rows, "markdown")
     assert "1 ms" in text and "1.1 ms" in text and "1 MiB" in text
     md = re.sub(r" +", " ", md)  # column padding aside
@@ -342,8 +449,9 @@ def test_environment_differences_are_listed_above_the_table(tmp_path, capsys):
     """The fingerprint saved with each run is read: a torch change is listed, not hidden."""
     b, h = pair(tmp_path, {"k": 5}, {"k": 5})
     for f, torch_version in ((b, "2.14.1"), (h, "2.15.0.dev")):
-        (f.parent / "fingerprint.json").write_text(json.dumps(
-            {"torch": torch_version, "cpu": "same cpu", "torch_threads": 1}))
+        (f.parent / "fingerprint.json").write_text(
+            json.dumps({"torch": torch_version, "cpu": "same cpu", "torch_threads": 1})
+        )
     code, out, _ = run_cli(capsys, b, h)
     assert code == 0
     env = out.partition("base aaaaaaaa")[0]

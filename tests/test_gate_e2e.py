@@ -11,10 +11,10 @@ import pathlib
 
 import pytest
 
+from harness.cli import main
 from harness.core.project import head_commit
 from harness.runs import calibrate
 from harness.runs.spec import RunSpec
-from harness.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # one xdist worker runs both tests, so the three asv runs happen once (tox: --dist loadgroup)
@@ -27,10 +27,14 @@ def runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("e2e")
     bench_dir = calibrate._benchmark_dir(ROOT, ["canary"], work)
     commit = head_commit(ROOT)
-    timing = [r"^canary\.Canary\.track_(?!instructions)"]  # the instruction row: test_ab, test_instructions_valgrind
+    timing = [
+        r"^canary\.Canary\.track_(?!instructions)"
+    ]  # the instruction row: test_ab, test_instructions_valgrind
     spec = RunSpec(machine=MACHINE, benches=tuple(timing))
     a = calibrate.asv_run(ROOT, bench_dir, work / "A", spec, commit)
-    b = calibrate.asv_run(ROOT, bench_dir, work / "B", spec.with_env(HARNESS_CANARY_EXTRA="1"), commit)
+    b = calibrate.asv_run(
+        ROOT, bench_dir, work / "B", spec.with_env(HARNESS_CANARY_EXTRA="1"), commit
+    )
     c = calibrate.asv_run(ROOT, bench_dir, work / "C", spec, commit)
     return work, a, b, c
 
@@ -48,8 +52,11 @@ def test_injected_extra_op_is_flagged(runs, capsys, tmp_path):
     ops = next(line for line in out.splitlines() if line.startswith("canary.Canary.track_ops"))
     assert "REGRESSION" in ops and "exact: +1 ops" in ops
     # the ~10% slower chain is caught on the paired timing row too, not only by the counter
-    paired = next(line for line in out.splitlines()
-                  if line.startswith("canary.Canary.track_time_over_reference"))
+    paired = next(
+        line
+        for line in out.splitlines()
+        if line.startswith("canary.Canary.track_time_over_reference")
+    )
     assert "REGRESSION" in paired and "paired ratio" in paired, paired
     raw = next(line for line in out.splitlines() if line.startswith("canary.Canary.track_time "))
     assert "not judged" in raw  # a raw time on a shared runner, no calibrated band

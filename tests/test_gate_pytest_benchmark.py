@@ -10,7 +10,13 @@ from test_gate_support import draw
 
 from harness.verdict.results import fingerprint_of, load
 
-FP = {"torch": "2.14.1", "cpu": "Some CPU", "gpu": None, "cuda_available": False, "torch_threads": 1}
+FP = {
+    "torch": "2.14.1",
+    "cpu": "Some CPU",
+    "gpu": None,
+    "cuda_available": False,
+    "torch_threads": 1,
+}
 
 
 def save(path, samples, ops, *, commit="c0ffee00aa", fingerprint=FP, machine="m1-cpu", data=True):
@@ -19,11 +25,22 @@ def save(path, samples, ops, *, commit="c0ffee00aa", fingerprint=FP, machine="m1
     if data:
         stats["data"] = samples
     doc = {
-        "machine_info": {"node": "host", "harness": {"machine": machine, "fingerprint": fingerprint}},
+        "machine_info": {
+            "node": "host",
+            "harness": {"machine": machine, "fingerprint": fingerprint},
+        },
         "commit_info": {"id": commit, "dirty": False},
-        "benchmarks": [{"name": "test_x", "fullname": "suites/t.py::test_x", "params": None,
-                        "extra_info": {"ops": ops, "label": "not a counter"}, "stats": stats}],
-        "datetime": "2026-11-30T19:40:37.1+00:00", "version": "5.3.1",
+        "benchmarks": [
+            {
+                "name": "test_x",
+                "fullname": "suites/t.py::test_x",
+                "params": None,
+                "extra_info": {"ops": ops, "label": "not a counter"},
+                "stats": stats,
+            }
+        ],
+        "datetime": "2026-11-30T19:40:37.1+00:00",
+        "version": "5.3.1",
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
@@ -55,7 +72,9 @@ def test_raw_time_is_judged_below_a_calibrated_band(tmp_path, capsys):
     a = save(tmp_path / "0001_a.json", draw(30, seed=1), 10)
     b = save(tmp_path / "0002_b.json", draw(30, seed=2, scale=1.3), 10)
     noise = tmp_path / "noise.json"
-    noise.write_text(json.dumps({"machine": "m1-cpu", "benchmarks": {"suites/t.py::test_x": {"band": 0.02}}}))
+    noise.write_text(
+        json.dumps({"machine": "m1-cpu", "benchmarks": {"suites/t.py::test_x": {"band": 0.02}}})
+    )
     code, out, _ = run_cli(capsys, a, b, "--noise", noise)
     assert code == 1 and verdicts(out)["suites/t.py::test_x"] == "REGRESSION", out
 
@@ -64,7 +83,9 @@ def test_a_save_without_samples_is_shown_not_judged(tmp_path, capsys):
     a = save(tmp_path / "0001_a.json", draw(30, seed=1), 10, data=False)
     b = save(tmp_path / "0002_b.json", draw(30, seed=2), 10)
     noise = tmp_path / "noise.json"
-    noise.write_text(json.dumps({"machine": "m1-cpu", "benchmarks": {"suites/t.py::test_x": {"band": 0.02}}}))
+    noise.write_text(
+        json.dumps({"machine": "m1-cpu", "benchmarks": {"suites/t.py::test_x": {"band": 0.02}}})
+    )
     code, out, _ = run_cli(capsys, a, b, "--noise", noise)
     assert code == 0 and "no samples on base" in out, out
 
@@ -80,11 +101,19 @@ def test_other_cpu_or_threads_is_not_comparable(tmp_path, capsys):
 
 
 def test_asv_result_against_pytest_benchmark_save_is_exit_3(tmp_path, capsys):
-    asv_base, _ = pair(tmp_path / "asv", {"t.ratio": draw(30, seed=1)}, {"t.ratio": draw(30, seed=2)},
-                       units={"t.ratio": "ratio"})
+    asv_base, _ = pair(
+        tmp_path / "asv",
+        {"t.ratio": draw(30, seed=1)},
+        {"t.ratio": draw(30, seed=2)},
+        units={"t.ratio": "ratio"},
+    )
     pb = save(tmp_path / "0001_a.json", draw(30, seed=1), 10)
     code, _, err = run_cli(capsys, asv_base, pb)
-    assert code == 3 and "cannot compare results of different runners: base is asv" in err and "head is pytest-benchmark" in err
+    assert (
+        code == 3
+        and "cannot compare results of different runners: base is asv" in err
+        and "head is pytest-benchmark" in err
+    )
 
 
 def test_damaged_save_is_exit_3_naming_the_file(tmp_path, capsys):

@@ -12,8 +12,14 @@ from asv.runner import BenchmarkResult
 ENV = "existing-py_venv_bin_python"
 
 
-def write_set(root: pathlib.Path, commit: str, benches: dict, machine: str = "m1-cpu",
-              date: int = 1, units: dict | None = None) -> pathlib.Path:
+def write_set(
+    root: pathlib.Path,
+    commit: str,
+    benches: dict,
+    machine: str = "m1-cpu",
+    date: int = 1,
+    units: dict | None = None,
+) -> pathlib.Path:
     """Write an asv results tree under `root` (benchmarks.json, <machine>/machine.json and one
     result file) and return the result file.
 
@@ -30,8 +36,14 @@ def write_set(root: pathlib.Path, commit: str, benches: dict, machine: str = "m1
     res = Results({"machine": machine, "python": "3.11"}, {}, commit, date, "3.11", ENV, {})
     for name, data in benches.items():
         unit = units.get(name) or ("seconds" if isinstance(data, list) else "kernels")
-        known[name] = {"name": name, "unit": unit, "type": "track", "version": "1", "params": [],
-                       "param_names": []}
+        known[name] = {
+            "name": name,
+            "unit": unit,
+            "type": "track",
+            "version": "1",
+            "params": [],
+            "param_names": [],
+        }
         if isinstance(data, list):
             br = BenchmarkResult([None], [data], [1], 0, "", None)
             if data:
@@ -44,7 +56,9 @@ def write_set(root: pathlib.Path, commit: str, benches: dict, machine: str = "m1
     return root / res._filename
 
 
-def draw(n: int, mean: float = 1e-3, cv: float = 0.03, seed: int = 0, scale: float = 1.0) -> list[float]:
+def draw(
+    n: int, mean: float = 1e-3, cv: float = 0.03, seed: int = 0, scale: float = 1.0
+) -> list[float]:
     """n per-iteration timings from one distribution (lognormal-ish, positive)."""
     rng = random.Random(seed)
     return [mean * scale * max(0.5, rng.gauss(1.0, cv)) for _ in range(n)]

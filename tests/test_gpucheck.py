@@ -22,8 +22,12 @@ SCRIPT = ROOT / ".ci" / "gpu-check"
 def test_dry_run_lists_every_check_and_exits_0_without_torch_or_asv():
     # `-I -S`: no site-packages, no PYTHONPATH, so neither torch nor asv can be imported: the
     # dry run needs the standard library and the checkout only.
-    proc = subprocess.run([sys.executable, "-I", "-S", str(SCRIPT), "--dry-run"], capture_output=True, text=True,
-                          cwd="/")
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", str(SCRIPT), "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
     assert proc.returncode == 0, proc.stderr
     for step in gpucheck.PLAN:
         assert f". {step.name} (budget {step.budget_s} s" in proc.stdout
@@ -53,8 +57,19 @@ def test_unknown_step_name_is_bad_input(capsys):
 def test_list_wheels_pins_what_is_installed_here(capsys):
     from harness.cli import main
 
-    assert main(["gpu-check", "--list-wheels", "--python-version", "3.12", "--platform",
-                 "manylinux_2_28_x86_64"]) == 0
+    assert (
+        main(
+            [
+                "gpu-check",
+                "--list-wheels",
+                "--python-version",
+                "3.12",
+                "--platform",
+                "manylinux_2_28_x86_64",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     import importlib.metadata as md
 
@@ -71,7 +86,10 @@ def test_wheel_closure_follows_markers():
     found = {w.name for w in wheels.list_wheels("3.12")}
     assert {"asv", "asv-runner", "expecttest"} <= found
     assert "tomli" not in found  # asv needs it only below Python 3.11
-    assert wheels.platforms("manylinux_2_28_x86_64")[:2] == ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64"]
+    assert wheels.platforms("manylinux_2_28_x86_64")[:2] == [
+        "manylinux_2_28_x86_64",
+        "manylinux_2_27_x86_64",
+    ]
     assert "manylinux_2_28_x86_64" not in wheels.platforms("manylinux_2_17_x86_64")
 
 
@@ -91,23 +109,45 @@ def test_install_refuses_two_versions_of_one_project(tmp_path):
 
 
 def _args(tmp_path, **kw):
-    base = dict(out=str(tmp_path / "out"), wheels=None, target=None, cpu_rehearsal=True, only=None,
-                deadline=60.0, budget_scale=1.0)
+    base = dict(
+        out=str(tmp_path / "out"),
+        wheels=None,
+        target=None,
+        cpu_rehearsal=True,
+        only=None,
+        deadline=60.0,
+        budget_scale=1.0,
+    )
     base.update(kw)
     return types.SimpleNamespace(**base)
 
 
 def test_orchestrator_kills_a_step_over_budget_and_runs_the_rest(tmp_path):
     py = "{py}"
-    plan = [gpucheck.Step("sleeper", 1, "is killed", "command", (py, "-c", "import time; time.sleep(60)")),
-            gpucheck.Step("failing", 10, "fails", "command", (py, "-c", "raise SystemExit(2)")),
-            gpucheck.Step("later", 10, "still runs", "command", (py, "-c", "print('ran')")),
-            gpucheck.Step("dependent", 10, "needs failing", "command", (py, "-c", "pass"), needs="failing")]
+    plan = [
+        gpucheck.Step(
+            "sleeper", 1, "is killed", "command", (py, "-c", "import time; time.sleep(60)")
+        ),
+        gpucheck.Step("failing", 10, "fails", "command", (py, "-c", "raise SystemExit(2)")),
+        gpucheck.Step("later", 10, "still runs", "command", (py, "-c", "print('ran')")),
+        gpucheck.Step(
+            "dependent", 10, "needs failing", "command", (py, "-c", "pass"), needs="failing"
+        ),
+    ]
     code = gpucheck.orchestrate(_args(tmp_path), ROOT, plan)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     status = {s["name"]: s["status"] for s in summary["steps"]}
-    assert status == {"sleeper": "killed", "failing": "fail", "later": "pass", "dependent": "not run"}
-    assert code == 1 and summary["exit"] == 1 and summary["failed_steps"] == ["sleeper", "failing", "dependent"]
+    assert status == {
+        "sleeper": "killed",
+        "failing": "fail",
+        "later": "pass",
+        "dependent": "not run",
+    }
+    assert (
+        code == 1
+        and summary["exit"] == 1
+        and summary["failed_steps"] == ["sleeper", "failing", "dependent"]
+    )
     assert "ran" in (tmp_path / "out" / "gpu-check.log").read_text()
 
 
@@ -115,7 +155,9 @@ def test_orchestrator_stops_starting_steps_at_the_deadline(tmp_path):
     plan = [gpucheck.Step("first", 10, "runs", "command", ("{py}", "-c", "pass"))]
     assert gpucheck.orchestrate(_args(tmp_path, deadline=0.0), ROOT, plan) == 1
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["steps"][0]["status"] == "not run" and "deadline" in summary["steps"][0]["detail"]
+    assert (
+        summary["steps"][0]["status"] == "not run" and "deadline" in summary["steps"][0]["detail"]
+    )
 
 
 def test_judge_treats_cuda_checks_as_failures_on_a_gpu_and_expected_exits():
@@ -129,14 +171,21 @@ def test_judge_treats_cuda_checks_as_failures_on_a_gpu_and_expected_exits():
 
 
 def test_band_figures_judge_step_figures():
-    runs = [gpucheck.StepRun("amp", "recorded", 1, figures={"ratios": {"alexnet/fp16_over_fp32": 0.4}}),
-            gpucheck.StepRun("transfer", "recorded", 1, figures={"ratios": {"pin_then_copy_over_pageable": 3.0}})]
+    runs = [
+        gpucheck.StepRun("amp", "recorded", 1, figures={"ratios": {"alexnet/fp16_over_fp32": 0.4}}),
+        gpucheck.StepRun(
+            "transfer", "recorded", 1, figures={"ratios": {"pin_then_copy_over_pageable": 3.0}}
+        ),
+    ]
     got = {f["key"]: f["verdict"] for f in gpucheck.band_figures(runs, "cuda")}
-    assert got == {"amp": "within the published range",
-                   "pin_then_copy": "outside the published range: check the set-up"}
+    assert got == {
+        "amp": "within the published range",
+        "pin_then_copy": "outside the published range: check the set-up",
+    }
 
 
 # ---- the measuring checks: their CPU side, and the judgements their GPU side uses ----
+
 
 def test_relative_difference_and_compile_judgement():
     assert checks.relative_difference([1.0, 1.1, 1.2], [1.0, 1.0, 1.0]) == pytest.approx(0.1)
@@ -162,10 +211,12 @@ def test_paired_pass_mark_wants_one_and_two_a_sample_per_quiet_block_and_no_over
     assert checks.expected_samples(4.0, 0.25) == 8
     ok, detail = checks.judge_paired([1.0, 1.01] * 4, [2.0, 1.98] * 4, 4.4, 4.0, 0.25)
     assert ok, detail
-    for same, double, seconds, says in (([1.1] * 16, [2.0] * 16, 4.2, "over itself read 1.100"),
-                                        ([1.0] * 16, [1.6] * 16, 4.2, "two kernels over one read 1.600"),
-                                        ([1.0] * 5, [2.0] * 5, 4.2, "5 samples from a 4 s window"),
-                                        ([1.0] * 16, [2.0] * 16, 9.0, "took 9.0 s")):
+    for same, double, seconds, says in (
+        ([1.1] * 16, [2.0] * 16, 4.2, "over itself read 1.100"),
+        ([1.0] * 16, [1.6] * 16, 4.2, "two kernels over one read 1.600"),
+        ([1.0] * 5, [2.0] * 5, 4.2, "5 samples from a 4 s window"),
+        ([1.0] * 16, [2.0] * 16, 9.0, "took 9.0 s"),
+    ):
         ok, detail = checks.judge_paired(same, double, seconds, 4.0, 0.25)
         assert not ok and says in detail
 
@@ -195,9 +246,11 @@ def test_cuda_only_checks_say_why_on_cpu():
 
 
 def test_kit_modules_import_without_torch():
-    code = ("import sys; import harness.runs.gpucheck.checks, harness.golden.devicecheck, "
-            "harness.commands.gpucheck, harness.runs.gpucheck.steps, harness.runs.gpucheck.wheels; "
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys; import harness.runs.gpucheck.checks, harness.golden.devicecheck, "
+        "harness.commands.gpucheck, harness.runs.gpucheck.steps, harness.runs.gpucheck.wheels; "
+        "print('torch' in sys.modules)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.stdout.strip() == "False", proc.stderr
 

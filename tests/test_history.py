@@ -24,6 +24,7 @@ def noisy(n, level=1.0, sd=0.02, seed=0):
 
 # ---- the asv function we rely on (not a documented API): pin its call and its answer ----
 
+
 def test_asv_solve_potts_approx_signature_and_result_are_as_used():
     from asv.step_detect import solve_potts_approx
 
@@ -32,6 +33,7 @@ def test_asv_solve_potts_approx_signature_and_result_are_as_used():
 
 
 # ---- synthetic series ----
+
 
 @pytest.mark.parametrize("seed", range(5))
 def test_a_10_percent_step_after_10_points_is_found_at_the_11th(seed):
@@ -61,11 +63,14 @@ def test_a_change_in_the_newest_runs_is_possible_until_enough_runs_follow():
 
 
 def test_exact_counters_step_on_any_change_but_not_on_a_blip():
-    assert [(s["index"], s["status"]) for s in find_steps([10] * 8 + [11] * 8, True, 0)] == [(8, CONFIRMED)]
+    assert [(s["index"], s["status"]) for s in find_steps([10] * 8 + [11] * 8, True, 0)] == [
+        (8, CONFIRMED)
+    ]
     assert find_steps([10] * 8 + [11] + [10] * 8, True, 0) == []
 
 
 # ---- run records ----
+
 
 def write_runs(root, series: list[dict], machine="m1-cpu", torch=None, start=0):
     """One run record per dict (benchmark -> samples or number), in that order."""
@@ -74,7 +79,12 @@ def write_runs(root, series: list[dict], machine="m1-cpu", torch=None, start=0):
         run_id = f"20261201T{i // 60:02d}{i % 60:02d}00Z-{commit[:8]}"
         with records.writing(root, machine, run_id, {"commit": commit, "machine": machine}) as d:
             write_set(d / "asv", commit, benches, machine=machine, units=UNITS)
-            fp = {"torch": (torch or {}).get(i, "2.14.1"), "torch_threads": 1, "cpu": "x", "commit": commit}
+            fp = {
+                "torch": (torch or {}).get(i, "2.14.1"),
+                "torch_threads": 1,
+                "cpu": "x",
+                "commit": commit,
+            }
             (d / "fingerprint.json").write_text(json.dumps(fp))
 
 
@@ -82,9 +92,13 @@ def canary_like(clean: int, injected: int, seed=0):
     rows = []
     for i in range(clean + injected):
         extra = i >= clean
-        rows.append({RATIO: noisy(20, level=1.11 if extra else 1.0, sd=0.01, seed=seed + i),
-                     OPS: 11 if extra else 10,
-                     "canary.Canary.track_time": noisy(20, level=4e-4, sd=0.3, seed=seed + 50 + i)})
+        rows.append(
+            {
+                RATIO: noisy(20, level=1.11 if extra else 1.0, sd=0.01, seed=seed + i),
+                OPS: 11 if extra else 10,
+                "canary.Canary.track_time": noisy(20, level=4e-4, sd=0.3, seed=seed + 50 + i),
+            }
+        )
     return rows
 
 
@@ -98,7 +112,9 @@ def test_history_names_the_first_bad_run_with_its_explanation(tmp_path, capsys):
     data = json.loads(out_json.read_text())
     steps = data["machines"][0]["steps"]
     assert {(s["benchmark"], s["run_id"], s["position"], s["status"]) for s in steps} == {
-        (OPS, ninth, 9, CONFIRMED), (RATIO, ninth, 9, CONFIRMED)}
+        (OPS, ninth, 9, CONFIRMED),
+        (RATIO, ninth, 9, CONFIRMED),
+    }
     assert data["exit_code"] == 1 and all(s["new"] and s["direction"] == "worse" for s in steps)
     ops = next(s for s in steps if s["benchmark"] == OPS)
     assert ops["before"] == 10 and ops["after"] == 11
@@ -113,7 +129,9 @@ def test_acknowledged_steps_are_not_new_and_a_bad_file_is_exit_3(tmp_path, capsy
     write_runs(root, [{OPS: 10}] * 5 + [{OPS: 12}] * 5)
     sixth = records.list_runs(root, "m1-cpu")[5].run_id
     ack = root / history.ACK_FILE
-    ack.write_text(json.dumps({"acknowledged": [{"benchmark": OPS, "run": sixth, "reason": "new op"}]}))
+    ack.write_text(
+        json.dumps({"acknowledged": [{"benchmark": OPS, "run": sixth, "reason": "new op"}]})
+    )
     assert main(["history", "--results-dir", str(root)]) == 0
     assert "acknowledged: new op" in capsys.readouterr().out
     ack.write_text('{"acknowledged": [{"benchmark": 3}]}')
@@ -136,8 +154,10 @@ def test_bench_filter_since_and_bad_input(tmp_path, capsys):
 def test_report_history_labels_torch_changes(tmp_path):
     root = tmp_path / "results"
     write_runs(root, [{OPS: 10}] * 4, torch={2: "2.15.0", 3: "2.15.0"})
-    assert main(["report", "--results-dir", str(root), "--out", str(tmp_path / "r"),
-                 "--history", OPS]) == 0
+    assert (
+        main(["report", "--results-dir", str(root), "--out", str(tmp_path / "r"), "--history", OPS])
+        == 0
+    )
     md = (tmp_path / "r" / "report.md").read_text()
     assert "torch changed: 2.14.1 -> 2.15.0 at run 20261201T000200Z" in md
     assert md.count("2.15.0 (changed)") == 1 and md.count("| 20261201T") == 4

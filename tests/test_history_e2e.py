@@ -32,9 +32,18 @@ def root(tmp_path_factory):
         for i, (extra, profile) in enumerate([(0, False), (0, True), (1, True), (1, False)]):
             mp.setenv("HARNESS_CANARY_EXTRA", str(extra))
             # the instruction row (a valgrind process each run) is test_instructions_valgrind's
-            argv = ["bench", "--quick", "--suite", "canary", "--results-dir", str(root),
-                    "--machine", MACHINE, "--bench", r"^canary\.Canary\.track_(?!instructions)"] \
-                + (["--profile"] if profile else [])
+            argv = [
+                "bench",
+                "--quick",
+                "--suite",
+                "canary",
+                "--results-dir",
+                str(root),
+                "--machine",
+                MACHINE,
+                "--bench",
+                r"^canary\.Canary\.track_(?!instructions)",
+            ] + (["--profile"] if profile else [])
             assert main(argv) == 0, f"run {i + 1} failed"
     return root
 
@@ -48,10 +57,15 @@ def test_history_names_the_first_injected_run_and_the_extra_operator(root, tmp_p
     assert len(runs) == 4
     steps = json.loads(out.read_text())["machines"][0]["steps"]
     new = [s for s in steps if s["new"]]
-    assert [(s["benchmark"], s["position"], s["run_id"]) for s in new] == [(OPS, 3, runs[2].run_id)], text
+    assert [(s["benchmark"], s["position"], s["run_id"]) for s in new] == [
+        (OPS, 3, runs[2].run_id)
+    ], text
     # anything else listed is on the canary's timing rows and not confirmed (2 runs a side)
-    assert all(s["benchmark"].startswith("canary.Canary.track_time") and not s["new"]
-               for s in steps if s not in new), text
+    assert all(
+        s["benchmark"].startswith("canary.Canary.track_time") and not s["new"]
+        for s in steps
+        if s not in new
+    ), text
     step = new[0]
     assert (step["before"], step["after"], step["last_before"]) == (10, 11, runs[1].run_id)
     assert step["operators"] == [{"op": "aten::sqrt", "before": 1, "after": 2, "delta": 1}]
@@ -66,14 +80,24 @@ def test_runs_store_operator_counts_and_profile_summaries_when_asked(root):
         assert profiles.read_op_counts(rec.path)[OPS]["total"] in (10, 11)
         assert (profiles.read_profiles(rec.path) is not None) is profiled
     prof = profiles.read_profiles(runs[1].path)
-    assert prof["threads"] == 1 and set(prof["workloads"]["canary.Canary"]) == {"chain", "reference"}
+    assert prof["threads"] == 1 and set(prof["workloads"]["canary.Canary"]) == {
+        "chain",
+        "reference",
+    }
     chain = prof["workloads"]["canary.Canary"]["chain"]
     assert chain["calls"] >= 1 and len(chain["ops"]) <= profiles.TOP
     # the profile difference of the first bad run names the extra sqrt by its calls per call
-    diff, lines = operators.explain_timing("canary.Canary.track_time_over_reference", runs[1], runs[2])
+    diff, lines = operators.explain_timing(
+        "canary.Canary.track_time_over_reference", runs[1], runs[2]
+    )
     sqrt = next(c for c in diff["chain"]["ops"] if c["op"] == "aten::sqrt")
     assert (sqrt["calls_before"], sqrt["calls_after"]) == (1.0, 2.0), diff
-    assert lines[0].startswith("operator-level profile, chain (self CPU us per call") and "calls 1 -> 2" in lines[0]
+    assert (
+        lines[0].startswith("operator-level profile, chain (self CPU us per call")
+        and "calls 1 -> 2" in lines[0]
+    )
     _, lines = operators.explain_timing("canary.Canary.track_time_over_reference", runs[2], runs[3])
-    assert lines == [f"operator-level profile difference: no profile stored in {runs[3].run_id} "
-                     "(quick run; `harness bench --profile` or --full stores one)"]
+    assert lines == [
+        f"operator-level profile difference: no profile stored in {runs[3].run_id} "
+        "(quick run; `harness bench --profile` or --full stores one)"
+    ]

@@ -17,8 +17,13 @@ from harness.verdict import compare, functions, history
 
 ROW = "instructions.InstructionsPerCall.track_instructions('mlp_inference')"
 UNITS = {ROW: "instructions"}
-FINGERPRINT = {"valgrind": "valgrind-3.19.0", "cpu_capability": "AVX2", "python": "CPython 3.11.7",
-               "threads": 1, "torch": "2.14.1"}
+FINGERPRINT = {
+    "valgrind": "valgrind-3.19.0",
+    "cpu_capability": "AVX2",
+    "python": "CPython 3.11.7",
+    "threads": 1,
+    "torch": "2.14.1",
+}
 
 # Two dumps of the same workload (10 calls): the head's at::native::add_kernel does more work,
 # and the eval loop calls itself (merged recursion level 'fn'2') and through a C function.
@@ -73,32 +78,56 @@ def test_parse_self_and_inclusive_counts_groups_and_top_functions(tmp_path):
     assert dump.self_counts[py] == 250_000  # both recursion levels, merged
     # the call to itself is in its self count already; the call to add_kernel is added once
     assert dump.inclusive[py] == 250_000 + 400_000
-    s = callgrind.summarize([dump], calls=10, top=3, kernel_dirs=("/tmp/harness-inductor-cache-x",),
-                            overhead=1000)
+    s = callgrind.summarize(
+        [dump], calls=10, top=3, kernel_dirs=("/tmp/harness-inductor-cache-x",), overhead=1000
+    )
     assert s["per_call"] == (1_000_000 - 1000) / 10 and s["layouts"] == [s["per_call"]]
-    assert s["groups"] == {"libtorch": 70_000.0, "python": 25_000.0, "inductor kernel": 4000.0,
-                           "other": 1000.0}
+    assert s["groups"] == {
+        "libtorch": 70_000.0,
+        "python": 25_000.0,
+        "inductor kernel": 4000.0,
+        "other": 1000.0,
+    }
     assert [f["function"] for f in s["functions"]] == [
         "libtorch_cpu.so:at::native::add_kernel(at::TensorIteratorBase&)",
         "libtorch_cpu.so:at::native::mul_kernel(at::TensorIteratorBase&)",
-        "libpython3.11.so.1.0:_PyEval_EvalFrameDefault"]
+        "libpython3.11.so.1.0:_PyEval_EvalFrameDefault",
+    ]
     assert s["functions_total"] == 5
     # two memory layouts: their mean, per function too
     other = callgrind.parse(write_dump(tmp_path / "cg.2.1", add=410_000))
     both = callgrind.summarize([dump, other], calls=10, top=1, overhead=1000)
     assert both["layouts"] == [99_900.0, 100_900.0] and both["per_call"] == 100_400.0
     assert both["functions"][0]["self"] == 40_500.0
-    assert callgrind.function_key("/tmp/torchinductor_root/xy/c123.so", "kernel",
-                                  callgrind.group_of("/tmp/torchinductor_root/xy/c123.so")) == "<inductor>:kernel"
+    assert (
+        callgrind.function_key(
+            "/tmp/torchinductor_root/xy/c123.so",
+            "kernel",
+            callgrind.group_of("/tmp/torchinductor_root/xy/c123.so"),
+        )
+        == "<inductor>:kernel"
+    )
 
 
 def summary(per_call: float, add: float) -> dict:
-    return {"per_call": per_call,
-            "groups": {"libtorch": add + 30_000, "python": 25_000},
-            "functions": [{"function": "libtorch_cpu.so:at::native::add_kernel(at::TensorIteratorBase&)",
-                           "group": "libtorch", "self": add, "inclusive": add},
-                          {"function": "libtorch_cpu.so:at::native::mul_kernel(at::TensorIteratorBase&)",
-                           "group": "libtorch", "self": 30_000.0, "inclusive": 30_000.0}]}
+    return {
+        "per_call": per_call,
+        "groups": {"libtorch": add + 30_000, "python": 25_000},
+        "functions": [
+            {
+                "function": "libtorch_cpu.so:at::native::add_kernel(at::TensorIteratorBase&)",
+                "group": "libtorch",
+                "self": add,
+                "inclusive": add,
+            },
+            {
+                "function": "libtorch_cpu.so:at::native::mul_kernel(at::TensorIteratorBase&)",
+                "group": "libtorch",
+                "self": 30_000.0,
+                "inclusive": 30_000.0,
+            },
+        ],
+    }
 
 
 def write_side(root, commit, per_call, add, fingerprint=FINGERPRINT):
@@ -106,7 +135,9 @@ def write_side(root, commit, per_call, add, fingerprint=FINGERPRINT):
     path = write_set(root, commit, {ROW: per_call}, units=UNITS)
     record = {"schema": 1, "fingerprint": fingerprint, "rows": {ROW: summary(per_call, add)}}
     (root / records.INSTRUCTIONS).mkdir(exist_ok=True)
-    (root / records.INSTRUCTIONS / "instructions.InstructionsPerCall.json").write_text(json.dumps(record))
+    (root / records.INSTRUCTIONS / "instructions.InstructionsPerCall.json").write_text(
+        json.dumps(record)
+    )
     return path
 
 
@@ -115,7 +146,9 @@ def gate(capsys, *args):
     return code, capsys.readouterr().out
 
 
-def test_an_instruction_row_beyond_its_tolerance_is_a_regression_named_by_function(tmp_path, capsys):
+def test_an_instruction_row_beyond_its_tolerance_is_a_regression_named_by_function(
+    tmp_path, capsys
+):
     b = write_side(tmp_path / "b", "aaaaaaaa11", 100_000, 40_000)
     h = write_side(tmp_path / "h", "bbbbbbbb22", 101_200, 41_200)
     code, out = gate(capsys, b, h)
@@ -139,14 +172,24 @@ def test_fewer_instructions_are_an_improvement_and_exit_0(tmp_path, capsys):
 
 def test_counts_from_another_valgrind_or_cpu_capability_are_not_compared(tmp_path, capsys):
     b = write_side(tmp_path / "b", "aaaaaaaa11", 100_000, 40_000)
-    h = write_side(tmp_path / "h", "bbbbbbbb22", 150_000, 90_000,
-                   dict(FINGERPRINT, valgrind="valgrind-3.22.0", cpu_capability="AVX512"))
+    h = write_side(
+        tmp_path / "h",
+        "bbbbbbbb22",
+        150_000,
+        90_000,
+        dict(FINGERPRINT, valgrind="valgrind-3.22.0", cpu_capability="AVX512"),
+    )
     code, out = gate(capsys, b, h)
     line = next(x for x in out.splitlines() if x.startswith(ROW))
     assert code == 0 and compare.NOT_JUDGED in line and "not comparable" in line
-    assert "valgrind valgrind-3.19.0 vs valgrind-3.22.0" in line and "cpu_capability AVX2 vs AVX512" in line
+    assert (
+        "valgrind valgrind-3.19.0 vs valgrind-3.22.0" in line
+        and "cpu_capability AVX2 vs AVX512" in line
+    )
     # another torch is what ab compares: not a reason
-    h2 = write_side(tmp_path / "h2", "cccccccc33", 150_000, 90_000, dict(FINGERPRINT, torch="2.15.0"))
+    h2 = write_side(
+        tmp_path / "h2", "cccccccc33", 150_000, 90_000, dict(FINGERPRINT, torch="2.15.0")
+    )
     assert gate(capsys, b, h2)[0] == 1
 
 
@@ -159,24 +202,33 @@ def test_a_count_without_its_fingerprint_is_not_compared(tmp_path, capsys):
 
 def test_explanation_ranks_by_self_delta_and_marks_one_sided_functions():
     b, h = summary(100_000, 40_000), summary(110_000, 40_000)
-    h["functions"].insert(0, {"function": "libc.so.6:memcpy", "group": "other", "self": 10_000.0,
-                              "inclusive": 10_000.0})
+    h["functions"].insert(
+        0,
+        {"function": "libc.so.6:memcpy", "group": "other", "self": 10_000.0, "inclusive": 10_000.0},
+    )
     ch = functions.changes(b, h)
     assert ch[0].function == "libc.so.6:memcpy" and ch[0].partial and ch[0].delta == 10_000
     assert functions.explain(b, h) == "memcpy +10k/call (new), outside one side's top functions"
-    assert functions.short_name("libtorch_cpu.so:void at::native::(anonymous namespace)::f<float>(int)") \
+    assert (
+        functions.short_name(
+            "libtorch_cpu.so:void at::native::(anonymous namespace)::f<float>(int)"
+        )
         == "void at::native::(anonymous namespace)::f<float>"
+    )
 
 
 def test_rows_are_na_with_the_install_command_without_valgrind(monkeypatch):
     monkeypatch.setattr(instructions.shutil, "which", lambda name: None)
     assert "apt-get install valgrind" in instructions.unavailable()
-    counts = instructions.count_rows([instructions.Target(ROW, "harness.measure.workloads.instructions",
-                                                          "mlp_inference")])
+    counts = instructions.count_rows(
+        [instructions.Target(ROW, "harness.measure.workloads.instructions", "mlp_inference")]
+    )
     with pytest.raises(NotApplicable, match="valgrind not found on PATH"):
         instructions.row_value(counts, ROW)
     with pytest.raises(NotApplicable, match="HARNESS_INSTRUCTION_WORKLOADS"):
-        instructions.row_value(counts, "instructions.InstructionsPerCall.track_instructions('other')")
+        instructions.row_value(
+            counts, "instructions.InstructionsPerCall.track_instructions('other')"
+        )
     with pytest.raises(RuntimeError, match="boom"):
         instructions.row_value({ROW: {"failed": "boom"}}, ROW)
 
@@ -184,9 +236,13 @@ def test_rows_are_na_with_the_install_command_without_valgrind(monkeypatch):
 def test_selection_and_unknown_workloads(monkeypatch):
     monkeypatch.setenv(instructions.SELECT_ENV, "mlp_inference, word_lm_inference")
     assert instructions.selected(["mlp_inference", "resnet18_inference", "word_lm_inference"]) == [
-        "mlp_inference", "word_lm_inference"]
+        "mlp_inference",
+        "word_lm_inference",
+    ]
     with pytest.raises(KeyError, match="unknown instruction workload 'nope'"):
-        instructions.workload_of(instructions.Target(ROW, "harness.measure.workloads.instructions", "nope"))
+        instructions.workload_of(
+            instructions.Target(ROW, "harness.measure.workloads.instructions", "nope")
+        )
 
 
 def test_history_steps_on_a_lasting_change_beyond_the_tolerance_only():
@@ -207,22 +263,29 @@ def test_history_names_the_functions_behind_an_instruction_step(tmp_path, capsys
             write_side(d / "asv", commit, per_call, add)
             (d / records.INSTRUCTIONS).mkdir()
             (d / "asv" / records.INSTRUCTIONS / "instructions.InstructionsPerCall.json").rename(
-                d / records.INSTRUCTIONS / "instructions.InstructionsPerCall.json")
+                d / records.INSTRUCTIONS / "instructions.InstructionsPerCall.json"
+            )
     assert main(["history", "--results-dir", str(root), "--min-side", "4"]) == 1
     out = capsys.readouterr().out
     assert "instructions: 100,000 in 4 runs before, 102,000 in 4 after (+2.00%" in out
-    assert "functions whose self counts changed most: at::native::add_kernel +2k/call (+5.0%)" in out
+    assert (
+        "functions whose self counts changed most: at::native::add_kernel +2k/call (+5.0%)" in out
+    )
     assert "self instructions per call by library: libtorch +2,000" in out
 
 
 def test_ab_runs_instruction_rows_apart_from_the_pairs():
-    from harness.runs import ab
-
     import re
+
+    from harness.runs import ab
 
     only = re.compile(ab.suite_regex("canary", [], "instructions"))
     rest = re.compile(ab.suite_regex("canary", ["Canary"], "timing"))
-    names = ["canary.Canary.track_instructions", "canary.Canary.track_time", "fusion.X.track_instructions"]
+    names = [
+        "canary.Canary.track_instructions",
+        "canary.Canary.track_time",
+        "fusion.X.track_instructions",
+    ]
     assert [n for n in names if only.search(n)] == ["canary.Canary.track_instructions"]
     assert [n for n in names if rest.search(n)] == ["canary.Canary.track_time"]
 
@@ -255,7 +318,10 @@ def test_merge_joins_the_shards_instruction_records(tmp_path):
         d = tmp_path / f"shard{i}"
         (d / records.INSTRUCTIONS).mkdir(parents=True)
         (d / records.INSTRUCTIONS / "instructions.InstructionsPerCall.json").write_text(
-            json.dumps({"schema": 1, "fingerprint": FINGERPRINT, "rows": {row: summary(1000.0 + i, 10.0)}}))
+            json.dumps(
+                {"schema": 1, "fingerprint": FINGERPRINT, "rows": {row: summary(1000.0 + i, 10.0)}}
+            )
+        )
         recs.append(records.RunRecord(d, {}))
     staging = tmp_path / "merged"
     merge._merge_operator_files(recs, staging)

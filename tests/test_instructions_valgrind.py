@@ -12,24 +12,34 @@ from harness.measure import instructions
 
 SOURCE = str(pathlib.Path(__file__).with_name("instruction_workloads.py"))
 WHY = instructions.unavailable()
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(WHY is not None, reason=f"no instruction counts here: {WHY}"),
-              pytest.mark.xdist_group("valgrind")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(WHY is not None, reason=f"no instruction counts here: {WHY}"),
+    pytest.mark.xdist_group("valgrind"),
+]
 
 
 def test_a_count_moves_with_one_added_op_and_repeats_in_another_process(tmp_path, monkeypatch):
     monkeypatch.setenv(instructions.RECORD_ENV, str(tmp_path))
-    first = [instructions.Target("t.T.track_instructions('one_op')", SOURCE, "one_op"),
-             instructions.Target("t.T.track_instructions('two_ops')", SOURCE, "two_ops")]
+    first = [
+        instructions.Target("t.T.track_instructions('one_op')", SOURCE, "one_op"),
+        instructions.Target("t.T.track_instructions('two_ops')", SOURCE, "two_ops"),
+    ]
     again = [instructions.Target("t.T.track_instructions('one_op')", SOURCE, "one_op")]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two valgrind processes at once
         a, b = pool.map(instructions.count, [first, again])
     assert not a.failed and not b.failed, (a.failed, b.failed)
-    one, two = a.rows["t.T.track_instructions('one_op')"], a.rows["t.T.track_instructions('two_ops')"]
+    one, two = (
+        a.rows["t.T.track_instructions('one_op')"],
+        a.rows["t.T.track_instructions('two_ops')"],
+    )
     assert two > one * 1.2, (one, two)  # the mul of 1024 floats and its dispatch
     # another process, another list of workloads, another scratch folder: the same count
     assert b.rows["t.T.track_instructions('one_op')"] == pytest.approx(one, rel=0.002)
     record = a.record
-    assert record["fingerprint"]["threads"] == 1 and record["fingerprint"]["valgrind"].startswith("valgrind")
+    assert record["fingerprint"]["threads"] == 1 and record["fingerprint"]["valgrind"].startswith(
+        "valgrind"
+    )
     summary = record["rows"]["t.T.track_instructions('two_ops')"]
     assert len(summary["layouts"]) == 2 and summary["groups"]["libtorch"] > 0
     names = [f["function"] for f in summary["functions"]]

@@ -29,10 +29,14 @@ ALLOWED = {
     "top": {"core", "golden", "measure", "verdict", "runs", "commands"},
 }
 # `python -m MODULE` targets a harness process may start: workers, not commands
-WORKERS = {"harness.measure.instructions", "harness.measure.profiles",
-           "harness.measure.workloads.distributed", "harness.runs.worker",
-           # the GPU kit proves this public entry point on the runner
-           "harness.gate"}
+WORKERS = {
+    "harness.measure.instructions",
+    "harness.measure.profiles",
+    "harness.measure.workloads.distributed",
+    "harness.runs.worker",
+    # the GPU kit proves this public entry point on the runner
+    "harness.gate",
+}
 
 
 def layer_of(module: str) -> str:
@@ -56,7 +60,7 @@ def _absolute(module: str, node: ast.ImportFrom, is_package: bool) -> str:
         return node.module or ""
     base = module.split(".")
     base = base if is_package else base[:-1]
-    base = base[:len(base) - (node.level - 1)]
+    base = base[: len(base) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
 
 
@@ -68,7 +72,9 @@ def harness_imports(path: pathlib.Path, module: str | None = None) -> list[tuple
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "harness"]
+            found += [
+                (node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "harness"
+            ]
         elif isinstance(node, ast.ImportFrom):
             target = _absolute(module, node, path.name == "__init__.py")
             if target.split(".")[0] == "harness":
@@ -97,7 +103,9 @@ def module_graph() -> dict[str, set[str]]:
     """Module -> the harness modules (not names) it imports."""
     graph = import_graph()
     known = set(graph)
-    return {m: {t for d in deps if (t := _module_of(d, known)) and t != m} for m, deps in graph.items()}
+    return {
+        m: {t for d in deps if (t := _module_of(d, known)) and t != m} for m, deps in graph.items()
+    }
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -138,7 +146,9 @@ def test_every_import_flows_downwards():
         for line, target in harness_imports(path):
             dst = layer_of(target)
             if dst != src and dst not in ALLOWED[src]:
-                violations.append(f"{path.relative_to(PKG.parent)}:{line} ({src}) imports {target} ({dst})")
+                violations.append(
+                    f"{path.relative_to(PKG.parent)}:{line} ({src}) imports {target} ({dst})"
+                )
     assert not violations, "imports that run up or sideways:\n" + "\n".join(violations)
 
 
@@ -156,10 +166,16 @@ def test_no_job_reaches_another_through_the_cli():
                 items = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
                 for i, item in enumerate(items[:-1]):
                     target = items[i + 1]
-                    if item == "-m" and isinstance(target, str) and target.startswith("harness") \
-                            and target not in WORKERS:
+                    if (
+                        item == "-m"
+                        and isinstance(target, str)
+                        and target.startswith("harness")
+                        and target not in WORKERS
+                    ):
                         found.append(f"{path.relative_to(PKG.parent)}:{node.lineno}: -m {target}")
-    assert not found, "start a worker (or call the job in-process), not the CLI:\n" + "\n".join(found)
+    assert not found, "start a worker (or call the job in-process), not the CLI:\n" + "\n".join(
+        found
+    )
 
 
 def test_layers_cover_the_package():
@@ -193,5 +209,9 @@ def test_print_import_graph(capsys):
     # the graph is read, not assumed: edges the layout relies on are there
     assert "harness.verdict.compare" in graph["harness.verdict.gate"]
     assert "harness.runs.asv" in graph["harness.runs.bench"]
-    assert not any(d.startswith("harness.commands") for m, deps in graph.items()
-                   if not m.startswith("harness.commands") and m != "harness.cli" for d in deps)
+    assert not any(
+        d.startswith("harness.commands")
+        for m, deps in graph.items()
+        if not m.startswith("harness.commands") and m != "harness.cli"
+        for d in deps
+    )

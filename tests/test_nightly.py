@@ -14,10 +14,10 @@ import threading
 
 import pytest
 
+from harness.cli import main
 from harness.core.project import head_commit
 from harness.runs import calibrate, nightly
 from harness.runs.spec import RunSpec
-from harness.cli import main
 
 MACHINE = "nightly-cpu"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -31,7 +31,9 @@ def published(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
     work = tmp_path_factory.mktemp("work")
     bench_dir = calibrate._benchmark_dir(ROOT, ["canary"], work)
-    spec = RunSpec(machine=MACHINE, benches=(r"^canary\.Canary\.track_(?!instructions)",))  # no valgrind
+    spec = RunSpec(
+        machine=MACHINE, benches=(r"^canary\.Canary\.track_(?!instructions)",)
+    )  # no valgrind
     calibrate.asv_run(ROOT, bench_dir, root / "asv", spec, head_commit(ROOT))
     code = main(["nightly", "--skip-bench", "--results-dir", str(root), "--machine", MACHINE])
     assert code == 0
@@ -49,30 +51,64 @@ def test_nightly_runs_the_benchmark_runner_in_process_then_gates(tmp_path, monke
     """Full mode goes through the benchmark runner (in this process) into this results root;
     --gate's BASE is named before the run, so a missing one stops the night before it starts."""
     calls = []
-    monkeypatch.setattr(nightly, "run_bench", lambda root, spec, commit: calls.append((root, spec)) or 0)
+    monkeypatch.setattr(
+        nightly, "run_bench", lambda root, spec, commit: calls.append((root, spec)) or 0
+    )
     monkeypatch.setattr(nightly, "publish", lambda root, html_dir: 0)
     monkeypatch.setattr(nightly, "vendor_dashboard", lambda html: [])
-    code = main(["nightly", "--results-dir", str(tmp_path), "--machine", MACHINE, "--gate", "baseline"])
+    code = main(
+        ["nightly", "--results-dir", str(tmp_path), "--machine", MACHINE, "--gate", "baseline"]
+    )
     assert code == 3 and "no baseline for machine" in capsys.readouterr().err and calls == []
     assert main(["nightly", "--results-dir", str(tmp_path), "--machine", MACHINE]) == 0
-    (root, spec), = calls
-    assert root == tmp_path and (spec.mode, spec.machine, spec.label) == ("full", MACHINE, "nightly")
+    ((root, spec),) = calls
+    assert root == tmp_path and (spec.mode, spec.machine, spec.label) == (
+        "full",
+        MACHINE,
+        "nightly",
+    )
 
 
 @pytest.mark.slow
 def test_save_baseline_then_gate_against_it(published, capsys):
     """The published run becomes the committed baseline; the gate finds it by machine."""
-    assert main(["nightly", "--skip-bench", "--save-baseline", "--results-dir", str(published),
-                 "--machine", MACHINE]) == 0
+    assert (
+        main(
+            [
+                "nightly",
+                "--skip-bench",
+                "--save-baseline",
+                "--results-dir",
+                str(published),
+                "--machine",
+                MACHINE,
+            ]
+        )
+        == 0
+    )
     (copy,) = (published / "baselines" / MACHINE).iterdir()  # a copy of the run record
     run = published / "runs" / MACHINE / copy.name
     assert (copy / "run.json").is_file() and (copy / "asv" / "benchmarks.json").is_file()
-    assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == sorted(p.relative_to(run) for p in run.rglob("*"))
+    assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == sorted(
+        p.relative_to(run) for p in run.rglob("*")
+    )
     assert main(["gate", "baseline", "latest", "--results-dir", str(published)]) == 0
     assert "canary.Canary.track_ops" in capsys.readouterr().out
     # saving again keeps what is there (the same run is not copied twice)
-    assert main(["nightly", "--skip-bench", "--save-baseline", "--results-dir", str(published),
-                 "--machine", MACHINE]) == 0
+    assert (
+        main(
+            [
+                "nightly",
+                "--skip-bench",
+                "--save-baseline",
+                "--results-dir",
+                str(published),
+                "--machine",
+                MACHINE,
+            ]
+        )
+        == 0
+    )
     assert [p.name for p in (published / "baselines" / MACHINE).iterdir()] == [copy.name]
 
 
@@ -83,8 +119,12 @@ def test_html_dir_that_publish_would_empty_is_refused(tmp_path, capsys, where):
     (root / "runs").mkdir(parents=True)
     keep = root / "runs" / "precious.txt"
     keep.write_text("data")
-    html = {"results-root": root, "parent-of-root": tmp_path, "foreign-folder": tmp_path / "site",
-            "a-file": tmp_path / "file.html"}[where]
+    html = {
+        "results-root": root,
+        "parent-of-root": tmp_path,
+        "foreign-folder": tmp_path / "site",
+        "a-file": tmp_path / "file.html",
+    }[where]
     if where == "foreign-folder":
         html.mkdir()
         (html / "index.md").write_text("mine")
@@ -102,7 +142,10 @@ def test_html_dir_that_publish_would_empty_is_refused(tmp_path, capsys, where):
 def test_dashboard_is_republished_in_place(published):
     """A folder harness nightly made itself is refreshed without complaint."""
     assert (published / "html" / nightly.DASHBOARD_MARK).is_file()
-    assert main(["nightly", "--skip-bench", "--results-dir", str(published), "--machine", MACHINE]) == 0
+    assert (
+        main(["nightly", "--skip-bench", "--results-dir", str(published), "--machine", MACHINE])
+        == 0
+    )
 
 
 def _serve(directory: pathlib.Path):
@@ -116,26 +159,48 @@ def _serve(directory: pathlib.Path):
 def _dump_dom(url: str) -> str:
     with tempfile.TemporaryDirectory() as profile:
         proc = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--virtual-time-budget=15000", "--dump-dom", url],
-            capture_output=True, text=True, timeout=120)
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                "--virtual-time-budget=15000",
+                "--dump-dom",
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     return proc.stdout
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
-                    "(Debian: apt-get install -y chromium; .ci/run installs it)")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="headless Chromium not installed "
+    "(Debian: apt-get install -y chromium; .ci/run installs it)",
+)
 @pytest.mark.slow
 def test_dashboard_renders_in_headless_chromium(published):
     html = published / "html"
     if not (html / "vendor" / "jquery-3.3.1.min.js").exists():
-        pytest.skip("dashboard scripts not vendored: apt-get install -y libjs-jquery libjs-jquery-flot "
-                    "libjs-bootstrap libjs-jquery-stupidtable (offline machines cannot reach asv's CDNs)")
+        pytest.skip(
+            "dashboard scripts not vendored: apt-get install -y libjs-jquery libjs-jquery-flot "
+            "libjs-bootstrap libjs-jquery-stupidtable (offline machines cannot reach asv's CDNs)"
+        )
     server = _serve(html)
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}/"
         index = _dump_dom(base)
-        assert "Can not determine continental origin" not in index, "dashboard scripts failed to load"
+        assert "Can not determine continental origin" not in index, (
+            "dashboard scripts failed to load"
+        )
         assert "canary.Canary.track_time" in index and "canary.Canary.track_ops" in index
         graph = _dump_dom(base + "#canary.Canary.track_time")
         assert '<canvas class="flot-base"' in graph, "no graph drawn for canary.Canary.track_time"

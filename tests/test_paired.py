@@ -10,16 +10,22 @@ import torch
 
 from harness.core.exits import BadInput
 from harness.measure import timing
-from harness.runs import spec
-from harness.runs.spec import RunSpec
 from harness.measure.reference import reference_workload
 from harness.measure.threads import default_threads, fix_threads, parse_threads, run_threads
+from harness.runs import spec
+from harness.runs.spec import RunSpec
 
 
 def test_paired_rounds_alternate_the_order_and_return_one_ratio_per_round():
     calls = []
-    ratios = timing.measure_paired(lambda: calls.append("a"), lambda: calls.append("b"), "cpu",
-                                   warmup=1, samples=4, budget_s=10)
+    ratios = timing.measure_paired(
+        lambda: calls.append("a"),
+        lambda: calls.append("b"),
+        "cpu",
+        warmup=1,
+        samples=4,
+        budget_s=10,
+    )
     assert len(ratios) == 4 and all(r > 0 for r in ratios)
     assert calls == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up, then alternating
 
@@ -29,7 +35,12 @@ def test_block_ratio_is_fastest_over_fastest_per_quarter_second_of_rounds():
     work = [5.0, 4.0, 6.0, 3.0, 9.0, 9.0, 7.0]
     base = [2.0, 4.0, 3.0, 1.0, 2.0, 3.0, 2.0]
     # blocks start at 0.0 (rounds at 0, .1, .2), 0.3 (.3, .45), 0.6 (.6), 2.0 (a long round)
-    assert timing.block_ratios(work, base, stamps, 0.25) == [4.0 / 2.0, 3.0 / 1.0, 9.0 / 3.0, 7.0 / 2.0]
+    assert timing.block_ratios(work, base, stamps, 0.25) == [
+        4.0 / 2.0,
+        3.0 / 1.0,
+        9.0 / 3.0,
+        7.0 / 2.0,
+    ]
     assert timing.block_ratios([1.0], [0.0], [0.0]) == []  # a zero-time base is no sample
 
 
@@ -41,7 +52,9 @@ def test_paired_samples_are_the_quieter_blocks_and_a_slower_side_still_reads_slo
     kept = timing.quiet_blocks(blocks)
     assert kept == [quiet] * 8  # the quieter half, every burst block out
     slowed = timing.quiet_blocks([(w * 1.1, b) for w, b in blocks])
-    assert slowed == [(w * 1.1, b) for w, b in kept]  # the same blocks kept: a 10% slowdown stays 10%
+    assert slowed == [
+        (w * 1.1, b) for w, b in kept
+    ]  # the same blocks kept: a 10% slowdown stays 10%
     few = [quiet, burst, quiet, burst, quiet]
     assert timing.quiet_blocks(few) == few  # below MIN_QUIET_BLOCKS every block is a sample
     # through block_ratios: one round per block here, so each block's ratio is its round's
@@ -53,7 +66,9 @@ def test_paired_samples_are_the_quieter_blocks_and_a_slower_side_still_reads_slo
 def test_paired_rounds_by_default_fill_the_window_one_sample_per_block(monkeypatch):
     import time
 
-    monkeypatch.setattr(timing, "FAST", {"warmup": 1, "samples": 2, "budget_s": 0.0, "paired_window_s": 0.3})
+    monkeypatch.setattr(
+        timing, "FAST", {"warmup": 1, "samples": 2, "budget_s": 0.0, "paired_window_s": 0.3}
+    )
     monkeypatch.setattr(timing, "BLOCK_S", 0.1)
     calls = []
 
@@ -61,6 +76,7 @@ def test_paired_rounds_by_default_fill_the_window_one_sample_per_block(monkeypat
         def call():
             calls.append(name)
             time.sleep(0.004)
+
         return call
 
     t0 = time.perf_counter()
@@ -85,13 +101,18 @@ def test_timing_loops_keep_freed_memory_and_nested_retains_restore_once(monkeypa
     monkeypatch.setattr(allocator, "_libc", lambda: FakeLibc())
     outer = allocator.retain_freed_memory()
     timing.measure(lambda: seen.append("call"), "cpu", warmup=1, samples=2)
-    assert seen[:2] == [("mallopt", allocator._M_MMAP_MAX, 0), ("mallopt", allocator._M_TRIM_THRESHOLD, 2**31 - 1)]
+    assert seen[:2] == [
+        ("mallopt", allocator._M_MMAP_MAX, 0),
+        ("mallopt", allocator._M_TRIM_THRESHOLD, 2**31 - 1),
+    ]
     assert seen[2:] == ["call"] * 3  # the loop's own retain nested inside: nothing restored yet
     outer()
     outer()
-    assert [s for s in seen if s != "call"][2:] == [("mallopt", allocator._M_MMAP_MAX, 65536),
-                                                    ("mallopt", allocator._M_TRIM_THRESHOLD, 128 * 1024),
-                                                    ("trim",)]
+    assert [s for s in seen if s != "call"][2:] == [
+        ("mallopt", allocator._M_MMAP_MAX, 65536),
+        ("mallopt", allocator._M_TRIM_THRESHOLD, 128 * 1024),
+        ("trim",),
+    ]
     seen.clear()
     timing.measure(lambda: None, "cpu", warmup=1, samples=1)  # alone, the loop retains and restores
     assert [s[0] for s in seen] == ["mallopt", "mallopt", "mallopt", "mallopt", "trim"]
@@ -102,8 +123,12 @@ def test_a_timed_call_that_recompiles_fails_with_the_reason():
 
     torch._dynamo.reset()
     fn = torch.compile(lambda x: x.cos() + 1, backend="eager", dynamic=False)
-    inputs = iter([torch.ones(4)] * 3 + [torch.ones(5)] * 10)  # warm-up and 2 rounds, then a new shape
-    with pytest.raises(timing.CompiledDuringTiming, match=r"timed call 3 .*size mismatch at index 0"):
+    inputs = iter(
+        [torch.ones(4)] * 3 + [torch.ones(5)] * 10
+    )  # warm-up and 2 rounds, then a new shape
+    with pytest.raises(
+        timing.CompiledDuringTiming, match=r"timed call 3 .*size mismatch at index 0"
+    ):
         timing.measure(lambda: fn(next(inputs)), "cpu", warmup=1, samples=5, budget_s=10)
     torch._dynamo.reset()
 
@@ -129,7 +154,10 @@ def test_cpu_reference_does_not_run_torch():
     # a torch change must not move the yardstick: the CPU reference dispatches no aten op
     ref = reference_workload("cpu")
     assert timing.ops_per_call(ref, "cpu") == 0
-    assert len(timing.measure_over_reference(lambda: sum(range(1000)), "cpu", warmup=1, samples=3)) == 3
+    assert (
+        len(timing.measure_over_reference(lambda: sum(range(1000)), "cpu", warmup=1, samples=3))
+        == 3
+    )
 
 
 def test_thread_count_follows_the_mode_and_the_override(monkeypatch):
@@ -153,11 +181,18 @@ def test_thread_count_follows_the_mode_and_the_override(monkeypatch):
 
 def test_bench_tells_the_suites_quick_mode_threads_and_the_cache(tmp_path):
     env = RunSpec(mode="quick").environment(inductor_cache=tmp_path)
-    assert env["HARNESS_QUICK"] == "1" and env["HARNESS_FULL"] == "0" and env["HARNESS_THREADS"] == "1"
+    assert (
+        env["HARNESS_QUICK"] == "1" and env["HARNESS_FULL"] == "0" and env["HARNESS_THREADS"] == "1"
+    )
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
     env = RunSpec(mode="full", threads=5).environment()
-    assert env["HARNESS_QUICK"] == "0" and env["HARNESS_FULL"] == "1" and env["HARNESS_THREADS"] == "5"
-    assert RunSpec.from_flags(quick=True).size == "small" and RunSpec.from_flags(full=True).size == "full"
+    assert (
+        env["HARNESS_QUICK"] == "0" and env["HARNESS_FULL"] == "1" and env["HARNESS_THREADS"] == "5"
+    )
+    assert (
+        RunSpec.from_flags(quick=True).size == "small"
+        and RunSpec.from_flags(full=True).size == "full"
+    )
 
 
 def test_bench_fixes_the_suites_hash_seed_unless_the_caller_set_one(monkeypatch):
@@ -170,7 +205,20 @@ def test_bench_fixes_the_suites_hash_seed_unless_the_caller_set_one(monkeypatch)
 def test_bench_threads_zero_is_bad_input(capsys, tmp_path):
     from harness.cli import main
 
-    assert main(["bench", "--quick", "--suite", "transfer", "--threads", "0",
-                 "--results-dir", str(tmp_path)]) == 3
+    assert (
+        main(
+            [
+                "bench",
+                "--quick",
+                "--suite",
+                "transfer",
+                "--threads",
+                "0",
+                "--results-dir",
+                str(tmp_path),
+            ]
+        )
+        == 3
+    )
     assert "thread count must be >= 1" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())

@@ -79,7 +79,9 @@ def runs(tmp_path_factory):
     bench = work / "benchmarks"
     bench.mkdir()
     (bench / "__init__.py").write_text("")
-    (bench / "fusion.py").write_text(SCRATCH_SUITE.format(path=str(ROOT / "suites" / "benchmarks" / "fusion.py")))
+    (bench / "fusion.py").write_text(
+        SCRATCH_SUITE.format(path=str(ROOT / "suites" / "benchmarks" / "fusion.py"))
+    )
     commit = head_commit(ROOT)
     spec = RunSpec(mode="quick", machine=MACHINE)
     a = calibrate.asv_run(ROOT, bench, work / "A", spec, commit)

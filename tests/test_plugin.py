@@ -24,8 +24,14 @@ def test_beta(golden):
 
 @pytest.fixture
 def project(pytester, monkeypatch):
-    for var in ("CI", "EXPECTTEST_ACCEPT", "HARNESS_EXPECT_DIR", "HARNESS_FORCE_ACCEPT",
-                "HARNESS_FULL", "FAKE_GRAPH"):
+    for var in (
+        "CI",
+        "EXPECTTEST_ACCEPT",
+        "HARNESS_EXPECT_DIR",
+        "HARNESS_FORCE_ACCEPT",
+        "HARNESS_FULL",
+        "FAKE_GRAPH",
+    ):
         monkeypatch.delenv(var, raising=False)
     pytester.makeini("[pytest]\n")
     pytester.makepyfile(test_fake_graphs=TEST_FILE)
@@ -39,7 +45,9 @@ def expect_files(pytester):
 def test_missing_golden_fails_with_the_command_that_creates_it(project):
     result = project.runpytest()
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*no golden *alpha.jit.expect yet*", "*pytest --accept*test_alpha*"])
+    result.stdout.fnmatch_lines(
+        ["*no golden *alpha.jit.expect yet*", "*pytest --accept*test_alpha*"]
+    )
     assert not (project.path / "expect").exists(), "a compare run must not write anything"
 
 
@@ -63,15 +71,17 @@ def test_changed_graph_fails_with_diff_and_op_counts(project, monkeypatch):
     monkeypatch.setenv("FAKE_GRAPH", "%0: f32[2] = aten::gelu(x)\nreturn (%0)\n")
     result = project.runpytest()
     result.assert_outcomes(failed=1, passed=1)
-    result.stdout.fnmatch_lines([
-        "*does not match golden*alpha.jit.expect*",
-        "*Op counts (expected -> actual):*",
-        "*aten::gelu*0 -> 1*",
-        "*aten::relu_*1 -> 0*",
-        "*-%0: f32*= aten::relu_(x)*",
-        "*+%0: f32*= aten::gelu(x)*",
-        "*pytest --accept*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*does not match golden*alpha.jit.expect*",
+            "*Op counts (expected -> actual):*",
+            "*aten::gelu*0 -> 1*",
+            "*aten::relu_*1 -> 0*",
+            "*-%0: f32*= aten::relu_(x)*",
+            "*+%0: f32*= aten::gelu(x)*",
+            "*pytest --accept*",
+        ]
+    )
 
 
 def test_expecttest_env_var_accepts(project, monkeypatch):
@@ -105,11 +115,14 @@ def test_crlf_golden_is_tolerated(project):
     project.runpytest().assert_outcomes(passed=2)
 
 
-@pytest.mark.parametrize("damage,message", [
-    (lambda raw: raw[: len(raw) - 12], "*truncated*"),
-    (lambda raw: b"\x00\x01\x02binary" + raw, "*binary*"),
-    (lambda raw: b"%0 = something\n", "*does not start with the harness golden header*"),
-])
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        (lambda raw: raw[: len(raw) - 12], "*truncated*"),
+        (lambda raw: b"\x00\x01\x02binary" + raw, "*binary*"),
+        (lambda raw: b"%0 = something\n", "*does not start with the harness golden header*"),
+    ],
+)
 def test_damaged_golden_is_a_clear_failure(project, damage, message):
     project.runpytest("--accept").assert_outcomes(passed=2)
     path = project.path / "expect" / "alpha.jit.expect"
@@ -145,9 +158,13 @@ def test_golden_of_a_model_unknown_to_the_run_is_kept_not_an_orphan(project):
     theirs.write_text("a golden of a model registered by a suite outside this run\n")
     result = project.runpytest("--accept")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*kept golden *tiny_cnn.jit.expect: model 'tiny_cnn' not registered in this run*"])
+    result.stdout.fnmatch_lines(
+        ["*kept golden *tiny_cnn.jit.expect: model 'tiny_cnn' not registered in this run*"]
+    )
     result.stdout.no_fnmatch_line("*orphan golden*tiny_cnn*")
-    assert theirs.exists(), "an unfiltered accept run must not delete a golden whose model it does not know"
+    assert theirs.exists(), (
+        "an unfiltered accept run must not delete a golden whose model it does not know"
+    )
 
 
 def test_xdist_accept_writes_every_golden_and_judges_orphans_once(project):
@@ -165,13 +182,17 @@ def test_xdist_accept_writes_every_golden_and_judges_orphans_once(project):
 
 @pytest.mark.parametrize("bad_id", ["../escape", "sub/dir", "a..b", ""])
 def test_golden_id_that_could_escape_is_refused(project, bad_id):
-    project.makepyfile(test_bad=f"""
+    project.makepyfile(
+        test_bad=f"""
 def test_bad(golden):
     golden.check("x\\n", name={bad_id!r})
-""")
+"""
+    )
     result = project.runpytest("--accept", "test_bad.py")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*is not allowed*Nothing was written*" if bad_id else "*declare the golden*"])
+    result.stdout.fnmatch_lines(
+        ["*is not allowed*Nothing was written*" if bad_id else "*declare the golden*"]
+    )
     assert not list(project.path.parent.glob("escape*"))
 
 
@@ -193,7 +214,9 @@ def test_unwritable_expect_dir_is_a_clear_error(project, monkeypatch):
 def test_full_mode_uses_its_own_directory(project):
     project.runpytest("--accept", "--full").assert_outcomes(passed=2)
     assert sorted(p.name for p in (project.path / "expect" / "full").glob("*.expect")) == [
-        "alpha.jit.expect", "beta.fx.expect"]
+        "alpha.jit.expect",
+        "beta.fx.expect",
+    ]
     assert expect_files(project) == []
 
 
@@ -206,7 +229,9 @@ def test_suggested_accept_command_works_from_where_pytest_ran(project, monkeypat
     args = [] if cwd == "." else [".."]
     result = project.runpytest(*args)
     result.assert_outcomes(failed=2)
-    command = next(line.strip() for line in result.stdout.lines if line.strip().startswith("pytest --accept"))
+    command = next(
+        line.strip() for line in result.stdout.lines if line.strip().startswith("pytest --accept")
+    )
     argv = shlex.split(command)
     assert argv[:2] == ["pytest", "--accept"]
     project.runpytest(*argv[1:]).assert_outcomes(passed=1)

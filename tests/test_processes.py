@@ -35,7 +35,9 @@ def _wait_for(path: pathlib.Path, timeout: float = 30) -> str:
     raise AssertionError(f"{path} was not written within {timeout} s")
 
 
-@pytest.mark.skipif(not pathlib.Path("/proc").is_dir(), reason="reads process states from /proc (Linux)")
+@pytest.mark.skipif(
+    not pathlib.Path("/proc").is_dir(), reason="reads process states from /proc (Linux)"
+)
 def test_a_timed_out_runner_is_ended_with_the_child_in_a_group_of_its_own(tmp_path):
     pid_file = tmp_path / "child.pid"
     with pytest.raises(subprocess.TimeoutExpired):
@@ -57,7 +59,9 @@ def test_sigterm_unwinds_as_an_interrupt_only_inside_the_block():
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("canary-sigterm")
-@pytest.mark.skipif(not pathlib.Path("/proc").is_dir(), reason="reads process states from /proc (Linux)")
+@pytest.mark.skipif(
+    not pathlib.Path("/proc").is_dir(), reason="reads process states from /proc (Linux)"
+)
 def test_sigterm_to_harness_bench_ends_asv_and_removes_its_scratch_folders(tmp_path):
     """As a CI timeout does: SIGTERM to `harness bench` while asv runs a benchmark. Exit 143, no
     process of asv's session left running, no inductor cache folder or staging record left."""
@@ -65,9 +69,22 @@ def test_sigterm_to_harness_bench_ends_asv_and_removes_its_scratch_folders(tmp_p
     scratch.mkdir()
     root = tmp_path / "results"
     env = dict(os.environ, TMPDIR=str(scratch))
-    cmd = [sys.executable, "-m", "harness.cli", "bench", "--quick", "--suite", "canary",
-           "--results-dir", str(root), "--machine", "sigterm-cpu"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "bench",
+        "--quick",
+        "--suite",
+        "canary",
+        "--results-dir",
+        str(root),
+        "--machine",
+        "sigterm-cpu",
+    ]
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     asv_sid, members = None, []
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
@@ -76,21 +93,31 @@ def test_sigterm_to_harness_bench_ends_asv_and_removes_its_scratch_folders(tmp_p
         asv_sid = asv_sid or next((pid for pid in _children(proc.pid) if _leads_session(pid)), None)
         if asv_sid:
             members = [pid for pid, _ in processes.session_members(asv_sid)]
-            if any((st := processes.proc_stat(pid)) and st.ppid not in (asv_sid, proc.pid) for pid in members):
+            if any(
+                (st := processes.proc_stat(pid)) and st.ppid not in (asv_sid, proc.pid)
+                for pid in members
+            ):
                 break
         time.sleep(0.1)
-    assert proc.poll() is None and asv_sid and len(members) >= 3, \
+    assert proc.poll() is None and asv_sid and len(members) >= 3, (
         f"no benchmark was seen running (exit {proc.poll()}): {proc.stderr.read() if proc.poll() is not None else ''}"
+    )
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert "terminated (SIGTERM)" in err
-    left = [(pid, pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()[:200]) for pid, _ in
-            processes.session_members(asv_sid)]
+    left = [
+        (pid, pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()[:200])
+        for pid, _ in processes.session_members(asv_sid)
+    ]
     assert left == [], f"asv's processes outlived harness bench: {left}"
-    assert list(scratch.iterdir()) == [], f"scratch folders were left behind: {list(scratch.iterdir())}\n{err}"
+    assert list(scratch.iterdir()) == [], (
+        f"scratch folders were left behind: {list(scratch.iterdir())}\n{err}"
+    )
     machine_dir = root / "runs" / "sigterm-cpu"
-    assert not machine_dir.is_dir() or not any(p.name.startswith(".staging") for p in machine_dir.iterdir())
+    assert not machine_dir.is_dir() or not any(
+        p.name.startswith(".staging") for p in machine_dir.iterdir()
+    )
 
 
 def _leads_session(pid: int) -> bool:

@@ -27,7 +27,7 @@ GENERIC_SKIPS = ("Skipping non-benchmark", "timing runs only")
 
 # Replaces the timing call only, so that all cases run in seconds: every case still builds its
 # workload (where NotApplicable skips it), and the ones that reach the timing call are listed.
-STUB = '''
+STUB = """
 import os
 from harness.measure import pytest_bench
 
@@ -37,18 +37,36 @@ def pytest_configure(config):
             f.write(benchmark.fullname + "\\n")
         benchmark.skipped = True  # pytest-benchmark: no "fixture not used" warning
     pytest_bench.record = record
-'''
+"""
 
 
 def pytest_run(*args, cwd=ROOT, env=None, timeout=900):
     # the run's mode and threads come from `env` only: another test in this worker may have set
     # HARNESS_FULL (the golden plugin's --full does), which would select full sizes and all cores
-    full_env = {k: v for k, v in os.environ.items()
-                if k not in ("PYTEST_XDIST_WORKER", "HARNESS_FULL", "HARNESS_QUICK", "HARNESS_THREADS")}
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTEST_XDIST_WORKER", "HARNESS_FULL", "HARNESS_QUICK", "HARNESS_THREADS")
+    }
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-                           str(SUITE), *args], cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            str(SUITE),
+            *args,
+        ],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def outcomes(stdout: str) -> dict[str, int]:
@@ -65,14 +83,18 @@ def test_benchmark_only_runs_every_case_that_applies(tmp_path):
     (tmp_path / "stub_record.py").write_text(STUB)
     reached = tmp_path / "reached.txt"
     reached.write_text("")
-    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
-           "REACHED_FILE": str(reached)}
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        "REACHED_FILE": str(reached),
+    }
     proc = pytest_run("--benchmark-only", "-p", "stub_record", "-rs", env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     counts = outcomes(proc.stdout)
     ran = reached.read_text().split()
     total = collected()
-    assert total > 0 and counts.get("passed", 0) + counts.get("skipped", 0) == total, proc.stdout[-2000:]
+    assert total > 0 and counts.get("passed", 0) + counts.get("skipped", 0) == total, proc.stdout[
+        -2000:
+    ]
     # every case either reached the timing call (it applies) or skipped with its own reason
     assert counts.get("passed", 0) == len(ran) == len(set(ran)) > 0
     skips = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
@@ -93,10 +115,17 @@ def test_saved_runs_gate_like_asv_results(tmp_path, capsys):
     storage = tmp_path / ".benchmarks"
     select = ("-k", "canary or (fusion and norm_activation and eager)")
     for extra in ("", "", "1"):
-        proc = pytest_run("--benchmark-only", "--benchmark-autosave", f"--benchmark-storage={storage}",
-                          *select, env={"HARNESS_CANARY_EXTRA": extra})
-        assert proc.returncode == 0 and outcomes(proc.stdout) == {"passed": 2, "deselected": collected() - 2}, \
-            proc.stdout[-3000:] + proc.stderr[-2000:]
+        proc = pytest_run(
+            "--benchmark-only",
+            "--benchmark-autosave",
+            f"--benchmark-storage={storage}",
+            *select,
+            env={"HARNESS_CANARY_EXTRA": extra},
+        )
+        assert proc.returncode == 0 and outcomes(proc.stdout) == {
+            "passed": 2,
+            "deselected": collected() - 2,
+        }, proc.stdout[-3000:] + proc.stderr[-2000:]
     first, second, injected = sorted(storage.glob("*/0*.json"))
     saved = json.loads(first.read_text())
     ours = saved["machine_info"]["harness"]
@@ -104,8 +133,12 @@ def test_saved_runs_gate_like_asv_results(tmp_path, capsys):
     assert ours["fingerprint"]["torch_threads"] == 1 and ours["machine"]
     for bench in saved["benchmarks"]:
         assert isinstance(bench["extra_info"]["ops"], int) and bench["extra_info"]["ops"] > 0
-        assert len(bench["stats"]["data"]) == bench["stats"]["rounds"] >= 3  # the samples themselves
-        assert bench["stats"]["iterations"] == 1  # one call per sample, as timing.measure takes them
+        assert (
+            len(bench["stats"]["data"]) == bench["stats"]["rounds"] >= 3
+        )  # the samples themselves
+        assert (
+            bench["stats"]["iterations"] == 1
+        )  # one call per sample, as timing.measure takes them
 
     assert main(["gate", str(first), str(second)]) == 0
     out = capsys.readouterr().out

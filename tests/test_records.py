@@ -17,8 +17,12 @@ from harness.verdict.results import resolve
 def old_layout(root: pathlib.Path) -> list[pathlib.Path]:
     """Two commits in the old layout: plain asv files in results/asv/<machine>/."""
     # the exact counter a.k grows by one: a regression whatever the machine's noise
-    return [write_set(root / "asv", "aaaaaaaa11", {"a.time": draw(30, seed=1), "a.k": 5}, date=1),
-            write_set(root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3), "a.k": 6}, date=2)]
+    return [
+        write_set(root / "asv", "aaaaaaaa11", {"a.time": draw(30, seed=1), "a.k": 5}, date=1),
+        write_set(
+            root / "asv", "bbbbbbbb22", {"a.time": draw(30, seed=2, scale=1.3), "a.k": 6}, date=2
+        ),
+    ]
 
 
 def test_old_layout_is_read_in_place_then_imported_once_and_never_dropped(tmp_path, capsys):
@@ -116,7 +120,9 @@ def test_prune_removes_the_view_copy_the_view_made(tmp_path, capsys):
         run_id = records.new_run_id(commit)
         with records.writing(root, "m", run_id, {"commit": commit}) as staging:
             (staging / "asv" / "m").mkdir(parents=True)
-            (staging / "asv" / "m" / f"{commit[:8]}-env.json").write_text(json.dumps({"commit_hash": commit}))
+            (staging / "asv" / "m" / f"{commit[:8]}-env.json").write_text(
+                json.dumps({"commit_hash": commit})
+            )
     records.rebuild_view(root)
     made = root / "asv" / "m" / "cccccccc-env.json"
     assert made.is_file()
@@ -129,10 +135,14 @@ def test_two_runs_of_one_commit_in_one_second_get_two_records(tmp_path):
 
     now = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
     ids = {records.new_run_id("c" * 40, "x", now) for _ in range(50)}
-    assert len(ids) == 50 and all(i.startswith("20261202T000000Z-cccccccc-") and i.endswith("-x") for i in ids)
+    assert len(ids) == 50 and all(
+        i.startswith("20261202T000000Z-cccccccc-") and i.endswith("-x") for i in ids
+    )
 
 
-def test_prune_lists_an_interrupted_run_and_removes_it_only_when_its_writer_is_gone(tmp_path, capsys):
+def test_prune_lists_an_interrupted_run_and_removes_it_only_when_its_writer_is_gone(
+    tmp_path, capsys
+):
     import os
     import subprocess
 

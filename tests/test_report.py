@@ -13,19 +13,38 @@ W = "dataloader.LoadSyntheticImages.track_samples_per_second"
 
 def test_report_writes_markdown_and_plots(tmp_path, capsys):
     root = tmp_path / "results"
-    units = {"fusion.PointwiseChain.track_compiled_over_eager": "ratio",
-             "amp.AutocastOverFp32.track_autocast_over_fp32": "ratio",
-             f"{W}(0, False, 16, False)": "samples/s", f"{W}(2, False, 16, False)": "samples/s"}
+    units = {
+        "fusion.PointwiseChain.track_compiled_over_eager": "ratio",
+        "amp.AutocastOverFp32.track_autocast_over_fp32": "ratio",
+        f"{W}(0, False, 16, False)": "samples/s",
+        f"{W}(2, False, 16, False)": "samples/s",
+    }
     for i, commit in enumerate(["aaaaaaaa11", "bbbbbbbb22", "cccccccc33"]):
-        write_set(root / "asv", commit, {
-            "fusion.PointwiseChain.track_compiled_over_eager": 0.5,
-            "amp.AutocastOverFp32.track_autocast_over_fp32": 0.8,
-            f"{W}(0, False, 16, False)": 100.0, f"{W}(2, False, 16, False)": 180.0,
-            "fusion.PointwiseChain.track_eager_time": draw(20, seed=i, scale=1 + 0.1 * i)},
-            date=i + 1, units=units)
+        write_set(
+            root / "asv",
+            commit,
+            {
+                "fusion.PointwiseChain.track_compiled_over_eager": 0.5,
+                "amp.AutocastOverFp32.track_autocast_over_fp32": 0.8,
+                f"{W}(0, False, 16, False)": 100.0,
+                f"{W}(2, False, 16, False)": 180.0,
+                "fusion.PointwiseChain.track_eager_time": draw(20, seed=i, scale=1 + 0.1 * i),
+            },
+            date=i + 1,
+            units=units,
+        )
     out = tmp_path / "report"
-    code = main(["report", "--results-dir", str(root), "--out", str(out),
-                 "--history", "fusion.PointwiseChain.track_eager_time"])
+    code = main(
+        [
+            "report",
+            "--results-dir",
+            str(root),
+            "--out",
+            str(out),
+            "--history",
+            "fusion.PointwiseChain.track_eager_time",
+        ]
+    )
     assert code == 0, capsys.readouterr()
     md = re.sub(r" +", " ", (out / "report.md").read_text())  # column padding aside
     assert "# Benchmark report: cccccccc on m1-cpu" in md
@@ -33,8 +52,12 @@ def test_report_writes_markdown_and_plots(tmp_path, capsys):
     assert "workers 2/0 (pin_memory=False, batch=16, persistent=False) | 1.8 |" in md
     assert "## transfer" in md and "No results for this suite" in md
     assert md.count("| aaaaaaaa |") + md.count("| bbbbbbbb |") + md.count("| cccccccc |") == 3
-    for png in ("speedups-fusion.png", "speedups-amp.png", "speedups-dataloader.png",
-                "history-fusion.PointwiseChain.track_eager_time.png"):
+    for png in (
+        "speedups-fusion.png",
+        "speedups-amp.png",
+        "speedups-dataloader.png",
+        "history-fusion.PointwiseChain.track_eager_time.png",
+    ):
         data = (out / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, png
         assert f"]({png})" in md
@@ -43,7 +66,9 @@ def test_report_writes_markdown_and_plots(tmp_path, capsys):
 def test_report_unknown_history_name_exit_3(tmp_path, capsys):
     root = tmp_path / "results"
     write_set(root / "asv", "aaaaaaaa11", {"x.time": draw(10)})
-    code = main(["report", "--results-dir", str(root), "--out", str(tmp_path / "r"), "--history", "no.such"])
+    code = main(
+        ["report", "--results-dir", str(root), "--out", str(tmp_path / "r"), "--history", "no.such"]
+    )
     assert code == 3 and "no.such" in capsys.readouterr().err
 
 

@@ -32,9 +32,14 @@ def test_typed_values_and_bad_numbers_name_the_variable(monkeypatch):
 def _string_constants(path: pathlib.Path):
     """Non-docstring string constants of a module, with their lines."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docs = {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
-            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
             yield node.lineno, node.value
@@ -46,8 +51,11 @@ def test_no_module_names_a_variable_but_the_registry():
         for path in sorted((ROOT / folder).rglob("*.py")):
             if path == ROOT / "harness" / "core" / "settings.py":
                 continue
-            found += [f"{path.relative_to(ROOT)}:{line}: {NAME.findall(text)}"
-                      for line, text in _string_constants(path) if NAME.search(text)]
+            found += [
+                f"{path.relative_to(ROOT)}:{line}: {NAME.findall(text)}"
+                for line, text in _string_constants(path)
+                if NAME.search(text)
+            ]
     assert not found, "name these through harness.core.settings:\n" + "\n".join(found)
 
 
@@ -63,4 +71,5 @@ def test_the_docs_table_is_the_registrys():
     page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     table = page.split(settings.BEGIN, 1)[1].split(settings.END, 1)[0].strip()
     assert table == settings.markdown().strip(), (
-        "docs/configuration.md is out of date: python -m harness.core.settings --write docs/configuration.md")
+        "docs/configuration.md is out of date: python -m harness.core.settings --write docs/configuration.md"
+    )

@@ -26,10 +26,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.xdist_group("shard-e2e")
 MACHINE, OTHER = "shard-cpu", "shard-other-cpu"
 NO_INSTRUCTIONS = r"^canary\.Canary\.track_(?!instructions)"
-CANARY = ["canary.Canary.track_ops", "canary.Canary.track_time", "canary.Canary.track_time_over_reference"]
+CANARY = [
+    "canary.Canary.track_ops",
+    "canary.Canary.track_time",
+    "canary.Canary.track_time_over_reference",
+]
 
 
 # ---- the split: a pure function of names and durations ----
+
 
 def test_split_is_balanced_stable_and_covers_every_name_once():
     durations = {"a": 9.0, "b": 5.0, "c": 4.0, "d": 3.0, "e": 3.0}
@@ -47,19 +52,27 @@ def test_split_is_balanced_stable_and_covers_every_name_once():
 
 @pytest.mark.parametrize("text", ["0/2", "3/2", "1", "a/b", "1/0", ""])
 def test_bad_shard_is_exit_3(text, capsys, tmp_path):
-    code = main(["bench", "--list", "--shard", text, "--suite", "canary", "--results-dir", str(tmp_path)])
+    code = main(
+        ["bench", "--list", "--shard", text, "--suite", "canary", "--results-dir", str(tmp_path)]
+    )
     assert code == 3 and "K/N" in capsys.readouterr().err
 
 
 def test_selection_and_anchored_asv_regexes():
-    benches = [{"name": "s.A.time", "params": []},
-               {"name": "s.B.time", "params": [["1", "2"], ["'x'"]]},
-               {"name": "s.BB.time", "params": []}]
+    benches = [
+        {"name": "s.A.time", "params": []},
+        {"name": "s.B.time", "params": [["1", "2"], ["'x'"]]},
+        {"name": "s.BB.time", "params": []},
+    ]
     sel = shard.select(benches, ["s"], [r"B\.time\(2"])
     assert sel == {"s.B.time": ["s.B.time(2, 'x')"]}
     assert shard.asv_regexes(sel, benches) == [r"^s\.B\.time\(2,\ 'x'\)$"]
     whole = shard.select(benches, ["s"])
-    assert shard.asv_regexes(whole, benches) == [r"^s\.A\.time$", r"^s\.B\.time\(", r"^s\.BB\.time$"]
+    assert shard.asv_regexes(whole, benches) == [
+        r"^s\.A\.time$",
+        r"^s\.B\.time\(",
+        r"^s\.BB\.time$",
+    ]
     for rx in shard.asv_regexes({"s.B.time": whole["s.B.time"]}, benches):
         assert not re.search(rx, "s.BB.time")  # anchored: no prefix of another name
     with pytest.raises(Exception, match="matches no benchmark"):
@@ -78,14 +91,21 @@ def test_durations_file_keeps_other_modes_and_names(tmp_path):
 
 # ---- real runs ----
 
+
 def _harness(work, home, *args):
     """One `harness` process. Its own HOME (asv writes ~/.asv-machine.json unlocked), one cache
     for all (asv names the environment after the launcher path in it: one name, as on runners
     of one image)."""
     env = {**os.environ, "HOME": str(work / home), "XDG_CACHE_HOME": str(work / "cache")}
     (work / home).mkdir(exist_ok=True)
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", *map(str, args)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait(*procs):
@@ -107,19 +127,26 @@ def runs(tmp_path_factory):
     # benchmark name, and test_instructions covers how merge joins instruction records
     common = ["--quick", "--suite", "canary", "--durations", durations]
     timing = ["--bench", NO_INSTRUCTIONS]
-    jobs = {"list": ["bench", "--list", "--shard", "1/2", "--json", work / "list.json", *timing],
-            "shard1": ["bench", "--shard", "1/2", "--machine", MACHINE, *timing],
-            "shard2": ["bench", "--shard", "2/2", "--machine", MACHINE, *timing],
-            "whole": ["bench", "--machine", MACHINE, *timing],
-            "other": ["bench", "--machine", OTHER, "--bench", "track_ops"]}
-    procs = [_harness(work, job, *args, *common, "--results-dir", work / job) for job, args in jobs.items()]
+    jobs = {
+        "list": ["bench", "--list", "--shard", "1/2", "--json", work / "list.json", *timing],
+        "shard1": ["bench", "--shard", "1/2", "--machine", MACHINE, *timing],
+        "shard2": ["bench", "--shard", "2/2", "--machine", MACHINE, *timing],
+        "whole": ["bench", "--machine", MACHINE, *timing],
+        "other": ["bench", "--machine", OTHER, "--bench", "track_ops"],
+    }
+    procs = [
+        _harness(work, job, *args, *common, "--results-dir", work / job)
+        for job, args in jobs.items()
+    ]
     listed = _wait(*procs)[0]
     for job in jobs:
         if (work / job / "runs").is_dir():
             shutil.copytree(work / job / "runs", root / "runs", dirs_exist_ok=True)
     shards = [records.list_runs(work / f"shard{k}", MACHINE)[0] for k in (1, 2)]
     shards = [records.load_record(root / "runs" / MACHINE / r.run_id) for r in shards]
-    whole = records.load_record(root / "runs" / MACHINE / records.list_runs(work / "whole")[0].run_id)
+    whole = records.load_record(
+        root / "runs" / MACHINE / records.list_runs(work / "whole")[0].run_id
+    )
     return work, root, listed, json.loads((work / "list.json").read_text()), shards, whole
 
 
@@ -134,7 +161,9 @@ def test_list_prints_names_only_and_shards_cover_the_list(runs):
     _, _, listed, plan, shards, _ = runs
     assert listed.splitlines() == plan["shards"][0]["benchmarks"]  # stdout: names, nothing else
     parts = [set(s["benchmarks"]) for s in plan["shards"]]
-    assert parts[0].isdisjoint(parts[1]) and parts[0] | parts[1] == set(CANARY) == set(plan["all_benchmarks"])
+    assert parts[0].isdisjoint(parts[1]) and parts[0] | parts[1] == set(CANARY) == set(
+        plan["all_benchmarks"]
+    )
     # each shard run holds exactly its share, and its run id says which share it is
     for rec, part, k in zip(shards, parts, (1, 2)):
         assert rec.run_id.endswith(f"-shard{k}of2") and rec.meta["shard"] == f"{k}/2"
@@ -153,7 +182,9 @@ def test_merged_shards_gate_a_a_against_a_whole_run(runs, capsys):
     # the operator counts: each shard counted only what it ran; the merged record holds them all
     counted = [set(json.loads((r.path / "op-counts.json").read_text())["rows"]) for r in shards]
     assert counted[0] | counted[1] == {"canary.Canary.track_ops"} and not counted[0] & counted[1]
-    assert set(json.loads((merged.path / "op-counts.json").read_text())["rows"]) == {"canary.Canary.track_ops"}
+    assert set(json.loads((merged.path / "op-counts.json").read_text())["rows"]) == {
+        "canary.Canary.track_ops"
+    }
     # the asv view shows the merged set for this commit and machine, not a shard
     manifest = json.loads((root / "asv" / records.VIEW_MANIFEST).read_text())["files"]
     assert {e["run"] for k, e in manifest.items() if k.startswith(MACHINE + "/")} == {merged.run_id}
@@ -162,7 +193,9 @@ def test_merged_shards_gate_a_a_against_a_whole_run(runs, capsys):
     assert code == 0, out
     assert all(name in out for name in CANARY)
     # refreshing the durations file from the merged run: every benchmark, with asv's seconds
-    code = main(["durations", str(merged.path), "--results-dir", str(root), "--out", str(work / "d.json")])
+    code = main(
+        ["durations", str(merged.path), "--results-dir", str(root), "--out", str(work / "d.json")]
+    )
     assert code == 0
     measured = shard.load_durations(work / "d.json", "quick")
     assert set(measured) == set(CANARY) and all(v > 0 for v in measured.values())
@@ -195,13 +228,28 @@ def test_two_machines_publish_into_one_dashboard(runs, capsys, tmp_path):
     records.rebuild_view(root)
     html = tmp_path / "html"
     with asv.config(ROOT, root / "asv", html_dir=html) as config:
-        proc = subprocess.run(asv.publish_command(config), cwd=ROOT, capture_output=True, text=True,
-                              env=asv.environment(), timeout=300)
+        proc = subprocess.run(
+            asv.publish_command(config),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=asv.environment(),
+            timeout=300,
+        )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     index = json.loads((html / "index.json").read_text())
     assert set(index["params"]["machine"]) == {MACHINE, OTHER}
-    code = main(["report", "--machines", f"{MACHINE},{OTHER}", "--results-dir", str(root),
-                 "--out", str(tmp_path / "report")])
+    code = main(
+        [
+            "report",
+            "--machines",
+            f"{MACHINE},{OTHER}",
+            "--results-dir",
+            str(root),
+            "--out",
+            str(tmp_path / "report"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     header = next(line for line in out.splitlines() if line.startswith("key ratio"))
@@ -213,14 +261,33 @@ def test_report_machines_puts_key_ratios_side_by_side(tmp_path, capsys):
 
     root = tmp_path / "results"
     fusion = "fusion.PointwiseChain.track_compiled_over_eager"
-    write_set(root / "asv", "aaaaaaaa11", {fusion: 0.5}, machine="host-cpu", units={fusion: "ratio"})
-    write_set(root / "asv", "aaaaaaaa11", {fusion: 0.25}, machine="host-NVIDIA_H100", units={fusion: "ratio"})
+    write_set(
+        root / "asv", "aaaaaaaa11", {fusion: 0.5}, machine="host-cpu", units={fusion: "ratio"}
+    )
+    write_set(
+        root / "asv",
+        "aaaaaaaa11",
+        {fusion: 0.25},
+        machine="host-NVIDIA_H100",
+        units={fusion: "ratio"},
+    )
     out = tmp_path / "report"
-    code = main(["report", "--machines", "host-cpu,host-NVIDIA_H100", "--results-dir", str(root),
-                 "--out", str(out)])
+    code = main(
+        [
+            "report",
+            "--machines",
+            "host-cpu,host-NVIDIA_H100",
+            "--results-dir",
+            str(root),
+            "--out",
+            str(out),
+        ]
+    )
     text = capsys.readouterr().out
     assert code == 0, text
-    row = next(line for line in text.splitlines() if line.startswith("compiled/eager, pointwise chain"))
+    row = next(
+        line for line in text.splitlines() if line.startswith("compiled/eager, pointwise chain")
+    )
     assert row.split()[-2:] == ["0.5", "0.25"]  # one column per machine, in the order named
     md = re.sub(r" +", " ", (out / "report.md").read_text())
     assert "| fusion: PointwiseChain.compiled_over_eager | 0.5 | 0.25 |" in md

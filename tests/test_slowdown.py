@@ -4,9 +4,8 @@ loaded machine are in the README (issue 8's proof), not asserted here."""
 
 from __future__ import annotations
 
-import itertools
-
 import importlib.util
+import itertools
 import pathlib
 
 import pytest
@@ -31,6 +30,7 @@ def load(bench: pathlib.Path, module: str, monkeypatch, fraction: str, side: str
 
 class FakeClock:
     """The thread CPU clock: 1 µs per read; the workload advances it by its own cost."""
+
     def __init__(self):
         self.now = 0.0
 
@@ -39,7 +39,9 @@ class FakeClock:
         return self.now
 
 
-def test_the_slowed_call_waits_the_fraction_of_its_own_call_time_measured_once(tmp_path, monkeypatch):
+def test_the_slowed_call_waits_the_fraction_of_its_own_call_time_measured_once(
+    tmp_path, monkeypatch
+):
     mod = load(slowdown.write_suite(ROOT, "mlp", tmp_path), "models", monkeypatch, "0.25")
     clock = FakeClock()
     monkeypatch.setattr(mod.time, "thread_time", clock.thread_time)
@@ -61,7 +63,9 @@ def test_the_slowed_call_waits_the_fraction_of_its_own_call_time_measured_once(t
         assert 0.0005 <= clock.now - t0 - calls[-1] < 0.0006
 
 
-def test_zoo_model_wrapper_keeps_the_real_rows_for_one_model_and_slows_only_when_asked(tmp_path, monkeypatch):
+def test_zoo_model_wrapper_keeps_the_real_rows_for_one_model_and_slows_only_when_asked(
+    tmp_path, monkeypatch
+):
     bench = slowdown.write_suite(ROOT, "mlp", tmp_path)
     assert sorted(p.name for p in bench.iterdir()) == ["__init__.py", "models.py"]
     slowed = load(bench, "models", monkeypatch, "0.1")
@@ -88,23 +92,35 @@ def test_zoo_model_wrapper_slows_the_compiled_side_of_its_paired_row(tmp_path, m
         assert pair.eager.__qualname__.startswith("slowed.") == eager_slowed
         plain = mod.Inference()
         plain.setup("mlp", False, False)
-        assert plain.fn.__qualname__.startswith("slowed.") == eager_slowed  # a whole-model slowdown only
+        assert (
+            plain.fn.__qualname__.startswith("slowed.") == eager_slowed
+        )  # a whole-model slowdown only
 
 
 def test_fusion_wrapper_slows_the_chosen_side(tmp_path, monkeypatch):
-    mod = load(slowdown.write_suite(ROOT, "pointwise_chain", tmp_path), "fusion", monkeypatch, "0.1")
+    mod = load(
+        slowdown.write_suite(ROOT, "pointwise_chain", tmp_path), "fusion", monkeypatch, "0.1"
+    )
     for side, eager_slowed in (("compiled", False), ("all", True)):
-        mod.SIDE = side  # read per call of make_call, as set from HARNESS_TEST_SLOWDOWN_SIDE at import
+        mod.SIDE = (
+            side  # read per call of make_call, as set from HARNESS_TEST_SLOWDOWN_SIDE at import
+        )
         case = mod.PointwiseChain()
         case.setup()
         assert case.track_compiled_over_eager.unit == "ratio"
-        assert case.case.make_call(case.case.target).__qualname__.startswith("slowed.") == eager_slowed
+        assert (
+            case.case.make_call(case.case.target).__qualname__.startswith("slowed.") == eager_slowed
+        )
         # compiled(): make_call gets the torch.compile wrapper, not the target (no compile here)
         assert case.case.make_call(lambda x: x).__qualname__.startswith("slowed.")
 
 
-def test_several_workloads_share_one_scratch_folder_one_wrapper_module_per_suite(tmp_path, monkeypatch):
-    bench = slowdown.write_suite(ROOT, ["pointwise_chain", "training_step", "mlp", "word_lm"], tmp_path)
+def test_several_workloads_share_one_scratch_folder_one_wrapper_module_per_suite(
+    tmp_path, monkeypatch
+):
+    bench = slowdown.write_suite(
+        ROOT, ["pointwise_chain", "training_step", "mlp", "word_lm"], tmp_path
+    )
     assert sorted(p.name for p in bench.iterdir()) == ["__init__.py", "fusion.py", "models.py"]
     assert slowdown.modules_for(["word_lm", "pointwise_chain", "mlp"]) == ["fusion", "models"]
     fusion = load(bench, "fusion", monkeypatch, "0.1", "compiled")
@@ -126,43 +142,83 @@ def _fake_runs(monkeypatch, tmp_path, slowed_scale: float):
         calls.append(results.name)
         selected.append(list(spec.benches))
         scale = slowed_scale if dict(spec.env).get("X") else 1.0
-        return write_set(results, commit, {"w.ratio": draw(30, seed=len(calls), scale=scale)},
-                         machine=spec.machine, units={"w.ratio": "ratio"})
+        return write_set(
+            results,
+            commit,
+            {"w.ratio": draw(30, seed=len(calls), scale=scale)},
+            machine=spec.machine,
+            units={"w.ratio": "ratio"},
+        )
 
     monkeypatch.setattr(calibrate, "asv_run", fake)
     return calls, selected
 
 
 @pytest.mark.parametrize("aa", [True, False])
-def test_trials_without_the_aa_half_skip_run_c_and_report_false_alarms_as_not_measured(tmp_path, monkeypatch, aa):
+def test_trials_without_the_aa_half_skip_run_c_and_report_false_alarms_as_not_measured(
+    tmp_path, monkeypatch, aa
+):
     calls, _ = _fake_runs(monkeypatch, tmp_path, slowed_scale=1.2)
-    out = calibrate.trials(ROOT, 2, tmp_path / "root", tmp_path / "w", 0.05, RunSpec(machine="m1-cpu"),
-                           bench_dir=tmp_path, slowed_env={"X": "1"}, log=lambda m: None, aa=aa)
+    out = calibrate.trials(
+        ROOT,
+        2,
+        tmp_path / "root",
+        tmp_path / "w",
+        0.05,
+        RunSpec(machine="m1-cpu"),
+        bench_dir=tmp_path,
+        slowed_env={"X": "1"},
+        log=lambda m: None,
+        aa=aa,
+    )
     assert out["caught"] == 2
-    assert calls == (["t0-A", "t0-B", "t0-C", "t1-A", "t1-B", "t1-C"] if aa else ["t0-A", "t0-B", "t1-A", "t1-B"])
+    assert calls == (
+        ["t0-A", "t0-B", "t0-C", "t1-A", "t1-B", "t1-C"] if aa else ["t0-A", "t0-B", "t1-A", "t1-B"]
+    )
     assert out["false_alarms"] == (0 if aa else None)
     assert out["per_benchmark"]["w.ratio"]["caught"] == 2
 
 
 def test_trials_run_only_the_benchmarks_bench_selects(tmp_path, monkeypatch):
     _, selected = _fake_runs(monkeypatch, tmp_path, slowed_scale=1.2)
-    calibrate.trials(ROOT, 1, tmp_path / "root", tmp_path / "w", 0.05,
-                     RunSpec(machine="m1-cpu", benches=("compiled_over_eager",)), bench_dir=tmp_path,
-                     slowed_env={"X": "1"}, log=lambda m: None)
+    calibrate.trials(
+        ROOT,
+        1,
+        tmp_path / "root",
+        tmp_path / "w",
+        0.05,
+        RunSpec(machine="m1-cpu", benches=("compiled_over_eager",)),
+        bench_dir=tmp_path,
+        slowed_env={"X": "1"},
+        log=lambda m: None,
+    )
     assert selected == [["compiled_over_eager"]] * 3  # A, B and C alike
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--no-aa"], "go with --slowdown"),
-    (["--slowdown", "0.1"], "--slowdown needs --workload"),
-    (["--slowdown", "0.1", "--workload", "nosuchmodel"], "unknown workload 'nosuchmodel'"),
-    (["--workload", "mlp"], "go with --slowdown"),
-    (["--bench", "compiled_over_eager"], "go with --slowdown"),
-    (["--slowdown", "-1", "--workload", "mlp"], "fraction of the call time"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--no-aa"], "go with --slowdown"),
+        (["--slowdown", "0.1"], "--slowdown needs --workload"),
+        (["--slowdown", "0.1", "--workload", "nosuchmodel"], "unknown workload 'nosuchmodel'"),
+        (["--workload", "mlp"], "go with --slowdown"),
+        (["--bench", "compiled_over_eager"], "go with --slowdown"),
+        (["--slowdown", "-1", "--workload", "mlp"], "fraction of the call time"),
+    ],
+)
 def test_bad_slowdown_options_are_bad_input(tmp_path, capsys, argv, says):
-    code = main(["calibrate", "--trials", "1", "--results-dir", str(tmp_path / "r"),
-                 "--work", str(tmp_path / "w"), *argv])
+    code = main(
+        [
+            "calibrate",
+            "--trials",
+            "1",
+            "--results-dir",
+            str(tmp_path / "r"),
+            "--work",
+            str(tmp_path / "w"),
+            *argv,
+        ]
+    )
     assert code == 3
     assert says in capsys.readouterr().err
 
@@ -170,15 +226,30 @@ def test_bad_slowdown_options_are_bad_input(tmp_path, capsys, argv, says):
 def test_per_row_tally_counts_the_gate_verdict_and_the_verdict_if_judged(tmp_path):
     # a relative row 20% slower: not judged without a calibrated band, REGRESSION if it were
     units = {"t.rel": "relative", "t.ratio": "ratio"}
-    b = write_set(tmp_path / "base", "aaaaaaaa11", {"t.rel": draw(30, seed=1), "t.ratio": draw(30, seed=3)},
-                  units=units)
-    h = write_set(tmp_path / "head", "bbbbbbbb22", {"t.rel": draw(30, seed=2, scale=1.2),
-                                                    "t.ratio": draw(30, seed=4)}, units=units)
+    b = write_set(
+        tmp_path / "base",
+        "aaaaaaaa11",
+        {"t.rel": draw(30, seed=1), "t.ratio": draw(30, seed=3)},
+        units=units,
+    )
+    h = write_set(
+        tmp_path / "head",
+        "bbbbbbbb22",
+        {"t.rel": draw(30, seed=2, scale=1.2), "t.ratio": draw(30, seed=4)},
+        units=units,
+    )
     outcome = run_gate(str(b), str(h), root=tmp_path / "none")
     assert outcome.code == 0
     per_bench: dict = {}
-    cells = calibrate._tally(per_bench, outcome.rows, "caught", calibrate.if_all_judged(outcome, 0.05))
-    assert per_bench["t.rel"] == {"caught": 0, "false_alarms": 0, "caught_if_judged": 1,
-                                  "false_alarms_if_judged": 0, "judged": False}
+    cells = calibrate._tally(
+        per_bench, outcome.rows, "caught", calibrate.if_all_judged(outcome, 0.05)
+    )
+    assert per_bench["t.rel"] == {
+        "caught": 0,
+        "false_alarms": 0,
+        "caught_if_judged": 1,
+        "false_alarms_if_judged": 0,
+        "judged": False,
+    }
     assert per_bench["t.ratio"]["judged"] and per_bench["t.ratio"]["caught_if_judged"] == 0
     assert "(if judged: REGRESSION)" in cells["t.rel"]

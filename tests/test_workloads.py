@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from harness.measure import timing
-from harness.verdict import metrics
 from harness.measure.workloads import AREAS, NotApplicable
+from harness.verdict import metrics
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
 PREFIXES = ("track_", "time_", "peakmem_", "mem_", "timeraw_")
@@ -33,7 +33,11 @@ def _benchmarks():
     for area in AREAS:
         module = _suite(area)
         for cname, cls in vars(module).items():
-            if cname.startswith("_") or not inspect.isclass(cls) or cls.__module__ != module.__name__:
+            if (
+                cname.startswith("_")
+                or not inspect.isclass(cls)
+                or cls.__module__ != module.__name__
+            ):
                 continue
             for mname, _ in inspect.getmembers(cls, inspect.isfunction):
                 if mname.startswith(PREFIXES):
@@ -61,9 +65,22 @@ def _one_sample(monkeypatch):
     monkeypatch.setattr(bandwidth, "numel", lambda: 1 << 12)
     monkeypatch.setattr(bandwidth, "BACKEND", "eager")  # dynamo without inductor: no compile
     monkeypatch.setattr(optimizers, "sizes", lambda: {"layers": 3, "width": 4})
-    monkeypatch.setattr(attention, "sizes", lambda: {"batch": 1, "heads": 2, "seq": 8, "head_dim": 4})
-    monkeypatch.setattr(checkpointing, "config", lambda: {
-        "batch": 2, "seq_len": 32, "d_model": 8, "nhead": 2, "dim_ff": 16, "nlayers": 2, "num_classes": 3})
+    monkeypatch.setattr(
+        attention, "sizes", lambda: {"batch": 1, "heads": 2, "seq": 8, "head_dim": 4}
+    )
+    monkeypatch.setattr(
+        checkpointing,
+        "config",
+        lambda: {
+            "batch": 2,
+            "seq_len": 32,
+            "d_model": 8,
+            "nhead": 2,
+            "dim_ff": 16,
+            "nlayers": 2,
+            "num_classes": 3,
+        },
+    )
     yield
     import torch._dynamo
 

@@ -52,12 +52,22 @@ def test_register_model_validates_its_input():
         return (torch.randn(1, 2, generator=g),)
 
     with pytest.raises(ValueError, match="already registered"):
-        zoo.register_model("mlp", build=build, inputs=inputs, small={"batch": 1, "num_classes": 2},
-                           full={"batch": 1, "num_classes": 2})
+        zoo.register_model(
+            "mlp",
+            build=build,
+            inputs=inputs,
+            small={"batch": 1, "num_classes": 2},
+            full={"batch": 1, "num_classes": 2},
+        )
     with pytest.raises(ValueError, match="lacks.*num_classes"):
         zoo.register_model("toy", build=build, inputs=inputs, small={"batch": 1}, full={"batch": 1})
     with pytest.raises(ValueError, match="letters, digits"):
-        zoo.register_model("../toy", build=build, inputs=inputs, small={"batch": 1, "num_classes": 2},
-                           full={"batch": 1, "num_classes": 2})
+        zoo.register_model(
+            "../toy",
+            build=build,
+            inputs=inputs,
+            small={"batch": 1, "num_classes": 2},
+            full={"batch": 1, "num_classes": 2},
+        )
     with pytest.raises(ValueError, match="unknown size"):
         zoo.get_model("mlp").config("medium")

@@ -19,22 +19,52 @@ def _assignments(pairs: list[str] | None, flag: str) -> dict[str, str]:
 
 
 def add_arguments(parser):
-    parser.add_argument("base", help="git revision (commit, branch, tag, HEAD~1) or a Python interpreter")
+    parser.add_argument(
+        "base", help="git revision (commit, branch, tag, HEAD~1) or a Python interpreter"
+    )
     parser.add_argument("head", help="same forms as BASE")
-    parser.add_argument("--suite", action="append", metavar="NAME",
-                        help="suite(s) in suites/benchmarks (repeatable; default all but the canary)")
-    parser.add_argument("--bench", action="append", metavar="REGEX",
-                        help="only benchmarks whose full name matches (repeatable, as asv's --bench)")
-    parser.add_argument("--pairs", type=int, default=5,
-                        help="processes per side, alternating A B A B (default 5; fewer is weak)")
-    parser.add_argument("--budget", type=float, metavar="SECONDS",
-                        help="bound the whole run; suites that do not fit are left out and named")
-    parser.add_argument("--full", action="store_true", help="full sizes (default: fast, asv --quick)")
-    parser.add_argument("--threads", metavar="N", help="CPU threads for both sides (default 1; all with --full)")
-    parser.add_argument("--base-env", action="append", metavar="KEY=VALUE",
-                        help="environment for BASE's benchmark processes only (e.g. a torch flag)")
-    parser.add_argument("--head-env", action="append", metavar="KEY=VALUE",
-                        help="environment for HEAD's benchmark processes only")
+    parser.add_argument(
+        "--suite",
+        action="append",
+        metavar="NAME",
+        help="suite(s) in suites/benchmarks (repeatable; default all but the canary)",
+    )
+    parser.add_argument(
+        "--bench",
+        action="append",
+        metavar="REGEX",
+        help="only benchmarks whose full name matches (repeatable, as asv's --bench)",
+    )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=5,
+        help="processes per side, alternating A B A B (default 5; fewer is weak)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        metavar="SECONDS",
+        help="bound the whole run; suites that do not fit are left out and named",
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="full sizes (default: fast, asv --quick)"
+    )
+    parser.add_argument(
+        "--threads", metavar="N", help="CPU threads for both sides (default 1; all with --full)"
+    )
+    parser.add_argument(
+        "--base-env",
+        action="append",
+        metavar="KEY=VALUE",
+        help="environment for BASE's benchmark processes only (e.g. a torch flag)",
+    )
+    parser.add_argument(
+        "--head-env",
+        action="append",
+        metavar="KEY=VALUE",
+        help="environment for HEAD's benchmark processes only",
+    )
     parser.add_argument("--markdown", metavar="FILE", help="also write the gate table as Markdown")
     options.results_dir(parser)
     options.machine(parser)
@@ -44,9 +74,9 @@ def run(args) -> int:
     from harness.core.exits import BadInput
     from harness.core.files import write_atomic
     from harness.core.project import project_root
-    from harness.runs.bench import check_suites
     from harness.measure.threads import parse_threads
     from harness.runs import ab
+    from harness.runs.bench import check_suites
     from harness.runs.spec import RunSpec
     from harness.verdict.gate import run_gate
     from harness.verdict.results import results_root
@@ -54,26 +84,48 @@ def run(args) -> int:
     if args.pairs < 1:
         raise BadInput("--pairs must be at least 1")
     if args.pairs < ab.MIN_PAIRS:
-        print(f"harness ab: warning: {args.pairs} pairs; at least {ab.MIN_PAIRS} give the statistics "
-              "enough to decide", file=sys.stderr)
+        print(
+            f"harness ab: warning: {args.pairs} pairs; at least {ab.MIN_PAIRS} give the statistics "
+            "enough to decide",
+            file=sys.stderr,
+        )
     project = project_root()
     root = results_root(args.results_dir)
     suites = check_suites(project, args.suite)
-    envs = {"base": _assignments(args.base_env, "--base-env"),
-            "head": _assignments(args.head_env, "--head-env")}
-    spec = RunSpec.from_flags(quick=not args.full, full=args.full, threads=parse_threads(args.threads),
-                              suites=tuple(suites), benches=tuple(args.bench or ()),
-                              machine=options.machine_name(args))
-    out = ab.run(project, root, {"base": args.base, "head": args.head}, spec, pairs=args.pairs,
-                 budget_s=args.budget, envs=envs, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    envs = {
+        "base": _assignments(args.base_env, "--base-env"),
+        "head": _assignments(args.head_env, "--head-env"),
+    }
+    spec = RunSpec.from_flags(
+        quick=not args.full,
+        full=args.full,
+        threads=parse_threads(args.threads),
+        suites=tuple(suites),
+        benches=tuple(args.bench or ()),
+        machine=options.machine_name(args),
+    )
+    out = ab.run(
+        project,
+        root,
+        {"base": args.base, "head": args.head},
+        spec,
+        pairs=args.pairs,
+        budget_s=args.budget,
+        envs=envs,
+        log=lambda msg: print(msg, file=sys.stderr, flush=True),
+    )
     base, head = out["records"]["base"], out["records"]["head"]
     outcome = run_gate(str(base.path), str(head.path), root=root)
     print(outcome.render("text"), end="")
-    print(f"ab: {args.pairs} alternating pairs per suite, {out['seconds']:.0f} s; runs kept as "
-          f"{base.path} and {head.path}")
+    print(
+        f"ab: {args.pairs} alternating pairs per suite, {out['seconds']:.0f} s; runs kept as "
+        f"{base.path} and {head.path}"
+    )
     if out["left_out"]:
-        print(f"ab: left out to stay within --budget {args.budget:.0f} s: suites "
-              f"{', '.join(out['left_out'])}")
+        print(
+            f"ab: left out to stay within --budget {args.budget:.0f} s: suites "
+            f"{', '.join(out['left_out'])}"
+        )
     if args.markdown:
         write_atomic(args.markdown, outcome.render("markdown"))
     return outcome.code

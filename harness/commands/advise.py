@@ -5,14 +5,25 @@ from harness.commands import options
 
 
 def add_arguments(parser):
-    parser.add_argument("run", nargs="?", default="latest",
-                        help="the run to read: run id (or prefix), run-record folder, result file, "
-                             "commit, `latest` (default) or `baseline[:MACHINE]`")
+    parser.add_argument(
+        "run",
+        nargs="?",
+        default="latest",
+        help="the run to read: run id (or prefix), run-record folder, result file, "
+        "commit, `latest` (default) or `baseline[:MACHINE]`",
+    )
     options.results_dir(parser)
-    parser.add_argument("--machine", help="machine name for run ids, commits and latest (default: the only one)")
+    parser.add_argument(
+        "--machine", help="machine name for run ids, commits and latest (default: the only one)"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON")
-    parser.add_argument("--tolerance", type=float, default=None, metavar="FRACTION",
-                        help="smallest effect called helps/hurts (default 0.05: 5%%)")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="smallest effect called helps/hurts (default 0.05: 5%%)",
+    )
 
 
 def run(args) -> int:
@@ -27,12 +38,16 @@ def run(args) -> int:
         raise BadInput(f"--tolerance must be a fraction in [0, 1), got {args.tolerance}")
     root = results_root(args.results_dir)
     if args.run == "latest" and not (root / "runs").is_dir() and not (root / "asv").is_dir():
-        raise BadInput(f"no runs under {root}: run `harness bench` first, or name the results "
-                       "root with --results-dir")
+        raise BadInput(
+            f"no runs under {root}: run `harness bench` first, or name the results "
+            "root with --results-dir"
+        )
     rs = load(resolve(args.run, root, args.machine))
     if rs.runner != "asv":
-        raise BadInput(f"{rs.path}: harness advise reads asv runs (harness bench); this is a "
-                       f"{rs.runner} save, whose rows carry other names")
+        raise BadInput(
+            f"{rs.path}: harness advise reads asv runs (harness bench); this is a "
+            f"{rs.runner} save, whose rows carry other names"
+        )
     result = advice.advise(rs, tolerance)
     print(advice.header(result))
     print(render(advice.HEADERS, advice.rows(result)).rstrip("\n"))

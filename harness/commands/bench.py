@@ -4,43 +4,78 @@ import dataclasses
 import sys
 
 from harness.commands import options
-from harness.core import exits
-from harness.core import settings
+from harness.core import exits, settings
 
 
 def add_arguments(parser):
-    parser.add_argument("--quick", action="store_true",
-                        help="asv --quick: one run per benchmark (our own >= 1 warm-up call is kept)")
-    parser.add_argument("--full", action="store_true",
-                        help=f"full sizes and grids (sets {settings.FULL.name}=1 for every suite); default: fast")
-    parser.add_argument("--threads", metavar="N",
-                        help="CPU threads for the whole run (torch.set_num_threads in every suite; "
-                             "recorded in the fingerprint); default 1, all cores with --full")
-    parser.add_argument("--suite", action="append", metavar="NAME",
-                        help="suite to run (repeatable): a module in suites/benchmarks/; default all "
-                             "but the canary")
-    parser.add_argument("--profile", action="store_true",
-                        help="also store operator-level profile summaries in the run record "
-                             "(profiles.json; always done with --full): a few seconds per workload")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="asv --quick: one run per benchmark (our own >= 1 warm-up call is kept)",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help=f"full sizes and grids (sets {settings.FULL.name}=1 for every suite); default: fast",
+    )
+    parser.add_argument(
+        "--threads",
+        metavar="N",
+        help="CPU threads for the whole run (torch.set_num_threads in every suite; "
+        "recorded in the fingerprint); default 1, all cores with --full",
+    )
+    parser.add_argument(
+        "--suite",
+        action="append",
+        metavar="NAME",
+        help="suite to run (repeatable): a module in suites/benchmarks/; default all "
+        "but the canary",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also store operator-level profile summaries in the run record "
+        "(profiles.json; always done with --full): a few seconds per workload",
+    )
     options.results_dir(parser)
-    parser.add_argument("--launch-method", choices=["auto", "spawn", "forkserver"], default="auto",
-                        help="asv launch method; auto: spawn on CUDA, forkserver on CPU")
+    parser.add_argument(
+        "--launch-method",
+        choices=["auto", "spawn", "forkserver"],
+        default="auto",
+        help="asv launch method; auto: spawn on CUDA, forkserver on CPU",
+    )
     options.machine(parser)
     parser.add_argument("--label", help="a word appended to the run id (e.g. nightly, base, head)")
-    parser.add_argument("--bench", action="append", metavar="REGEX",
-                        help="only benchmark cases whose full asv name this regex is found in "
-                             "(repeatable, as asv's --bench); one matching nothing is exit 3")
-    parser.add_argument("--list", action="store_true",
-                        help="print the benchmarks that would run, one full asv name per line "
-                             "(nothing else on stdout), and exit without running")
-    parser.add_argument("--shard", metavar="K/N",
-                        help="run (or --list) only share K of N; the split depends only on the "
-                             "benchmark names and the durations file, so every runner computes the same")
-    parser.add_argument("--durations", metavar="FILE",
-                        help="seconds per benchmark for balancing shards (default "
-                             "suites/durations.json; refresh with `harness durations RUN`)")
-    parser.add_argument("--json", metavar="FILE",
-                        help="with --list: write the selection, every shard and predicted seconds")
+    parser.add_argument(
+        "--bench",
+        action="append",
+        metavar="REGEX",
+        help="only benchmark cases whose full asv name this regex is found in "
+        "(repeatable, as asv's --bench); one matching nothing is exit 3",
+    )
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="print the benchmarks that would run, one full asv name per line "
+        "(nothing else on stdout), and exit without running",
+    )
+    parser.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run (or --list) only share K of N; the split depends only on the "
+        "benchmark names and the durations file, so every runner computes the same",
+    )
+    parser.add_argument(
+        "--durations",
+        metavar="FILE",
+        help="seconds per benchmark for balancing shards (default "
+        "suites/durations.json; refresh with `harness durations RUN`)",
+    )
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        help="with --list: write the selection, every shard and predicted seconds",
+    )
 
 
 def run(args) -> int:
@@ -56,33 +91,55 @@ def run(args) -> int:
     threads = parse_threads(args.threads)
     sha = head_commit(project)
     if args.json and not args.list:
-        raise exits.BadInput("--json FILE goes with --list (the run's results are in its run record)")
-    spec = RunSpec.from_flags(quick=args.quick, full=args.full, threads=threads, suites=tuple(names),
-                              machine=options.machine_name(args), label=args.label)
+        raise exits.BadInput(
+            "--json FILE goes with --list (the run's results are in its run record)"
+        )
+    spec = RunSpec.from_flags(
+        quick=args.quick,
+        full=args.full,
+        threads=threads,
+        suites=tuple(names),
+        machine=options.machine_name(args),
+        label=args.label,
+    )
     plan = None
     if args.list or args.shard is not None or args.bench:
         plan = _plan(args, project, spec, sha)
         if args.list:
             return _print_list(plan, args.json)
         if not plan.chosen:
-            print(f"harness bench: shard {args.shard} holds no benchmark (more shards than benchmarks); "
-                  "nothing to run, no run record written (merge the other shards with --partial)",
-                  file=sys.stderr)
+            print(
+                f"harness bench: shard {args.shard} holds no benchmark (more shards than benchmarks); "
+                "nothing to run, no run record written (merge the other shards with --partial)",
+                file=sys.stderr,
+            )
             return exits.PASS
     shard = f"{plan.shard[0]}/{plan.shard[1]}" if plan and plan.shard else None
     label = args.label
     if shard:  # the share is visible in the run id: <time>-<sha8>-[label.]shard1of2
         label = f"{label + '.' if label else ''}shard{plan.shard[0]}of{plan.shard[1]}"
         if not args.machine:
-            print(f"harness bench: note: no --machine, so this shard is filed under "
-                  f"{options.machine_name(args)!r} (host name + device); shard runners of one "
-                  "hardware class pass the same --machine, or their runs do not merge",
-                  file=sys.stderr)
-        print(f"harness bench: shard {shard}: {len(plan.chosen)} of {len(plan.selection)} benchmarks, "
-              f"predicted {plan.predicted_s(plan.chosen)} s ({plan.durations_note()})", flush=True)
+            print(
+                f"harness bench: note: no --machine, so this shard is filed under "
+                f"{options.machine_name(args)!r} (host name + device); shard runners of one "
+                "hardware class pass the same --machine, or their runs do not merge",
+                file=sys.stderr,
+            )
+        print(
+            f"harness bench: shard {shard}: {len(plan.chosen)} of {len(plan.selection)} benchmarks, "
+            f"predicted {plan.predicted_s(plan.chosen)} s ({plan.durations_note()})",
+            flush=True,
+        )
     spec = dataclasses.replace(spec, label=label, benches=tuple(plan.asv_benches()) if plan else ())
-    ran = bench.run(project, root, spec, sha=sha, launch=args.launch_method, shard=shard,
-                    profile=True if args.profile else None)
+    ran = bench.run(
+        project,
+        root,
+        spec,
+        sha=sha,
+        launch=args.launch_method,
+        shard=shard,
+        profile=True if args.profile else None,
+    )
     return bench.report(ran, root)
 
 
@@ -90,8 +147,9 @@ def _plan(args, project, spec, sha):
     from harness.runs import shard
 
     part = shard.parse_shard(args.shard) if args.shard is not None else None
-    return shard.plan(project, spec, sha=sha, regexes=args.bench, shard=part,
-                      durations_file=args.durations)
+    return shard.plan(
+        project, spec, sha=sha, regexes=args.bench, shard=part, durations_file=args.durations
+    )
 
 
 def _print_list(plan, json_file) -> int:
@@ -100,12 +158,17 @@ def _print_list(plan, json_file) -> int:
 
     for name in plan.chosen:
         print(name)
-    shares = ", ".join(f"{i + 1}/{len(plan.shards)}: {len(s)} benchmarks, {plan.predicted_s(s)} s"
-                       for i, s in enumerate(plan.shards))
-    print(f"harness bench --list: {len(plan.chosen)} of {len(plan.selection)} benchmarks"
-          + (f" (shard {plan.shard[0]}/{plan.shard[1]})" if plan.shard else "")
-          + f"; predicted {plan.predicted_s(plan.chosen)} s ({plan.durations_note()})"
-          + (f"; shares {shares}" if plan.shard else ""), file=sys.stderr)
+    shares = ", ".join(
+        f"{i + 1}/{len(plan.shards)}: {len(s)} benchmarks, {plan.predicted_s(s)} s"
+        for i, s in enumerate(plan.shards)
+    )
+    print(
+        f"harness bench --list: {len(plan.chosen)} of {len(plan.selection)} benchmarks"
+        + (f" (shard {plan.shard[0]}/{plan.shard[1]})" if plan.shard else "")
+        + f"; predicted {plan.predicted_s(plan.chosen)} s ({plan.durations_note()})"
+        + (f"; shares {shares}" if plan.shard else ""),
+        file=sys.stderr,
+    )
     if json_file:
         write_json_atomic(json_file, plan.as_json())
     return exits.PASS

@@ -7,40 +7,76 @@ from harness.commands import options
 
 
 def add_arguments(parser):
-    parser.add_argument("--suite", action="append", metavar="NAME",
-                        help="suite(s) in suites/benchmarks to calibrate (default: canary)")
+    parser.add_argument(
+        "--suite",
+        action="append",
+        metavar="NAME",
+        help="suite(s) in suites/benchmarks to calibrate (default: canary)",
+    )
     parser.add_argument("--runs", type=int, default=5, help="clean runs per benchmark (default 5)")
     options.results_dir(parser)
     options.machine(parser)
     parser.add_argument("--work", help="keep the asv runs here (default a new temporary directory)")
-    parser.add_argument("--trials", type=int, default=0,
-                        help="instead: run N end-to-end canary trials (regression + A/A) and report")
+    parser.add_argument(
+        "--trials",
+        type=int,
+        default=0,
+        help="instead: run N end-to-end canary trials (regression + A/A) and report",
+    )
     parser.add_argument("--threshold", type=float, default=None, help="gate threshold for --trials")
     # test-only (harness.runs.slowdown): the proof on a real workload instead of the canary
-    parser.add_argument("--slowdown", type=float, metavar="F",
-                        help="with --trials: slow a real workload by the fraction F (0.1 = 10%%) "
-                             "in a scratch benchmark folder instead of the canary's extra op")
-    parser.add_argument("--extra-instructions", type=float, metavar="F",
-                        help="with --trials: add F times each named workload's own instructions of "
-                             "extra work per call (0.01 = 1%%) to the instruction rows "
-                             "(suites/benchmarks/instructions.py) instead of the canary's extra op")
-    parser.add_argument("--workload", metavar="NAME", action="append",
-                        help="with --slowdown: pointwise_chain, training_step (fusion) or a zoo "
-                             "model (its inference step); with --extra-instructions: an instruction "
-                             "workload (mlp_training_step, ...); repeatable: the workloads share each run")
-    parser.add_argument("--slowed-side", choices=("all", "compiled"), default="all",
-                        help="with --slowdown: slow every call, eager and compiled (default), or "
-                             "the compiled side only (a zoo model: its CompiledOverEager row)")
-    parser.add_argument("--route", choices=("gate", "ab"), default="gate",
-                        help="with --slowdown: gate on stored runs A,B,C (default) or harness ab")
+    parser.add_argument(
+        "--slowdown",
+        type=float,
+        metavar="F",
+        help="with --trials: slow a real workload by the fraction F (0.1 = 10%%) "
+        "in a scratch benchmark folder instead of the canary's extra op",
+    )
+    parser.add_argument(
+        "--extra-instructions",
+        type=float,
+        metavar="F",
+        help="with --trials: add F times each named workload's own instructions of "
+        "extra work per call (0.01 = 1%%) to the instruction rows "
+        "(suites/benchmarks/instructions.py) instead of the canary's extra op",
+    )
+    parser.add_argument(
+        "--workload",
+        metavar="NAME",
+        action="append",
+        help="with --slowdown: pointwise_chain, training_step (fusion) or a zoo "
+        "model (its inference step); with --extra-instructions: an instruction "
+        "workload (mlp_training_step, ...); repeatable: the workloads share each run",
+    )
+    parser.add_argument(
+        "--slowed-side",
+        choices=("all", "compiled"),
+        default="all",
+        help="with --slowdown: slow every call, eager and compiled (default), or "
+        "the compiled side only (a zoo model: its CompiledOverEager row)",
+    )
+    parser.add_argument(
+        "--route",
+        choices=("gate", "ab"),
+        default="gate",
+        help="with --slowdown: gate on stored runs A,B,C (default) or harness ab",
+    )
     parser.add_argument("--pairs", type=int, default=5, help="with --route ab: pairs per ab run")
-    parser.add_argument("--bench", action="append", metavar="REGEX",
-                        help="with --slowdown: run only the wrapper's benchmarks this regex is "
-                             "found in (repeatable, as asv's --bench), e.g. compiled_over_eager: "
-                             "each benchmark is its own process, so this only saves time")
-    parser.add_argument("--no-aa", dest="aa", action="store_false",
-                        help="with --slowdown: only the slowed half of each trial (half the cost); "
-                             "false alarms are then not measured: take them from A/A runs made apart")
+    parser.add_argument(
+        "--bench",
+        action="append",
+        metavar="REGEX",
+        help="with --slowdown: run only the wrapper's benchmarks this regex is "
+        "found in (repeatable, as asv's --bench), e.g. compiled_over_eager: "
+        "each benchmark is its own process, so this only saves time",
+    )
+    parser.add_argument(
+        "--no-aa",
+        dest="aa",
+        action="store_false",
+        help="with --slowdown: only the slowed half of each trial (half the cost); "
+        "false alarms are then not measured: take them from A/A runs made apart",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the outcome as JSON")
 
 
@@ -59,18 +95,46 @@ def run(args) -> int:
     if args.trials:
         threshold = args.threshold if args.threshold is not None else DEFAULT_THRESHOLD
         out = _trials(args, project, root, machine, work, threshold)
-        aa = (f"false alarms {out['false_alarms']}/{out['trials']} A/A" if out["false_alarms"] is not None
-              else "false alarms not measured (--no-aa)")
-        print(f"caught {out['caught']}/{out['trials']} injected regressions; {aa}"
-              + (f"; gate run time {out['gate_seconds_median']:.2f} s (median)"
-                 if "gate_seconds_median" in out else f"; ab run {out['ab_seconds_median']:.0f} s (median)"))
+        aa = (
+            f"false alarms {out['false_alarms']}/{out['trials']} A/A"
+            if out["false_alarms"] is not None
+            else "false alarms not measured (--no-aa)"
+        )
+        print(
+            f"caught {out['caught']}/{out['trials']} injected regressions; {aa}"
+            + (
+                f"; gate run time {out['gate_seconds_median']:.2f} s (median)"
+                if "gate_seconds_median" in out
+                else f"; ab run {out['ab_seconds_median']:.0f} s (median)"
+            )
+        )
         n = out["trials"]
         m = n if out["false_alarms"] is not None else 0  # A/A trials run
-        rows = [(name, "yes" if c["judged"] else "no", f"{c['caught']}/{n}", f"{c['false_alarms']}/{m}",
-                 f"{c['caught_if_judged']}/{n}", f"{c['false_alarms_if_judged']}/{m}")
-                for name, c in sorted(out["per_benchmark"].items())]
-        print(render(["benchmark", "judged", "flagged in regression trials", "flagged in A/A trials",
-                      "if judged: regression", "if judged: A/A"], rows), end="")
+        rows = [
+            (
+                name,
+                "yes" if c["judged"] else "no",
+                f"{c['caught']}/{n}",
+                f"{c['false_alarms']}/{m}",
+                f"{c['caught_if_judged']}/{n}",
+                f"{c['false_alarms_if_judged']}/{m}",
+            )
+            for name, c in sorted(out["per_benchmark"].items())
+        ]
+        print(
+            render(
+                [
+                    "benchmark",
+                    "judged",
+                    "flagged in regression trials",
+                    "flagged in A/A trials",
+                    "if judged: regression",
+                    "if judged: A/A",
+                ],
+                rows,
+            ),
+            end="",
+        )
     else:
         out = calibrate.calibrate(project, args.suite or ["canary"], args.runs, root, machine, work)
         rows = [(name, f"{rec['band']:.1%}", rec["runs"]) for name, rec in out.items()]
@@ -83,29 +147,51 @@ def run(args) -> int:
 
 def _trials(args, project, root, machine, work, threshold) -> dict:
     from harness.core.exits import BadInput
-    from harness.runs.spec import RunSpec
     from harness.runs import calibrate, slowdown
+    from harness.runs.spec import RunSpec
 
     if args.extra_instructions is not None:
         return _instruction_trials(args, project, root, machine, work, threshold)
     if args.slowdown is None:
         if args.workload or args.route != "gate" or not args.aa or args.bench:
-            raise BadInput("--workload, --route ab, --no-aa and --bench go with --slowdown F "
-                           "or --extra-instructions F")
-        return calibrate.trials(project, args.trials, root, work, threshold, RunSpec(machine=machine))
+            raise BadInput(
+                "--workload, --route ab, --no-aa and --bench go with --slowdown F "
+                "or --extra-instructions F"
+            )
+        return calibrate.trials(
+            project, args.trials, root, work, threshold, RunSpec(machine=machine)
+        )
     if not args.workload:
-        raise BadInput("--slowdown needs --workload NAME (pointwise_chain, training_step or a zoo model)")
+        raise BadInput(
+            "--slowdown needs --workload NAME (pointwise_chain, training_step or a zoo model)"
+        )
     if not 0 < args.slowdown < 10:
-        raise BadInput(f"--slowdown is a fraction of the call time (0.1 = 10%), got {args.slowdown}")
+        raise BadInput(
+            f"--slowdown is a fraction of the call time (0.1 = 10%), got {args.slowdown}"
+        )
     bench = slowdown.write_suite(project, args.workload, work)
     env = slowdown.environment(args.slowdown, args.slowed_side)
-    spec = RunSpec(mode="quick", machine=machine, suites=tuple(slowdown.modules_for(args.workload)),
-                   benches=tuple(args.bench or ()))
+    spec = RunSpec(
+        mode="quick",
+        machine=machine,
+        suites=tuple(slowdown.modules_for(args.workload)),
+        benches=tuple(args.bench or ()),
+    )
     if args.route == "ab":
-        return calibrate.ab_trials(project, args.trials, work, threshold, spec, bench, env, args.pairs,
-                                   aa=args.aa)
-    return calibrate.trials(project, args.trials, root, work, threshold, spec, bench_dir=bench,
-                            slowed_env=env, aa=args.aa)
+        return calibrate.ab_trials(
+            project, args.trials, work, threshold, spec, bench, env, args.pairs, aa=args.aa
+        )
+    return calibrate.trials(
+        project,
+        args.trials,
+        root,
+        work,
+        threshold,
+        spec,
+        bench_dir=bench,
+        slowed_env=env,
+        aa=args.aa,
+    )
 
 
 def _instruction_trials(args, project, root, machine, work, threshold) -> dict:
@@ -119,26 +205,49 @@ def _instruction_trials(args, project, root, machine, work, threshold) -> dict:
     from harness.runs.spec import RunSpec
 
     if args.slowdown is not None or args.bench:
-        raise BadInput("--extra-instructions and --slowdown/--bench are two different proofs; give one")
+        raise BadInput(
+            "--extra-instructions and --slowdown/--bench are two different proofs; give one"
+        )
     if not args.workload:
         raise BadInput(f"--extra-instructions needs --workload NAME: {', '.join(WORKLOADS)}")
     unknown = [w for w in args.workload if w not in WORKLOADS]
     if unknown:
-        raise BadInput(f"unknown instruction workload(s) {', '.join(unknown)}; choose from "
-                       f"{', '.join(WORKLOADS)}")
+        raise BadInput(
+            f"unknown instruction workload(s) {', '.join(unknown)}; choose from "
+            f"{', '.join(WORKLOADS)}"
+        )
     if not 0 < args.extra_instructions < 10:
-        raise BadInput(f"--extra-instructions is a fraction of the call's instructions (0.01 = 1%), "
-                       f"got {args.extra_instructions}")
+        raise BadInput(
+            f"--extra-instructions is a fraction of the call's instructions (0.01 = 1%), "
+            f"got {args.extra_instructions}"
+        )
     why = instructions.unavailable()
     if why:
         raise BadInput(f"cannot count instructions here: {why}")
     names = ",".join(dict.fromkeys(args.workload))
-    spec = RunSpec(mode="quick", machine=machine, suites=("instructions",),
-                   env=((instructions.SELECT_ENV, names),))
-    slowed = {instructions.EXTRA_ENV: repr(args.extra_instructions), instructions.EXTRA_WORKLOADS_ENV: names}
+    spec = RunSpec(
+        mode="quick",
+        machine=machine,
+        suites=("instructions",),
+        env=((instructions.SELECT_ENV, names),),
+    )
+    slowed = {
+        instructions.EXTRA_ENV: repr(args.extra_instructions),
+        instructions.EXTRA_WORKLOADS_ENV: names,
+    }
     bench = calibrate._benchmark_dir(project, ["instructions"], work)
     if args.route == "ab":
-        return calibrate.ab_trials(project, args.trials, work, threshold, spec, bench, slowed, args.pairs,
-                                   aa=args.aa)
-    return calibrate.trials(project, args.trials, root, work, threshold, spec, bench_dir=bench,
-                            slowed_env=slowed, aa=args.aa)
+        return calibrate.ab_trials(
+            project, args.trials, work, threshold, spec, bench, slowed, args.pairs, aa=args.aa
+        )
+    return calibrate.trials(
+        project,
+        args.trials,
+        root,
+        work,
+        threshold,
+        spec,
+        bench_dir=bench,
+        slowed_env=slowed,
+        aa=args.aa,
+    )

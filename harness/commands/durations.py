@@ -5,13 +5,22 @@ from harness.commands import options
 
 
 def add_arguments(parser):
-    parser.add_argument("runs", nargs="+", metavar="RUN",
-                        help="runs to read (run-record folders, run ids, `latest`, commits; a merged "
-                             "shard set counts as one run)")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="runs to read (run-record folders, run ids, `latest`, commits; a merged "
+        "shard set counts as one run)",
+    )
     options.results_dir(parser)
-    parser.add_argument("--machine", help="machine name for run ids (default: the only machine there)")
-    parser.add_argument("--out", metavar="FILE",
-                        help="durations file to update (default suites/durations.json of the checkout)")
+    parser.add_argument(
+        "--machine", help="machine name for run ids (default: the only machine there)"
+    )
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        help="durations file to update (default suites/durations.json of the checkout)",
+    )
 
 
 def run(args) -> int:
@@ -32,14 +41,18 @@ def run(args) -> int:
         rec = records.record_of(f)
         meta = rec.meta if rec else {}
         if "quick" not in meta:
-            raise BadInput(f"{spec!r} ({f}) has no run record saying how it ran (quick/fast/full); "
-                           "name a run `harness bench` wrote")
+            raise BadInput(
+                f"{spec!r} ({f}) has no run record saying how it ran (quick/fast/full); "
+                "name a run `harness bench` wrote"
+            )
         mode = shard.mode_of(bool(meta.get("quick")), meta.get("mode") == "full")
         by_mode.setdefault(mode, {}).update(shard.durations_of(f))
         sources.setdefault(mode, []).append(f"{rec.machine}/{rec.run_id}")
     for mode, measured in sorted(by_mode.items()):
         shard.update_durations(out, mode, measured, sources[mode])
-        print(f"{out}: {mode}: {len(measured)} benchmarks, {sum(measured.values()):.1f} s in all "
-              f"(from {', '.join(sources[mode])})")
+        print(
+            f"{out}: {mode}: {len(measured)} benchmarks, {sum(measured.values()):.1f} s in all "
+            f"(from {', '.join(sources[mode])})"
+        )
     print("commit the file: every shard runner reads the same split from it")
     return 0

@@ -11,28 +11,53 @@ def add_arguments(parser):
     from harness.verdict.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD
     from harness.verdict.metrics import INSTRUCTION_TOLERANCE
 
-    parser.add_argument("base", help="result file, directory, commit, `latest` or `baseline[:MACHINE]`")
+    parser.add_argument(
+        "base", help="result file, directory, commit, `latest` or `baseline[:MACHINE]`"
+    )
     parser.add_argument("head", help="same forms as BASE")
     options.results_dir(parser)
-    parser.add_argument("--machine", help="machine name for commits/latest/baseline (default: the "
-                        "only machine there, or HEAD's)")
-    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
-                        help=f"relative change a timing must exceed (default {DEFAULT_THRESHOLD}); "
-                        "a benchmark's calibrated noise band raises it")
-    parser.add_argument("--instruction-tolerance", type=float, default=INSTRUCTION_TOLERANCE,
-                        metavar="FRACTION",
-                        help=f"relative change an instruction count must exceed (default "
-                        f"{INSTRUCTION_TOLERANCE}, from the A/A spread measured on a shared runner)")
-    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
-                        help=f"Mann-Whitney significance level (default {DEFAULT_ALPHA}, as asv)")
+    parser.add_argument(
+        "--machine",
+        help="machine name for commits/latest/baseline (default: the "
+        "only machine there, or HEAD's)",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help=f"relative change a timing must exceed (default {DEFAULT_THRESHOLD}); "
+        "a benchmark's calibrated noise band raises it",
+    )
+    parser.add_argument(
+        "--instruction-tolerance",
+        type=float,
+        default=INSTRUCTION_TOLERANCE,
+        metavar="FRACTION",
+        help=f"relative change an instruction count must exceed (default "
+        f"{INSTRUCTION_TOLERANCE}, from the A/A spread measured on a shared runner)",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=DEFAULT_ALPHA,
+        help=f"Mann-Whitney significance level (default {DEFAULT_ALPHA}, as asv)",
+    )
     parser.add_argument("--noise", help="noise-band file (default RESULTS/noise/<machine>.json)")
-    parser.add_argument("--bench", action="append", metavar="NAME",
-                        help="compare only this benchmark (repeatable); unknown names exit 3")
+    parser.add_argument(
+        "--bench",
+        action="append",
+        metavar="NAME",
+        help="compare only this benchmark (repeatable); unknown names exit 3",
+    )
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
-    parser.add_argument("--allow-env-change", "--allow-machine-mismatch", action="store_true",
-                        dest="allow_env_change",
-                        help="compare runs from another machine name, device model or CPU thread "
-                             "count anyway (normally exit 3)")
+    parser.add_argument(
+        "--allow-env-change",
+        "--allow-machine-mismatch",
+        action="store_true",
+        dest="allow_env_change",
+        help="compare runs from another machine name, device model or CPU thread "
+        "count anyway (normally exit 3)",
+    )
     options.require_gpu(parser)
 
 
@@ -42,10 +67,18 @@ def run(args) -> int:
     from harness.verdict.gate import run_gate
 
     options.check_gpu(args)
-    out = run_gate(args.base, args.head, root=args.results_dir, machine=args.machine,
-                   threshold=args.threshold, alpha=args.alpha, noise_file=args.noise,
-                   only=args.bench, allow_env_change=args.allow_env_change,
-                   instruction_tolerance=args.instruction_tolerance)
+    out = run_gate(
+        args.base,
+        args.head,
+        root=args.results_dir,
+        machine=args.machine,
+        threshold=args.threshold,
+        alpha=args.alpha,
+        noise_file=args.noise,
+        only=args.bench,
+        allow_env_change=args.allow_env_change,
+        instruction_tolerance=args.instruction_tolerance,
+    )
     print(out.render("text"), end="")
     if out.message and out.code == exits.BAD_INPUT:
         print(f"harness gate: {out.message}", file=sys.stderr)

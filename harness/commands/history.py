@@ -6,19 +6,33 @@ from harness.commands import options
 
 
 def add_arguments(parser):
-    parser.add_argument("--since", metavar="DATE",
-                        help="list only steps whose first run after started at or after DATE "
-                             "(ISO, e.g. 2026-11-30); the runs before still count as history")
-    parser.add_argument("--bench", action="append", metavar="REGEX",
-                        help="only benchmarks whose full name this regular expression finds "
-                             "(repeatable); a pattern matching nothing exits 3")
-    parser.add_argument("--json", metavar="FILE",
-                        help="also write the steps as JSON (schema: harness.verdict.history.as_json)")
+    parser.add_argument(
+        "--since",
+        metavar="DATE",
+        help="list only steps whose first run after started at or after DATE "
+        "(ISO, e.g. 2026-11-30); the runs before still count as history",
+    )
+    parser.add_argument(
+        "--bench",
+        action="append",
+        metavar="REGEX",
+        help="only benchmarks whose full name this regular expression finds "
+        "(repeatable); a pattern matching nothing exits 3",
+    )
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the steps as JSON (schema: harness.verdict.history.as_json)",
+    )
     parser.add_argument("--markdown", metavar="FILE", help="also write the new steps as Markdown")
-    parser.add_argument("--min-side", type=int, metavar="N",
-                        help="runs needed on each side of a step before it is confirmed (default 4; "
-                             "below 4 only exact counters can step: the Mann-Whitney test of 2 or 3 "
-                             "runs a side cannot reach p < 0.05)")
+    parser.add_argument(
+        "--min-side",
+        type=int,
+        metavar="N",
+        help="runs needed on each side of a step before it is confirmed (default 4; "
+        "below 4 only exact counters can step: the Mann-Whitney test of 2 or 3 "
+        "runs a side cannot reach p < 0.05)",
+    )
     options.results_dir(parser)
     parser.add_argument("--machine", help="machine name (default: every machine with runs)")
 
@@ -37,13 +51,26 @@ def run(args) -> int:
     if not machines:
         raise BadInput(f"no run records under {records.runs_dir(root)}; run `harness bench` first")
     since = history.parse_since(args.since) if args.since else None
-    found = [history.detect(root, m, args.bench, since,
-                             history.MIN_SIDE if args.min_side is None else args.min_side) for m in machines]
+    found = [
+        history.detect(
+            root, m, args.bench, since, history.MIN_SIDE if args.min_side is None else args.min_side
+        )
+        for m in machines
+    ]
     for h in found:
         print(history.render_text(h), end="")
     if args.json:
-        write_atomic(args.json, json.dumps({"machines": [history.as_json(h) for h in found],
-                                            "exit_code": max(h.code for h in found)}, indent=2) + "\n")
+        write_atomic(
+            args.json,
+            json.dumps(
+                {
+                    "machines": [history.as_json(h) for h in found],
+                    "exit_code": max(h.code for h in found),
+                },
+                indent=2,
+            )
+            + "\n",
+        )
     if args.markdown:
         write_atomic(args.markdown, "\n".join(history.render_markdown(h) for h in found))
     return max(h.code for h in found)

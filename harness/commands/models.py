@@ -17,8 +17,21 @@ def run(args) -> int:
     for name in model_names():
         spec = get_model(name)
         frontends = ",".join(f for f in FRONTENDS if f not in spec.unsupported)
-        rows.append((name, f"{spec.parameter_count('small'):,}", f"{spec.parameter_count('full'):,}",
-                     frontends, spec.description))
-    print(render(["model", "small params", "full params", "front ends", "description"], rows,
-                 align=("left", "right", "right", "left", "left")), end="")
+        rows.append(
+            (
+                name,
+                f"{spec.parameter_count('small'):,}",
+                f"{spec.parameter_count('full'):,}",
+                frontends,
+                spec.description,
+            )
+        )
+    print(
+        render(
+            ["model", "small params", "full params", "front ends", "description"],
+            rows,
+            align=("left", "right", "right", "left", "left"),
+        ),
+        end="",
+    )
     return 0

@@ -12,14 +12,26 @@ def add_arguments(parser):
     options.machine(parser)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--fast", action="store_true", help="fast suites (CI) instead of --full")
-    mode.add_argument("--skip-bench", action="store_true", help="do not run benchmarks; publish only")
-    parser.add_argument("--gate", metavar="BASE", help="afterwards gate BASE (e.g. `baseline`) vs this run")
-    parser.add_argument("--markdown", metavar="FILE", help="with --gate: write the table as Markdown")
-    parser.add_argument("--save-baseline", action="store_true",
-                        help="copy this run to RESULTS/baselines/<machine>/ (the gate's `baseline`)")
-    parser.add_argument("--steps-markdown", metavar="FILE",
-                        help="where to write the summary of new history steps (default "
-                             "RESULTS/report/steps-<run id>.md); exit 1 when there are any")
+    mode.add_argument(
+        "--skip-bench", action="store_true", help="do not run benchmarks; publish only"
+    )
+    parser.add_argument(
+        "--gate", metavar="BASE", help="afterwards gate BASE (e.g. `baseline`) vs this run"
+    )
+    parser.add_argument(
+        "--markdown", metavar="FILE", help="with --gate: write the table as Markdown"
+    )
+    parser.add_argument(
+        "--save-baseline",
+        action="store_true",
+        help="copy this run to RESULTS/baselines/<machine>/ (the gate's `baseline`)",
+    )
+    parser.add_argument(
+        "--steps-markdown",
+        metavar="FILE",
+        help="where to write the summary of new history steps (default "
+        "RESULTS/report/steps-<run id>.md); exit 1 when there are any",
+    )
     options.require_gpu(parser)
 
 
@@ -29,9 +41,15 @@ def run(args) -> int:
     from harness.verdict.results import results_root
 
     options.check_gpu(args)
-    return nightly.nightly(root=results_root(args.results_dir),
-                           html_dir=pathlib.Path(args.html_dir) if args.html_dir else None,
-                           machine=options.machine_name(args), commit=head_commit(project_root()),
-                           full=not args.fast, skip_bench=args.skip_bench, gate_base=args.gate,
-                           markdown=args.markdown, baseline=args.save_baseline,
-                           steps_markdown=args.steps_markdown)
+    return nightly.nightly(
+        root=results_root(args.results_dir),
+        html_dir=pathlib.Path(args.html_dir) if args.html_dir else None,
+        machine=options.machine_name(args),
+        commit=head_commit(project_root()),
+        full=not args.fast,
+        skip_bench=args.skip_bench,
+        gate_base=args.gate,
+        markdown=args.markdown,
+        baseline=args.save_baseline,
+        steps_markdown=args.steps_markdown,
+    )

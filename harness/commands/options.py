@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import os
+
 from harness.core import settings
 
 
 def results_dir(parser) -> None:
-    parser.add_argument("--results-dir", metavar="ROOT",
-                        help="results root: runs/, asv/, baselines/, noise/, html/ below it "
-                             f"(default ${settings.RESULTS_DIR.name}, else results/ of the checkout)")
+    parser.add_argument(
+        "--results-dir",
+        metavar="ROOT",
+        help="results root: runs/, asv/, baselines/, noise/, html/ below it "
+        f"(default ${settings.RESULTS_DIR.name}, else results/ of the checkout)",
+    )
     project(parser)
 
 
 def project(parser) -> None:
-    parser.add_argument("--project", metavar="DIR",
-                        help="the harness checkout (default: found from the working directory; "
-                             f"also ${settings.PROJECT.name})")
+    parser.add_argument(
+        "--project",
+        metavar="DIR",
+        help="the harness checkout (default: found from the working directory; "
+        f"also ${settings.PROJECT.name})",
+    )
 
 
 def apply_project(args) -> None:
@@ -32,8 +39,11 @@ def machine(parser, what: str = "asv machine name") -> None:
 
 
 def require_gpu(parser) -> None:
-    parser.add_argument("--require-gpu", action="store_true",
-                        help="exit 4 unless a CUDA GPU is present (for GPU-runner jobs)")
+    parser.add_argument(
+        "--require-gpu",
+        action="store_true",
+        help="exit 4 unless a CUDA GPU is present (for GPU-runner jobs)",
+    )
 
 
 def check_gpu(args) -> None:

@@ -10,10 +10,17 @@ def add_arguments(parser):
     options.results_dir(parser)
     parser.add_argument("--machine", help="only this machine's runs (default: every machine)")
     parser.add_argument("--keep", type=int, metavar="N", help="keep the newest N runs per machine")
-    parser.add_argument("--older-than", type=float, metavar="DAYS",
-                        help="only runs that started more than DAYS days ago")
-    parser.add_argument("--yes", action="store_true",
-                        help="really remove them (default: a dry run that only lists them)")
+    parser.add_argument(
+        "--older-than",
+        type=float,
+        metavar="DAYS",
+        help="only runs that started more than DAYS days ago",
+    )
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="really remove them (default: a dry run that only lists them)",
+    )
 
 
 def run(args) -> int:
@@ -26,11 +33,18 @@ def run(args) -> int:
     root = results_root(args.results_dir)
     left = records.unfinished(root, args.machine)
     asked = args.keep is not None or args.older_than is not None
-    doomed = records.plan_prune(root, args.keep, args.older_than, args.machine) if asked or not left else []
+    doomed = (
+        records.plan_prune(root, args.keep, args.older_than, args.machine)
+        if asked or not left
+        else []
+    )
     verb = "removing" if args.yes else "would remove"
     for item in left:
-        state = (f"being written by process {item.pid}: kept" if item.running
-                 else f"interrupted (its writer{' ' + str(item.pid) if item.pid else ''} is gone); {verb}")
+        state = (
+            f"being written by process {item.pid}: kept"
+            if item.running
+            else f"interrupted (its writer{' ' + str(item.pid) if item.pid else ''} is gone); {verb}"
+        )
         print(f"unfinished run {item.path}: {state}")
     for rec in doomed:
         print(f"{verb} {rec.path}")
@@ -38,8 +52,10 @@ def run(args) -> int:
     if not doomed and not abandoned:
         print("nothing to prune")
     elif not args.yes:
-        print(f"dry run: {len(doomed)} run record(s) and {len(abandoned)} unfinished run(s) would be "
-              "removed; add --yes to remove them (baselines are never touched)")
+        print(
+            f"dry run: {len(doomed)} run record(s) and {len(abandoned)} unfinished run(s) would be "
+            "removed; add --yes to remove them (baselines are never touched)"
+        )
         return 0
     for item in abandoned:
         records.remove_unfinished(item)

@@ -20,9 +20,9 @@ RTOL, ATOL = 1e-5, 1e-6
 
 @dataclasses.dataclass
 class RandomOp:
-    op: str        # e.g. aten.native_dropout.default
-    module: str    # the module whose forward called it ("" for the top level)
-    args: str      # the scalar arguments, e.g. "p=0.5, train=True"
+    op: str  # e.g. aten.native_dropout.default
+    module: str  # the module whose forward called it ("" for the top level)
+    args: str  # the scalar arguments, e.g. "p=0.5, train=True"
 
     def __str__(self) -> str:
         where = f" in module {self.module!r}" if self.module else " in the top-level forward"
@@ -44,13 +44,18 @@ def ops_called(model, inputs, wanted) -> list[RandomOp]:
             plain = [a for a in args if isinstance(a, (bool, int, float))]
             if wanted(func, plain):
                 scalars = [repr(a) for a in plain]
-                scalars += [f"{k}={v!r}" for k, v in (kwargs or {}).items() if isinstance(v, (bool, int, float))]
+                scalars += [
+                    f"{k}={v!r}"
+                    for k, v in (kwargs or {}).items()
+                    if isinstance(v, (bool, int, float))
+                ]
                 found.append(RandomOp(str(func), stack[-1] if stack else "", ", ".join(scalars)))
             return func(*args, **(kwargs or {}))
 
     def enter(name):
         def hook(module, args):
             stack.append(name)
+
         return hook
 
     def leave(module, args, output):  # returns None: the output is left alone
@@ -73,7 +78,11 @@ def random_ops(model, inputs) -> list[RandomOp]:
     """The random (seeded, nondeterministic) ATen ops one eager forward runs, with their module."""
     import torch
 
-    return ops_called(model, inputs, lambda func, scalars: torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()))
+    return ops_called(
+        model,
+        inputs,
+        lambda func, scalars: torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()),
+    )
 
 
 def eval_difference(model, inputs) -> float:
@@ -99,11 +108,15 @@ def random_cause(model, inputs) -> str:
     """Why two eval passes differ, from the random ops the forward runs, and what to do."""
     ops = random_ops(model, inputs)
     if ops:
-        return ("Likely cause: " + "; ".join(dict.fromkeys(map(str, ops))) + ". A random op runs "
-                "in eval mode: dropout or bernoulli with training=True, e.g. `F.dropout(x, p)` without "
-                "`training=self.training` (use nn.Dropout, or pass training=self.training).")
-    return ("No random ATen op was seen: look for Python-side randomness (random, numpy) "
-            "or state the forward mutates.")
+        return (
+            "Likely cause: " + "; ".join(dict.fromkeys(map(str, ops))) + ". A random op runs "
+            "in eval mode: dropout or bernoulli with training=True, e.g. `F.dropout(x, p)` without "
+            "`training=self.training` (use nn.Dropout, or pass training=self.training)."
+        )
+    return (
+        "No random ATen op was seen: look for Python-side randomness (random, numpy) "
+        "or state the forward mutates."
+    )
 
 
 def nondeterminism(model, inputs, label: str = "model") -> str | None:
@@ -112,6 +125,8 @@ def nondeterminism(model, inputs, label: str = "model") -> str | None:
     worst = eval_difference(model, inputs)
     if not worst:
         return None
-    return (f"{label} is non-deterministic in eval mode: two eager runs on the same input differ "
-            f"(max abs difference {worst:.3g}). {random_cause(model, inputs)} Its goldens are not "
-            f"accepted until it is deterministic: a golden would pin one random draw.")
+    return (
+        f"{label} is non-deterministic in eval mode: two eager runs on the same input differ "
+        f"(max abs difference {worst:.3g}). {random_cause(model, inputs)} Its goldens are not "
+        f"accepted until it is deterministic: a golden would pin one random draw."
+    )

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
-def compile_and_count(fn, args: tuple, on_graph: Callable | None = None) -> tuple[int, dict[str, int]]:
+def compile_and_count(
+    fn, args: tuple, on_graph: Callable | None = None
+) -> tuple[int, dict[str, int]]:
     """Run `torch.compile(fn)` once on `args` with a recording backend.
 
     `on_graph(gm, example_inputs)` is called for each captured FX graph. Returns the number of

@@ -52,7 +52,9 @@ def pick_device(name: str | None = None) -> torch.device:
     name = name or default_device_name()
     device = torch.device(name)
     if device.type == "cuda" and not cuda_available():
-        raise RuntimeError(f"device {name!r} was asked for but CUDA is not available on this machine")
+        raise RuntimeError(
+            f"device {name!r} was asked for but CUDA is not available on this machine"
+        )
     return device
 
 
@@ -115,7 +117,9 @@ def fingerprint(seed: int = DEFAULT_SEED) -> dict:
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         "driver": _driver_version(),
         "gpu": gpu_name(),
-        "gpu_memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1) if cuda else None,
+        "gpu_memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
+        if cuda
+        else None,
         "gpu_count": torch.cuda.device_count() if cuda else 0,
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
@@ -130,7 +134,11 @@ def fingerprint(seed: int = DEFAULT_SEED) -> dict:
             "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
         },
         "seed": seed,
-        "env": {k: os.environ[k] for k in sorted(os.environ) if k.startswith((SETTINGS_PREFIX, "OMP_", "MKL_", "CUDA_VISIBLE"))},
+        "env": {
+            k: os.environ[k]
+            for k in sorted(os.environ)
+            if k.startswith((SETTINGS_PREFIX, "OMP_", "MKL_", "CUDA_VISIBLE"))
+        },
     }
     return fp
 
@@ -139,8 +147,10 @@ def gpu_missing_message() -> str | None:
     """None when a CUDA GPU is usable, else why not (for --require-gpu, exit 4)."""
     if cuda_available():
         return None
-    return ("no CUDA GPU on this machine (torch.cuda.is_available() is False): this is a "
-            "GPU-runner job; run it on a self-hosted GPU runner. Exit 4, not a pass.")
+    return (
+        "no CUDA GPU on this machine (torch.cuda.is_available() is False): this is a "
+        "GPU-runner job; run it on a self-hosted GPU runner. Exit 4, not a pass."
+    )
 
 
 def require_gpu() -> str:

@@ -7,20 +7,27 @@ which CI would read as "pass" or "regression".
 
 from __future__ import annotations
 
-PASS = 0            # pass / done
-REGRESSION = 1      # regression (gate, ab), a new step (history, nightly), a failed check
-FAILED = 2          # a benchmark failed, or is present on one side only
-BAD_INPUT = 3       # unknown suite/model/benchmark, missing or corrupt file, not comparable
-NO_GPU = 4          # no CUDA GPU where --require-gpu was given
-RUNNER_FAILED = 5   # an external runner (asv run, asv publish, torchrun) failed
-INTERNAL = 70       # an unexpected exception
-INTERRUPTED = 130   # Ctrl-C (128 + SIGINT), as shells report it
-TERMINATED = 143    # SIGTERM (128 + SIGTERM): a CI timeout or a cancelled job
+PASS = 0  # pass / done
+REGRESSION = 1  # regression (gate, ab), a new step (history, nightly), a failed check
+FAILED = 2  # a benchmark failed, or is present on one side only
+BAD_INPUT = 3  # unknown suite/model/benchmark, missing or corrupt file, not comparable
+NO_GPU = 4  # no CUDA GPU where --require-gpu was given
+RUNNER_FAILED = 5  # an external runner (asv run, asv publish, torchrun) failed
+INTERNAL = 70  # an unexpected exception
+INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+TERMINATED = 143  # SIGTERM (128 + SIGTERM): a CI timeout or a cancelled job
 
-MEANING = {PASS: "pass", REGRESSION: "regression", FAILED: "benchmark failed or missing",
-           BAD_INPUT: "bad input", NO_GPU: "no CUDA GPU", RUNNER_FAILED: "external runner failed",
-           INTERNAL: "internal error", INTERRUPTED: "interrupted (Ctrl-C)",
-           TERMINATED: "terminated (SIGTERM)"}
+MEANING = {
+    PASS: "pass",
+    REGRESSION: "regression",
+    FAILED: "benchmark failed or missing",
+    BAD_INPUT: "bad input",
+    NO_GPU: "no CUDA GPU",
+    RUNNER_FAILED: "external runner failed",
+    INTERNAL: "internal error",
+    INTERRUPTED: "interrupted (Ctrl-C)",
+    TERMINATED: "terminated (SIGTERM)",
+}
 
 
 class HarnessError(Exception):
@@ -63,5 +70,8 @@ def guarded(name: str, fn) -> int:
         return exc.code if isinstance(exc.code, int) else INTERNAL
     except Exception:
         traceback.print_exc()
-        print(f"{name}: internal error (exit {INTERNAL}); please report the traceback above", file=sys.stderr)
+        print(
+            f"{name}: internal error (exit {INTERNAL}); please report the traceback above",
+            file=sys.stderr,
+        )
         return INTERNAL

@@ -33,8 +33,9 @@ def write_json_atomic(path: str | os.PathLike, data) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def check_own_folder(path: str | os.PathLike, mark: str, what: str, *,
-                     protect: tuple[Path, ...] = ()) -> Path:
+def check_own_folder(
+    path: str | os.PathLike, mark: str, what: str, *, protect: tuple[Path, ...] = ()
+) -> Path:
     """A folder a command fills and may empty or overwrite must be new, empty, or one that
     command made before (it holds `mark`); anything else is bad input, so that no command
     overwrites or deletes files it did not create. `protect`: folders it must not hold or
@@ -46,14 +47,18 @@ def check_own_folder(path: str | os.PathLike, mark: str, what: str, *,
     for keep in protect:
         keep = Path(keep).resolve()
         if folder == keep or folder in keep.parents:
-            raise BadInput(f"{what} {path} would hold or replace {keep}; choose a separate folder, "
-                           f"e.g. {keep / 'html'}")
+            raise BadInput(
+                f"{what} {path} would hold or replace {keep}; choose a separate folder, "
+                f"e.g. {keep / 'html'}"
+            )
     if folder.exists() and not folder.is_dir():
         raise BadInput(f"{what} {path} is a file; choose a folder")
     if folder.is_dir() and any(folder.iterdir()) and not (folder / mark).is_file():
-        raise BadInput(f"{what} {path} is not empty and was not made by the harness (no {mark} in "
-                       "it); its files could be overwritten or deleted. Choose a new or empty folder; "
-                       "nothing was changed")
+        raise BadInput(
+            f"{what} {path} is not empty and was not made by the harness (no {mark} in "
+            "it); its files could be overwritten or deleted. Choose a new or empty folder; "
+            "nothing was changed"
+        )
     return folder
 
 

@@ -12,7 +12,7 @@ PASS, FAIL, NA, INFO = "pass", "FAIL", "n/a", "info"
 @dataclasses.dataclass
 class Finding:
     check: str
-    status: str          # pass | FAIL | n/a | info (a setting recorded; never fails)
+    status: str  # pass | FAIL | n/a | info (a setting recorded; never fails)
     reason: str
     fix: str = ""
     details: dict = dataclasses.field(default_factory=dict)

@@ -13,8 +13,12 @@ _WORD = "[A-Za-z0-9_]"
 MODEL_NAME = re.compile(f"{_WORD}+", re.ASCII)
 GOLDEN_ID = re.compile(f"{_WORD}[A-Za-z0-9_.-]*", re.ASCII)
 
-MODEL_NAME_RULE = "ASCII letters, digits and underscores (it becomes part of golden file names and test ids)"
-GOLDEN_ID_RULE = "ASCII letters, digits, '_', '-' and single dots (no '/', no '..'), e.g. 'alexnet.jit'"
+MODEL_NAME_RULE = (
+    "ASCII letters, digits and underscores (it becomes part of golden file names and test ids)"
+)
+GOLDEN_ID_RULE = (
+    "ASCII letters, digits, '_', '-' and single dots (no '/', no '..'), e.g. 'alexnet.jit'"
+)
 
 
 def is_model_name(name: str) -> bool:

@@ -55,11 +55,11 @@ def terminate_as_interrupt():
 
 
 class ProcStat(NamedTuple):
-    state: str   # R, S, D, Z (zombie: dead, only not reaped yet), ...
+    state: str  # R, S, D, Z (zombie: dead, only not reaped yet), ...
     ppid: int
     pgrp: int
     session: int
-    start: int   # start time in clock ticks since boot: with the pid, names one process
+    start: int  # start time in clock ticks since boot: with the pid, names one process
 
 
 def proc_stat(pid: int) -> ProcStat | None:
@@ -68,7 +68,7 @@ def proc_stat(pid: int) -> ProcStat | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces and parens
+    fields = text[text.rindex(")") + 2 :].split()  # the command name may hold spaces and parens
     return ProcStat(fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
 
 
@@ -139,15 +139,23 @@ def _emptied(proc: subprocess.Popen, wait_s: float) -> bool:
         time.sleep(0.05)
 
 
-def run_in_session(cmd: list[str], *, cwd=None, env=None, capture: bool = False,
-                   timeout: float | None = None) -> subprocess.CompletedProcess:
+def run_in_session(
+    cmd: list[str], *, cwd=None, env=None, capture: bool = False, timeout: float | None = None
+) -> subprocess.CompletedProcess:
     """subprocess.run(cmd) in a session of its own that ends with it: on any exception while
     waiting (an interrupt, a timeout) the whole session is ended (end_session) and the exception
     goes on; what the command left running when it exited is ended too. `capture`: stdout and
     stderr as text, as capture_output=True, text=True."""
     pipe = subprocess.PIPE if capture else None
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=pipe, stderr=pipe, text=capture or None,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=pipe,
+        stderr=pipe,
+        text=capture or None,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
@@ -159,6 +167,7 @@ def run_in_session(cmd: list[str], *, cwd=None, env=None, capture: bool = False,
 
 
 # ---- children tied to the process that starts them ----
+
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """Ask Linux to send `sig` to this process when its parent exits (no-op elsewhere).
@@ -199,8 +208,9 @@ def descendants(pid: int) -> dict[int, int]:
     return found
 
 
-def run_tied(cmd: list[str], *, env=None, timeout: float | None = None, cwd=None,
-             meanwhile=None, pass_fds=()) -> subprocess.CompletedProcess:
+def run_tied(
+    cmd: list[str], *, env=None, timeout: float | None = None, cwd=None, meanwhile=None, pass_fds=()
+) -> subprocess.CompletedProcess:
     """subprocess.run(cmd), stdout and stderr captured as text, in this process's own session (so
     whatever ends that session ends it too) and dying with this process (PR_SET_PDEATHSIG): for a
     runner started from inside a benchmark, which asv may kill alone. `meanwhile()` runs here
@@ -209,9 +219,17 @@ def run_tied(cmd: list[str], *, env=None, timeout: float | None = None, cwd=None
     import tempfile
 
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=err, text=True, pass_fds=pass_fds,
-                                preexec_fn=_preexec_die_with_parent if _LIBC is not None else None)
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            text=True,
+            pass_fds=pass_fds,
+            preexec_fn=_preexec_die_with_parent if _LIBC is not None else None,
+        )
         try:
             if meanwhile is not None:
                 meanwhile()
@@ -232,4 +250,3 @@ def _kill_tree(proc: subprocess.Popen) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
     proc.wait()
-

@@ -12,8 +12,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from harness.core.exits import BadInput
 from harness.core import settings
+from harness.core.exits import BadInput
 
 
 def _is_project(d: Path) -> bool:
@@ -26,27 +26,36 @@ def project_root(override: str | os.PathLike | None = None) -> Path:
     if given:
         root = Path(given).resolve()
         if not _is_project(root):
-            raise BadInput(f"{root} is not a harness checkout (no asv.conf.json and suites/benchmarks/ "
-                           "there); pass the folder you cloned the harness into")
+            raise BadInput(
+                f"{root} is not a harness checkout (no asv.conf.json and suites/benchmarks/ "
+                "there); pass the folder you cloned the harness into"
+            )
         return root
     here = Path.cwd().resolve()
     for d in (here, *here.parents):
         if _is_project(d):
             return d
-    raise BadInput(f"not inside a harness checkout ({here} and its parents have no asv.conf.json "
-                   "with suites/benchmarks/): run this command from the folder you cloned the "
-                   "harness into, or pass --project DIR")
+    raise BadInput(
+        f"not inside a harness checkout ({here} and its parents have no asv.conf.json "
+        "with suites/benchmarks/): run this command from the folder you cloned the "
+        "harness into, or pass --project DIR"
+    )
 
 
 def head_commit(root: Path) -> str:
     """The full commit hash the checkout is at (asv files results per commit)."""
     try:
-        proc = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=root, capture_output=True,
-                              text=True)
+        proc = subprocess.run(
+            ["git", "rev-parse", "--verify", "HEAD"], cwd=root, capture_output=True, text=True
+        )
     except FileNotFoundError:
-        raise BadInput("git is not installed; results are filed by commit, so git is needed") from None
+        raise BadInput(
+            "git is not installed; results are filed by commit, so git is needed"
+        ) from None
     sha = proc.stdout.strip()
     if proc.returncode or len(sha) != 40:
-        raise BadInput(f"cannot read the current commit of {root} ({proc.stderr.strip() or 'no commit'}); "
-                       "results are filed by commit: run from a git checkout with at least one commit")
+        raise BadInput(
+            f"cannot read the current commit of {root} ({proc.stderr.strip() or 'no commit'}); "
+            "results are filed by commit: run from a git checkout with at least one commit"
+        )
     return sha

@@ -75,8 +75,10 @@ class RunRecord:
     def result_file(self) -> Path:
         files = self.result_files()
         if not files:
-            raise BadInput(f"run record {self.path} holds no asv result file (asv saved nothing in "
-                           "that run); name another run")
+            raise BadInput(
+                f"run record {self.path} holds no asv result file (asv saved nothing in "
+                "that run); name another run"
+            )
         return files[-1]
 
     @property
@@ -155,7 +157,9 @@ def new_run_id(commit: str, label: str | None = None, now: datetime.datetime | N
     if label and not _LABEL.match(label):
         raise BadInput(f"run label {label!r} may hold only letters, digits, '_' and '.'")
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    return f"{now:%Y%m%dT%H%M%SZ}-{commit[:8]}-{secrets.token_hex(3)}" + (f"-{label}" if label else "")
+    return f"{now:%Y%m%dT%H%M%SZ}-{commit[:8]}-{secrets.token_hex(3)}" + (
+        f"-{label}" if label else ""
+    )
 
 
 def _read_meta(path: Path) -> dict | None:
@@ -169,8 +173,10 @@ def _read_meta(path: Path) -> dict | None:
 def load_record(path: Path) -> RunRecord:
     meta = _read_meta(path)
     if meta is None:
-        raise BadInput(f"{path} is not a run record (no readable {RUN_JSON}); name a folder under "
-                       "results/runs/<machine>/")
+        raise BadInput(
+            f"{path} is not a run record (no readable {RUN_JSON}); name a folder under "
+            "results/runs/<machine>/"
+        )
     return RunRecord(Path(path), meta)
 
 
@@ -187,8 +193,12 @@ def record_of(path: Path) -> RunRecord | None:
 def merged_into_others(runs: list[RunRecord]) -> set[str]:
     """Run ids (`machine/run-id`) of shard runs that a merged record among `runs` holds
     (`harness merge`): a history counts the merged record, not its parts again."""
-    return {f"{r.machine}/{src.get('run_id')}" for r in runs for src in r.meta.get("merged_from") or []
-            if isinstance(src, dict)}
+    return {
+        f"{r.machine}/{src.get('run_id')}"
+        for r in runs
+        for src in r.meta.get("merged_from") or []
+        if isinstance(src, dict)
+    }
 
 
 def machines(root: Path) -> list[str]:
@@ -199,7 +209,7 @@ def machines(root: Path) -> list[str]:
 def list_runs(root: Path, machine: str | None = None) -> list[RunRecord]:
     """Every complete run record, oldest first (run ids sort by start time)."""
     out = []
-    for m in ([machine] if machine else machines(root)):
+    for m in [machine] if machine else machines(root):
         d = runs_dir(root) / m
         if not d.is_dir():
             continue
@@ -229,11 +239,19 @@ def writing(root: Path, machine: str, run_id: str, meta: dict):
         yield staging
         ok = True
     finally:
-        has_result = any(p.name not in ASV_META for p in (staging / "asv" / machine).glob("*.json")) \
-            if (staging / "asv" / machine).is_dir() else False
+        has_result = (
+            any(p.name not in ASV_META for p in (staging / "asv" / machine).glob("*.json"))
+            if (staging / "asv" / machine).is_dir()
+            else False
+        )
         if has_result:
-            meta = dict(meta, run_id=run_id, machine=machine, complete=ok,
-                        finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+            meta = dict(
+                meta,
+                run_id=run_id,
+                machine=machine,
+                complete=ok,
+                finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            )
             write_json_atomic(staging / RUN_JSON, meta)
             os.rename(staging, final)
         else:
@@ -253,6 +271,7 @@ def copy_record(record: RunRecord, dest_parent: Path) -> Path:
 
 
 # ---- importing results of the old layout, and anything else asv wrote itself ----
+
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -282,9 +301,15 @@ def _start_of(result_file: Path) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
 
 
-def import_result(root: Path, result_file: Path, machine: str, benchmarks_json: Path | None,
-                  fingerprint: Path | None, label: str = "imported",
-                  known: set[str] | None = None) -> RunRecord | None:
+def import_result(
+    root: Path,
+    result_file: Path,
+    machine: str,
+    benchmarks_json: Path | None,
+    fingerprint: Path | None,
+    label: str = "imported",
+    known: set[str] | None = None,
+) -> RunRecord | None:
     """Copy one asv result file (with its benchmarks.json and fingerprint) into a new run record.
     The source is left where it is. Returns None when that exact file is kept already. `known`:
     the contents kept so far (_known_hashes), read once by a caller importing many files and
@@ -302,8 +327,13 @@ def import_result(root: Path, result_file: Path, machine: str, benchmarks_json: 
     run_id = new_run_id(commit, label, _start_of(result_file))
     while (runs_dir(root) / machine / run_id).exists():
         run_id += "_"
-    meta = {"commit": commit, "started": run_id.split("-")[0], "label": label,
-            "imported_from": str(result_file), "imported_sha256": digest}
+    meta = {
+        "commit": commit,
+        "started": run_id.split("-")[0],
+        "label": label,
+        "imported_from": str(result_file),
+        "imported_sha256": digest,
+    }
     with writing(root, machine, run_id, meta) as staging:
         dest = staging / "asv" / machine
         dest.mkdir(parents=True)
@@ -331,8 +361,11 @@ def foreign_files(root: Path) -> list[tuple[Path, str, str]]:
     the view did not write (old layout, hand-made asv runs) and the old nightly archive in
     results/history/. Reads only: resolving a run name never writes (import_foreign does)."""
     root = Path(root)
-    written = {k: v.get("sha256") for k, v in (_manifest(root).get("files") or {}).items()
-               if isinstance(v, dict)}
+    written = {
+        k: v.get("sha256")
+        for k, v in (_manifest(root).get("files") or {}).items()
+        if isinstance(v, dict)
+    }
     view = view_dir(root)
     candidates = []
     if view.is_dir():
@@ -358,7 +391,12 @@ def legacy_fingerprint(result_file: Path) -> Path:
     beside ROOT/asv/<machine>/<sha8>-<env>.json."""
     result_file = Path(result_file)
     machine_dir = result_file.parent
-    return machine_dir.parent.parent / "fingerprints" / machine_dir.name / f"{result_file.name[:8]}.json"
+    return (
+        machine_dir.parent.parent
+        / "fingerprints"
+        / machine_dir.name
+        / f"{result_file.name[:8]}.json"
+    )
 
 
 def import_foreign(root: Path) -> list[RunRecord]:
@@ -370,7 +408,9 @@ def import_foreign(root: Path) -> list[RunRecord]:
     known = _known_hashes(root) if candidates else set()  # read every record once, not per file
     imported = []
     for f, machine, label in candidates:
-        rec = import_result(root, f, machine, view / "benchmarks.json", legacy_fingerprint(f), label, known)
+        rec = import_result(
+            root, f, machine, view / "benchmarks.json", legacy_fingerprint(f), label, known
+        )
         if rec:
             imported.append(rec)
     return imported
@@ -393,8 +433,11 @@ def named_runs(root: Path, machine: str, *, skip_merged: bool = False) -> list[N
     times). `skip_merged`: leave out shard runs a merged record holds (they count once, merged)."""
     runs = list_runs(root, machine)
     merged = merged_into_others(runs) if skip_merged else set()
-    out = [Named(r.run_id, r.commit, r.machine, r.result_file(), r.fingerprint_path) for r in runs
-           if r.result_files() and f"{r.machine}/{r.run_id}" not in merged]
+    out = [
+        Named(r.run_id, r.commit, r.machine, r.result_file(), r.fingerprint_path)
+        for r in runs
+        if r.result_files() and f"{r.machine}/{r.run_id}" not in merged
+    ]
     for f, m, label in foreign_files(root):
         if m != machine:
             continue
@@ -403,8 +446,15 @@ def named_runs(root: Path, machine: str, *, skip_merged: bool = False) -> list[N
         except (ValueError, AttributeError, OSError):
             commit = ""
         commit = commit if isinstance(commit, str) and commit else f.name.split("-")[0]
-        out.append(Named(f"{_start_of(f):%Y%m%dT%H%M%SZ}-{commit[:8]}-{label}", commit, m, f,
-                         legacy_fingerprint(f)))
+        out.append(
+            Named(
+                f"{_start_of(f):%Y%m%dT%H%M%SZ}-{commit[:8]}-{label}",
+                commit,
+                m,
+                f,
+                legacy_fingerprint(f),
+            )
+        )
     return sorted(out, key=lambda n: n.run_id)
 
 
@@ -447,7 +497,11 @@ def rebuild_view(root: Path) -> Path:
         mj = rec.asv_dir / rec.machine / "machine.json"
         if mj.is_file():
             write_atomic(view / rec.machine / "machine.json", mj.read_bytes())
-        files[rel] = {"run": rec.run_id, "sha256": hashlib.sha256(data).hexdigest(), "adopted": adopted}
+        files[rel] = {
+            "run": rec.run_id,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "adopted": adopted,
+        }
     if benchmarks:
         write_json_atomic(view / "benchmarks.json", benchmarks)
     # files this view made and no longer holds (their run was pruned) go; adopted ones stay
@@ -479,25 +533,32 @@ def record_for_view_file(root: Path, path: Path) -> RunRecord | None:
 
 # ---- pruning: the only deletion, asked for explicitly ----
 
-def plan_prune(root: Path, keep: int | None, older_than_days: float | None,
-               machine: str | None = None) -> list[RunRecord]:
+
+def plan_prune(
+    root: Path, keep: int | None, older_than_days: float | None, machine: str | None = None
+) -> list[RunRecord]:
     """Run records that `harness prune` would remove: beyond the newest `keep` per machine and/or
     started more than `older_than_days` ago. Baselines (copies elsewhere) are never candidates."""
     if keep is None and older_than_days is None:
-        raise BadInput("say what to prune: --keep N (newest runs kept per machine) and/or "
-                       "--older-than DAYS")
+        raise BadInput(
+            "say what to prune: --keep N (newest runs kept per machine) and/or --older-than DAYS"
+        )
     now = datetime.datetime.now(datetime.timezone.utc)
     out = []
-    for m in ([machine] if machine else machines(root)):
+    for m in [machine] if machine else machines(root):
         runs = list_runs(root, m)
         for i, rec in enumerate(runs):
             beyond_keep = keep is not None and i < len(runs) - keep
             try:
                 started = datetime.datetime.strptime(rec.run_id[:16], "%Y%m%dT%H%M%SZ").replace(
-                    tzinfo=datetime.timezone.utc)
+                    tzinfo=datetime.timezone.utc
+                )
             except ValueError:
                 continue  # not a run id the harness made: never a candidate
-            old = older_than_days is not None and (now - started).total_seconds() > older_than_days * 86400
+            old = (
+                older_than_days is not None
+                and (now - started).total_seconds() > older_than_days * 86400
+            )
             if (keep is None or beyond_keep) and (older_than_days is None or old):
                 out.append(rec)
     return out
@@ -520,7 +581,7 @@ class Unfinished:
 def unfinished(root: Path, machine: str | None = None) -> list[Unfinished]:
     """Every staging folder under runs/ (or one machine's), oldest name first."""
     out = []
-    for m in ([machine] if machine else machines(root)):
+    for m in [machine] if machine else machines(root):
         d = runs_dir(root) / m
         for p in sorted(d.glob(STAGING + "*")) if d.is_dir() else []:
             tail = p.name.rsplit("-", 1)[-1]
@@ -530,7 +591,11 @@ def unfinished(root: Path, machine: str | None = None) -> list[Unfinished]:
 
 def remove_unfinished(item: Unfinished) -> None:
     """Delete a staging folder whose writer is gone (only `.staging-*` folders under runs/)."""
-    if item.running or not item.path.name.startswith(STAGING) or item.path.parent.parent.name != "runs":
+    if (
+        item.running
+        or not item.path.name.startswith(STAGING)
+        or item.path.parent.parent.name != "runs"
+    ):
         raise BadInput(f"{item.path} is not an abandoned staging folder; not removed")
     shutil.rmtree(item.path)
 

@@ -55,8 +55,10 @@ class Setting:
             except ValueError:
                 from harness.core.exits import BadInput
 
-                raise BadInput(f"{self.name} must be a {'whole ' if self.kind == INT else ''}number, "
-                               f"got {value!r} ({self.meaning})") from None
+                raise BadInput(
+                    f"{self.name} must be a {'whole ' if self.kind == INT else ''}number, "
+                    f"got {value!r} ({self.meaning})"
+                ) from None
             return number
         return value
 
@@ -69,71 +71,165 @@ class Setting:
         return str(value)
 
 
-FULL = Setting("HARNESS_FULL", FLAG, False,
-               "full model sizes and parameter grids in every suite and golden (`harness bench "
-               "--full`, `pytest --full`); off: the fast CI sizes")
-QUICK = Setting("HARNESS_QUICK", FLAG, False,
-                "the suites run under asv's `--quick` (asv does not tell a benchmark)", "harness")
-THREADS = Setting("HARNESS_THREADS", INT, None,
-                  "CPU threads for the whole run (`harness bench --threads`); default 1, all cores "
-                  "in full runs")
-DEVICE = Setting("HARNESS_DEVICE", TEXT, None,
-                 "device the benchmarks run on (`cpu`, `cuda`, `cuda:1`); default CUDA where "
-                 "present, else the CPU")
-GOLDEN_DEVICE = Setting("HARNESS_GOLDEN_DEVICE", TEXT, "cpu",
-                        "device the golden tests capture on; `cuda` compares with expect/cuda/ "
-                        "variants where they exist")
-EXPECT_DIR = Setting("HARNESS_EXPECT_DIR", PATH, None,
-                     "folder of the goldens (default: expect/ of the checkout, or the "
-                     "`harness_expect_dir` ini option)")
-FORCE_ACCEPT = Setting("HARNESS_FORCE_ACCEPT", FLAG, False,
-                       "allow `pytest --accept` where CI is set (as `--force-accept`)")
-MODELS = Setting("HARNESS_MODELS", LIST, [],
-                 "models of your own for one run: comma-separated module names or .py paths "
-                 "(relative to the working directory)")
-PROJECT = Setting("HARNESS_PROJECT", PATH, None,
-                  "the checkout every command works in (default: found from the working directory)")
-RESULTS_DIR = Setting("HARNESS_RESULTS_DIR", PATH, None,
-                      "the results root (runs/, asv/, baselines/, noise/ below it); "
-                      "`--results-dir` wins")
-PAIRED_WINDOW_S = Setting("HARNESS_PAIRED_WINDOW_S", FLOAT, None,
-                          "wall seconds one process spreads each paired comparison over "
-                          "(`harness ab` sets it: a side's processes share one run's window)",
-                          "harness")
-CANARY_EXTRA = Setting("HARNESS_CANARY_EXTRA", FLAG, False,
-                       "one more op in the canary's chain: the gate's injected regression")
-PROFILER_NOISE = Setting("HARNESS_PROFILER_NOISE", FLAG, False,
-                         "show what torch.profiler prints to stderr (the CUDA build's driver "
-                         "messages on CPU machines)")
-DISTRIBUTED_TIMEOUT_S = Setting("HARNESS_DISTRIBUTED_TIMEOUT_S", FLOAT, None,
-                                "seconds one torchrun launch may take before it is killed with its "
-                                "workers (default 300 fast, 1800 full)")
-JS_DIR = Setting("HARNESS_JS_DIR", PATH, Path("/usr/share/javascript"),
-                 "local copies of the scripts asv's dashboard loads (Debian's libjs-* packages)")
-PYTHON = Setting("HARNESS_PYTHON", PATH, None,
-                 "the interpreter behind asv's fixed launcher (~/.cache/harness/asv-python)",
-                 "harness")
-RUN_RECORD = Setting("HARNESS_RUN_RECORD", PATH, None,
-                     "the run record being written: instruction counts keep their per-function "
-                     "tables in it", "harness")
-SCRATCH_DIR = Setting("HARNESS_SCRATCH_DIR", PATH, None,
-                      "a folder the running command removes afterwards, also when a benchmark is "
-                      "killed: scratch of the instruction counter", "harness")
-INSTRUCTION_WORKLOADS = Setting("HARNESS_INSTRUCTION_WORKLOADS", LIST, [],
-                                "instruction workloads to count (default all): one valgrind "
-                                "process counts every row, so `--bench` selects through this",
-                                "harness")
-TEST_SLOWDOWN = Setting("HARNESS_TEST_SLOWDOWN", FLOAT, 0.0,
-                        "test-only: slow a wrapped workload by this fraction of its CPU time "
-                        "(`harness calibrate --slowdown`)", "tests")
-TEST_SLOWDOWN_SIDE = Setting("HARNESS_TEST_SLOWDOWN_SIDE", TEXT, "all",
-                             "test-only: which side `--slowdown` slows, `all` or `compiled`", "tests")
-TEST_EXTRA_INSTRUCTIONS = Setting("HARNESS_TEST_EXTRA_INSTRUCTIONS", FLOAT, 0.0,
-                                  "test-only: extra work per call of this fraction of a workload's "
-                                  "instructions (`harness calibrate --extra-instructions`)", "tests")
-TEST_EXTRA_INSTRUCTIONS_WORKLOADS = Setting("HARNESS_TEST_EXTRA_INSTRUCTIONS_WORKLOADS", LIST, [],
-                                            "test-only: the instruction workloads that extra work "
-                                            "goes into", "tests")
+FULL = Setting(
+    "HARNESS_FULL",
+    FLAG,
+    False,
+    "full model sizes and parameter grids in every suite and golden (`harness bench "
+    "--full`, `pytest --full`); off: the fast CI sizes",
+)
+QUICK = Setting(
+    "HARNESS_QUICK",
+    FLAG,
+    False,
+    "the suites run under asv's `--quick` (asv does not tell a benchmark)",
+    "harness",
+)
+THREADS = Setting(
+    "HARNESS_THREADS",
+    INT,
+    None,
+    "CPU threads for the whole run (`harness bench --threads`); default 1, all cores in full runs",
+)
+DEVICE = Setting(
+    "HARNESS_DEVICE",
+    TEXT,
+    None,
+    "device the benchmarks run on (`cpu`, `cuda`, `cuda:1`); default CUDA where "
+    "present, else the CPU",
+)
+GOLDEN_DEVICE = Setting(
+    "HARNESS_GOLDEN_DEVICE",
+    TEXT,
+    "cpu",
+    "device the golden tests capture on; `cuda` compares with expect/cuda/ "
+    "variants where they exist",
+)
+EXPECT_DIR = Setting(
+    "HARNESS_EXPECT_DIR",
+    PATH,
+    None,
+    "folder of the goldens (default: expect/ of the checkout, or the "
+    "`harness_expect_dir` ini option)",
+)
+FORCE_ACCEPT = Setting(
+    "HARNESS_FORCE_ACCEPT",
+    FLAG,
+    False,
+    "allow `pytest --accept` where CI is set (as `--force-accept`)",
+)
+MODELS = Setting(
+    "HARNESS_MODELS",
+    LIST,
+    [],
+    "models of your own for one run: comma-separated module names or .py paths "
+    "(relative to the working directory)",
+)
+PROJECT = Setting(
+    "HARNESS_PROJECT",
+    PATH,
+    None,
+    "the checkout every command works in (default: found from the working directory)",
+)
+RESULTS_DIR = Setting(
+    "HARNESS_RESULTS_DIR",
+    PATH,
+    None,
+    "the results root (runs/, asv/, baselines/, noise/ below it); `--results-dir` wins",
+)
+PAIRED_WINDOW_S = Setting(
+    "HARNESS_PAIRED_WINDOW_S",
+    FLOAT,
+    None,
+    "wall seconds one process spreads each paired comparison over "
+    "(`harness ab` sets it: a side's processes share one run's window)",
+    "harness",
+)
+CANARY_EXTRA = Setting(
+    "HARNESS_CANARY_EXTRA",
+    FLAG,
+    False,
+    "one more op in the canary's chain: the gate's injected regression",
+)
+PROFILER_NOISE = Setting(
+    "HARNESS_PROFILER_NOISE",
+    FLAG,
+    False,
+    "show what torch.profiler prints to stderr (the CUDA build's driver messages on CPU machines)",
+)
+DISTRIBUTED_TIMEOUT_S = Setting(
+    "HARNESS_DISTRIBUTED_TIMEOUT_S",
+    FLOAT,
+    None,
+    "seconds one torchrun launch may take before it is killed with its "
+    "workers (default 300 fast, 1800 full)",
+)
+JS_DIR = Setting(
+    "HARNESS_JS_DIR",
+    PATH,
+    Path("/usr/share/javascript"),
+    "local copies of the scripts asv's dashboard loads (Debian's libjs-* packages)",
+)
+PYTHON = Setting(
+    "HARNESS_PYTHON",
+    PATH,
+    None,
+    "the interpreter behind asv's fixed launcher (~/.cache/harness/asv-python)",
+    "harness",
+)
+RUN_RECORD = Setting(
+    "HARNESS_RUN_RECORD",
+    PATH,
+    None,
+    "the run record being written: instruction counts keep their per-function tables in it",
+    "harness",
+)
+SCRATCH_DIR = Setting(
+    "HARNESS_SCRATCH_DIR",
+    PATH,
+    None,
+    "a folder the running command removes afterwards, also when a benchmark is "
+    "killed: scratch of the instruction counter",
+    "harness",
+)
+INSTRUCTION_WORKLOADS = Setting(
+    "HARNESS_INSTRUCTION_WORKLOADS",
+    LIST,
+    [],
+    "instruction workloads to count (default all): one valgrind "
+    "process counts every row, so `--bench` selects through this",
+    "harness",
+)
+TEST_SLOWDOWN = Setting(
+    "HARNESS_TEST_SLOWDOWN",
+    FLOAT,
+    0.0,
+    "test-only: slow a wrapped workload by this fraction of its CPU time "
+    "(`harness calibrate --slowdown`)",
+    "tests",
+)
+TEST_SLOWDOWN_SIDE = Setting(
+    "HARNESS_TEST_SLOWDOWN_SIDE",
+    TEXT,
+    "all",
+    "test-only: which side `--slowdown` slows, `all` or `compiled`",
+    "tests",
+)
+TEST_EXTRA_INSTRUCTIONS = Setting(
+    "HARNESS_TEST_EXTRA_INSTRUCTIONS",
+    FLOAT,
+    0.0,
+    "test-only: extra work per call of this fraction of a workload's "
+    "instructions (`harness calibrate --extra-instructions`)",
+    "tests",
+)
+TEST_EXTRA_INSTRUCTIONS_WORKLOADS = Setting(
+    "HARNESS_TEST_EXTRA_INSTRUCTIONS_WORKLOADS",
+    LIST,
+    [],
+    "test-only: the instruction workloads that extra work goes into",
+    "tests",
+)
 # read the same way, not ours to name
 CI = Setting("CI", FLAG, False, "set by CI systems: goldens are compared, never accepted")
 EXPECTTEST_ACCEPT = Setting("EXPECTTEST_ACCEPT", FLAG, False, "as `pytest --accept` (expecttest's)")
@@ -143,6 +239,7 @@ REGISTRY = {s.name: s for s in list(globals().values()) if isinstance(s, Setting
 
 def markdown() -> str:
     """The table of docs/configuration.md."""
+
     def default(s: Setting) -> str:
         if s.default in (None, [], ""):
             return "unset"
@@ -151,11 +248,17 @@ def markdown() -> str:
         return f"`{s.default}`"
 
     lines = ["| variable | type | default | set by | meaning |", "|---|---|---|---|---|"]
-    lines += [f"| `{s.name}` | {s.kind} | {default(s)} | {s.who} | {s.meaning} |" for s in REGISTRY.values()]
+    lines += [
+        f"| `{s.name}` | {s.kind} | {default(s)} | {s.who} | {s.meaning} |"
+        for s in REGISTRY.values()
+    ]
     return "\n".join(lines) + "\n"
 
 
-BEGIN, END = "<!-- settings table: generated by harness.core.settings -->", "<!-- end of settings table -->"
+BEGIN, END = (
+    "<!-- settings table: generated by harness.core.settings -->",
+    "<!-- end of settings table -->",
+)
 
 
 def write_table(path: Path) -> None:

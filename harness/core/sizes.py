@@ -28,8 +28,11 @@ def optimizer(full: bool) -> dict:
 
 def attention(full: bool) -> dict:
     """(batch, heads, sequence, head dim): fast keeps one call around 10 ms on a CPU core."""
-    return ({"batch": 8, "heads": 16, "seq": 2048, "head_dim": 64} if full
-            else {"batch": 2, "heads": 4, "seq": 256, "head_dim": 64})
+    return (
+        {"batch": 8, "heads": 16, "seq": 2048, "head_dim": 64}
+        if full
+        else {"batch": 2, "heads": 4, "seq": 256, "head_dim": 64}
+    )
 
 
 def transfer_batch(full: bool) -> tuple[int, ...]:
@@ -42,7 +45,11 @@ TRANSFER_COPIES_PER_CALL = 4  # copy_then_compute: batches copied and used in on
 
 def dataloader(full: bool) -> dict:
     """Dataset length, image side and timed epochs of the DataLoader benchmarks."""
-    return {"length": 1024, "image": 224, "epochs": 3} if full else {"length": 64, "image": 64, "epochs": 2}
+    return (
+        {"length": 1024, "image": 224, "epochs": 3}
+        if full
+        else {"length": 64, "image": 64, "epochs": 2}
+    )
 
 
 def loop_steps(full: bool) -> int:

@@ -11,8 +11,12 @@ from tabulate import tabulate
 FORMATS = {"text": "simple", "markdown": "github"}
 
 
-def render(header: Sequence[str], rows: Sequence[Sequence[object]], fmt: str = "text",
-           align: Sequence[str] | None = None) -> str:
+def render(
+    header: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    fmt: str = "text",
+    align: Sequence[str] | None = None,
+) -> str:
     """The table as one string ending in a newline. `align` per column: left, right or center."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown table format {fmt!r}; choose from {', '.join(FORMATS)}")
@@ -20,6 +24,7 @@ def render(header: Sequence[str], rows: Sequence[Sequence[object]], fmt: str = "
     if fmt == "markdown":
         header = [h.replace("|", "\\|") for h in header]
         cells = [[c.replace("|", "\\|") for c in row] for row in cells]
-    text = tabulate(cells, headers=list(header), tablefmt=FORMATS[fmt], colalign=align,
-                    disable_numparse=True)
+    text = tabulate(
+        cells, headers=list(header), tablefmt=FORMATS[fmt], colalign=align, disable_numparse=True
+    )
     return text + "\n"

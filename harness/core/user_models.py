@@ -26,8 +26,8 @@ import os
 import sys
 from pathlib import Path
 
-from harness.core.exits import BadInput
 from harness.core import settings
+from harness.core.exits import BadInput
 
 INI_OPTION = "harness_models"
 ENV_VAR = settings.MODELS.name
@@ -40,9 +40,9 @@ LOADED_FILES: set[str] = set()
 
 @dataclasses.dataclass(frozen=True)
 class Source:
-    spec: str      # module name or .py path, as written
-    origin: str    # where it was named, for messages: "HARNESS_MODELS", "harness_models in pyproject.toml"
-    base: Path     # relative paths are resolved against this folder
+    spec: str  # module name or .py path, as written
+    origin: str  # where it was named, for messages: "HARNESS_MODELS", "harness_models in pyproject.toml"
+    base: Path  # relative paths are resolved against this folder
 
 
 def find_ini(start: Path | None = None) -> tuple[Path | None, list[str]]:
@@ -70,7 +70,9 @@ def _read_ini(path: Path) -> tuple[bool, list[str]]:
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise BadInput(f"cannot read {path}: {exc}; fix the file so {INI_OPTION} can be read") from None
+            raise BadInput(
+                f"cannot read {path}: {exc}; fix the file so {INI_OPTION} can be read"
+            ) from None
         section = data.get("tool", {}).get("pytest", {})
         section = section.get("ini_options", section) if isinstance(section, dict) else {}
         if not section and "pytest" not in data.get("tool", {}):
@@ -81,7 +83,9 @@ def _read_ini(path: Path) -> tuple[bool, list[str]]:
     try:
         parser.read(path, encoding="utf-8")
     except configparser.Error as exc:
-        raise BadInput(f"cannot read {path}: {exc}; fix the file so {INI_OPTION} can be read") from None
+        raise BadInput(
+            f"cannot read {path}: {exc}; fix the file so {INI_OPTION} can be read"
+        ) from None
     section = {"setup.cfg": "tool:pytest", "tox.ini": "pytest"}.get(path.name, "pytest")
     if not parser.has_section(section):
         return path.name in ("pytest.ini", ".pytest.ini"), []
@@ -93,10 +97,16 @@ def _entries(value) -> list[str]:
     return [str(item).strip() for item in items if str(item).strip()]
 
 
-def sources(ini_values: list[str] | None = None, ini_dir: Path | None = None,
-            ini_name: str = "the pytest ini file") -> list[Source]:
+def sources(
+    ini_values: list[str] | None = None,
+    ini_dir: Path | None = None,
+    ini_name: str = "the pytest ini file",
+) -> list[Source]:
     """Everything named by the ini option and HARNESS_MODELS, in that order."""
-    found = [Source(v, f"{INI_OPTION} in {ini_name}", Path(ini_dir or Path.cwd())) for v in ini_values or []]
+    found = [
+        Source(v, f"{INI_OPTION} in {ini_name}", Path(ini_dir or Path.cwd()))
+        for v in ini_values or []
+    ]
     found += [Source(v, ENV_VAR, Path.cwd()) for v in settings.MODELS.get()]
     return found
 
@@ -112,8 +122,9 @@ def configured(ini_values: list[str] | None = None) -> bool:
     return bool(ini_values or settings.MODELS.get() or entry_points())
 
 
-def load_user_models(ini_values: list[str] | None = None, ini_dir: Path | None = None,
-                     ini_name: str | None = None) -> list[str]:
+def load_user_models(
+    ini_values: list[str] | None = None, ini_dir: Path | None = None, ini_name: str | None = None
+) -> list[str]:
     """Import every module named by the three sources; returns what was loaded.
 
     Without `ini_values` (the `harness` command) the ini file is found from the current
@@ -137,9 +148,11 @@ def load_user_models(ini_values: list[str] | None = None, ini_dir: Path | None =
                 target()
         except Exception as exc:
             dist = getattr(getattr(ep, "dist", None), "name", "an installed package")
-            raise BadInput(f"cannot load models from entry point {ep.name!r} = {ep.value!r} (group "
-                           f"{ENTRY_POINT_GROUP!r}, package {dist}): {type(exc).__name__}: {exc}. "
-                           f"Fix or reinstall that package, or uninstall it.") from exc
+            raise BadInput(
+                f"cannot load models from entry point {ep.name!r} = {ep.value!r} (group "
+                f"{ENTRY_POINT_GROUP!r}, package {dist}): {type(exc).__name__}: {exc}. "
+                f"Fix or reinstall that package, or uninstall it."
+            ) from exc
         _LOADED.add(key)
         loaded.append(key)
     return loaded
@@ -166,8 +179,10 @@ def _load(source: Source) -> str:
         if str(path) in _LOADED:
             return str(path)
         if not path.is_file():
-            raise BadInput(f"cannot load models from {spec!r} (named by {source.origin}): no such file "
-                           f"{path}. Give a .py path relative to {source.base}, or an importable module name.")
+            raise BadInput(
+                f"cannot load models from {spec!r} (named by {source.origin}): no such file "
+                f"{path}. Give a .py path relative to {source.base}, or an importable module name."
+            )
         name = _file_module_name(path)
         module_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(module_spec)
@@ -176,8 +191,10 @@ def _load(source: Source) -> str:
             module_spec.loader.exec_module(module)
         except Exception as exc:
             del sys.modules[name]
-            raise BadInput(f"cannot load models from {spec!r} (named by {source.origin}): "
-                           f"{type(exc).__name__}: {exc}. {fix}") from exc
+            raise BadInput(
+                f"cannot load models from {spec!r} (named by {source.origin}): "
+                f"{type(exc).__name__}: {exc}. {fix}"
+            ) from exc
         _LOADED.add(str(path))
         LOADED_FILES.add(str(path))
         return str(path)
@@ -186,10 +203,15 @@ def _load(source: Source) -> str:
     try:
         module = importlib.import_module(spec)
     except Exception as exc:
-        hint = (" Is it installed, or is its folder on sys.path? A file can be named by its .py path."
-                if isinstance(exc, ModuleNotFoundError) and exc.name and spec.startswith(exc.name) else "")
-        raise BadInput(f"cannot load models from module {spec!r} (named by {source.origin}): "
-                       f"{type(exc).__name__}: {exc}.{hint} {fix}") from exc
+        hint = (
+            " Is it installed, or is its folder on sys.path? A file can be named by its .py path."
+            if isinstance(exc, ModuleNotFoundError) and exc.name and spec.startswith(exc.name)
+            else ""
+        )
+        raise BadInput(
+            f"cannot load models from module {spec!r} (named by {source.origin}): "
+            f"{type(exc).__name__}: {exc}.{hint} {fix}"
+        ) from exc
     _LOADED.add(spec)
     if getattr(module, "__file__", None):
         LOADED_FILES.add(str(Path(module.__file__).resolve()))

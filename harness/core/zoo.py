@@ -70,7 +70,9 @@ class ModelSpec:
 
     def inputs(self, size: str = "small", seed: int = DEFAULT_SEED, check: bool = False) -> tuple:
         """Seeded example inputs; `check=True` gives a second, different set for semantic checks."""
-        gen = torch.Generator().manual_seed(seed + (_CHECK_SEED_OFFSET if check else _INPUT_SEED_OFFSET))
+        gen = torch.Generator().manual_seed(
+            seed + (_CHECK_SEED_OFFSET if check else _INPUT_SEED_OFFSET)
+        )
         return tuple(self.inputs_fn(self.config(size), gen))
 
     def targets(self, size: str = "small", seed: int = DEFAULT_SEED) -> torch.Tensor:
@@ -99,9 +101,19 @@ _REGISTRY: dict[str, ModelSpec] = {}
 BUILTIN_ORIGIN = str(Path(__file__).resolve())
 
 
-def register_model(name: str, *, build, inputs, small, full, description: str = "",
-                   unsupported: Mapping[str, str] | None = None, image_model: bool = False,
-                   replace: bool = False, expect_dir: str | None = None) -> ModelSpec:
+def register_model(
+    name: str,
+    *,
+    build,
+    inputs,
+    small,
+    full,
+    description: str = "",
+    unsupported: Mapping[str, str] | None = None,
+    image_model: bool = False,
+    replace: bool = False,
+    expect_dir: str | None = None,
+) -> ModelSpec:
     """Add a model to the zoo. `build(cfg) -> nn.Module`, `inputs(cfg, generator) -> tuple`.
 
     `small` and `full` are config dicts; each needs `batch` and `num_classes`. `expect_dir`
@@ -114,16 +126,28 @@ def register_model(name: str, *, build, inputs, small, full, description: str = 
     # The same file registering again (imported once by pytest as a conftest, once by the
     # user_models loader) replaces its own model; another file may not take the name.
     if name in _REGISTRY and not replace and _REGISTRY[name].origin != origin:
-        raise ValueError(f"model {name!r} is already registered (by {_REGISTRY[name].origin}); "
-                         "pass replace=True to override it")
+        raise ValueError(
+            f"model {name!r} is already registered (by {_REGISTRY[name].origin}); "
+            "pass replace=True to override it"
+        )
     for size, cfg in (("small", small), ("full", full)):
         missing = {"batch", "num_classes"} - set(cfg)
         if missing:
             raise ValueError(f"model {name!r}: the {size} config lacks {sorted(missing)}")
     if expect_dir is not None:
         expect_dir = str((Path(origin).parent / expect_dir).resolve())
-    spec = ModelSpec(name, build, inputs, dict(small), dict(full), description,
-                     dict(unsupported or {}), image_model, origin, expect_dir)
+    spec = ModelSpec(
+        name,
+        build,
+        inputs,
+        dict(small),
+        dict(full),
+        description,
+        dict(unsupported or {}),
+        image_model,
+        origin,
+        expect_dir,
+    )
     _REGISTRY[name] = spec
     return spec
 
@@ -132,7 +156,9 @@ def get_model(name: str) -> ModelSpec:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise KeyError(f"unknown model {name!r}; registered models: {', '.join(sorted(_REGISTRY))}") from None
+        raise KeyError(
+            f"unknown model {name!r}; registered models: {', '.join(sorted(_REGISTRY))}"
+        ) from None
 
 
 def model_names() -> list[str]:
@@ -152,8 +178,14 @@ def _alexnet(cfg):
         # while the small configuration stays fast on two cores.
         h = cfg["hidden"]
         model.classifier = nn.Sequential(
-            nn.Dropout(0.5), nn.Linear(256 * 6 * 6, h), nn.ReLU(inplace=True),
-            nn.Dropout(0.5), nn.Linear(h, h), nn.ReLU(inplace=True), nn.Linear(h, cfg["num_classes"]))
+            nn.Dropout(0.5),
+            nn.Linear(256 * 6 * 6, h),
+            nn.ReLU(inplace=True),
+            nn.Dropout(0.5),
+            nn.Linear(h, h),
+            nn.ReLU(inplace=True),
+            nn.Linear(h, cfg["num_classes"]),
+        )
     return model
 
 
@@ -162,10 +194,14 @@ def _image_inputs(cfg, gen):
 
 
 register_model(
-    "alexnet", build=_alexnet, inputs=_image_inputs, image_model=True,
+    "alexnet",
+    build=_alexnet,
+    inputs=_image_inputs,
+    image_model=True,
     small={"batch": 2, "image": 64, "num_classes": 10, "hidden": 128},
     full={"batch": 16, "image": 224, "num_classes": 1000, "hidden": 4096},
-    description="torchvision AlexNet (small: 64 px, narrow classifier head)")
+    description="torchvision AlexNet (small: 64 px, narrow classifier head)",
+)
 
 
 def _resnet18(cfg):
@@ -175,10 +211,14 @@ def _resnet18(cfg):
 
 
 register_model(
-    "resnet18", build=_resnet18, inputs=_image_inputs, image_model=True,
+    "resnet18",
+    build=_resnet18,
+    inputs=_image_inputs,
+    image_model=True,
     small={"batch": 2, "image": 32, "num_classes": 10},
     full={"batch": 16, "image": 224, "num_classes": 1000},
-    description="torchvision ResNet-18 (small: 32 px, 10 classes)")
+    description="torchvision ResNet-18 (small: 32 px, 10 classes)",
+)
 
 
 class WordLanguageModel(nn.Module):
@@ -211,13 +251,30 @@ def _word_lm_inputs(cfg, gen):
 
 
 register_model(
-    "word_lm", build=_word_lm, inputs=_word_lm_inputs,
+    "word_lm",
+    build=_word_lm,
+    inputs=_word_lm_inputs,
     # num_classes is the vocabulary: the decoder classifies every token position.
-    small={"batch": 2, "seq_len": 5, "num_classes": 50, "emsize": 16, "nhid": 16, "nlayers": 2,
-           "per_token": True},
-    full={"batch": 20, "seq_len": 35, "num_classes": 33278, "emsize": 650, "nhid": 650,
-          "nlayers": 2, "per_token": True},
-    description="word-language-model LSTM (full: WikiText-2 vocabulary, 650 units, bptt 35)")
+    small={
+        "batch": 2,
+        "seq_len": 5,
+        "num_classes": 50,
+        "emsize": 16,
+        "nhid": 16,
+        "nlayers": 2,
+        "per_token": True,
+    },
+    full={
+        "batch": 20,
+        "seq_len": 35,
+        "num_classes": 33278,
+        "emsize": 650,
+        "nhid": 650,
+        "nlayers": 2,
+        "per_token": True,
+    },
+    description="word-language-model LSTM (full: WikiText-2 vocabulary, 650 units, bptt 35)",
+)
 
 
 class TransformerClassifier(nn.Module):
@@ -232,8 +289,9 @@ class TransformerClassifier(nn.Module):
 
 
 def _transformer(cfg):
-    return TransformerClassifier(cfg["d_model"], cfg["nhead"], cfg["dim_ff"], cfg["nlayers"],
-                                 cfg["num_classes"])
+    return TransformerClassifier(
+        cfg["d_model"], cfg["nhead"], cfg["dim_ff"], cfg["nlayers"], cfg["num_classes"]
+    )
 
 
 def _sequence_inputs(cfg, gen):
@@ -241,12 +299,29 @@ def _sequence_inputs(cfg, gen):
 
 
 register_model(
-    "transformer", build=_transformer, inputs=_sequence_inputs,
-    small={"batch": 2, "seq_len": 8, "d_model": 32, "nhead": 2, "dim_ff": 64, "nlayers": 2,
-           "num_classes": 10},
-    full={"batch": 16, "seq_len": 128, "d_model": 512, "nhead": 8, "dim_ff": 2048, "nlayers": 6,
-          "num_classes": 1000},
-    description="nn.TransformerEncoder (post-norm) with a mean-pooled linear head")
+    "transformer",
+    build=_transformer,
+    inputs=_sequence_inputs,
+    small={
+        "batch": 2,
+        "seq_len": 8,
+        "d_model": 32,
+        "nhead": 2,
+        "dim_ff": 64,
+        "nlayers": 2,
+        "num_classes": 10,
+    },
+    full={
+        "batch": 16,
+        "seq_len": 128,
+        "d_model": 512,
+        "nhead": 8,
+        "dim_ff": 2048,
+        "nlayers": 6,
+        "num_classes": 1000,
+    },
+    description="nn.TransformerEncoder (post-norm) with a mean-pooled linear head",
+)
 
 
 class GRUClassifier(nn.Module):
@@ -265,11 +340,20 @@ def _gru(cfg):
 
 
 register_model(
-    "gru", build=_gru, inputs=_sequence_inputs,
+    "gru",
+    build=_gru,
+    inputs=_sequence_inputs,
     small={"batch": 2, "seq_len": 6, "d_model": 8, "hidden": 16, "nlayers": 2, "num_classes": 10},
-    full={"batch": 32, "seq_len": 100, "d_model": 256, "hidden": 512, "nlayers": 2,
-          "num_classes": 1000},
-    description="2-layer GRU over a sequence, classifying from the last step")
+    full={
+        "batch": 32,
+        "seq_len": 100,
+        "d_model": 256,
+        "hidden": 512,
+        "nlayers": 2,
+        "num_classes": 1000,
+    },
+    description="2-layer GRU over a sequence, classifying from the last step",
+)
 
 
 def _mlp(cfg):
@@ -286,7 +370,10 @@ def _mlp_inputs(cfg, gen):
 
 
 register_model(
-    "mlp", build=_mlp, inputs=_mlp_inputs,
+    "mlp",
+    build=_mlp,
+    inputs=_mlp_inputs,
     small={"batch": 4, "features": 16, "width": 32, "depth": 2, "num_classes": 10},
     full={"batch": 256, "features": 1024, "width": 4096, "depth": 4, "num_classes": 1000},
-    description="MLP: (Linear -> BatchNorm1d -> ReLU -> Dropout) x depth -> Linear")
+    description="MLP: (Linear -> BatchNorm1d -> ReLU -> Dropout) x depth -> Linear",
+)

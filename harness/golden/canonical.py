@@ -15,9 +15,18 @@ import torch
 from harness.golden.normalize import MANGLE as _MANGLE
 
 _DTYPE_ABBR = {
-    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
-    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
-    torch.uint8: "u8", torch.bool: "b8", torch.complex64: "c64", torch.complex128: "c128",
+    torch.float32: "f32",
+    torch.float64: "f64",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int16: "i16",
+    torch.int8: "i8",
+    torch.uint8: "u8",
+    torch.bool: "b8",
+    torch.complex64: "c64",
+    torch.complex128: "c128",
 }
 
 # --------------------------------------------------------------------------------------------
@@ -114,8 +123,8 @@ class LocalNames:
 
     def __init__(self):
         self.taken: set[str] = set()
-        self.scope: dict = {}   # value -> scope
-        self.order: dict = {}   # value -> definition index
+        self.scope: dict = {}  # value -> scope
+        self.order: dict = {}  # value -> definition index
         self.previous = ""
 
     def reserve(self, value, name: str, scope: str = "") -> str:
@@ -163,9 +172,12 @@ def _fx_op(node: torch.fx.Node) -> str:
     return str(name or node.name).rsplit(".", 1)[-1]
 
 
-def fx_value_names(gm: torch.fx.GraphModule, names: dict[str, str] | None = None,
-                   kinds: dict[str, str] | None = None,
-                   scopes: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+def fx_value_names(
+    gm: torch.fx.GraphModule,
+    names: dict[str, str] | None = None,
+    kinds: dict[str, str] | None = None,
+    scopes: dict[str, str] | None = None,
+) -> tuple[dict[str, str], dict[str, str]]:
     """Canonical name and scope of every node (by fx name). Placeholders keep the name given in
     `names` (state_dict key, argument name, or a forward value's name for AOT's saved values);
     parameters and buffers scope their module; `scopes` gives scopes of other named inputs."""
@@ -191,8 +203,11 @@ def fx_value_names(gm: torch.fx.GraphModule, names: dict[str, str] | None = None
             local.previous = scope
         else:
             inputs = node.all_input_nodes
-            params = [local.scope[n] for n in inputs
-                      if n.op == "placeholder" and kinds.get(n.name) in ("param", "buffer", "constant")]
+            params = [
+                local.scope[n]
+                for n in inputs
+                if n.op == "placeholder" and kinds.get(n.name) in ("param", "buffer", "constant")
+            ]
             params += [local.scope[n] for n in inputs if n.op == "get_attr"]
             scope = local.scope_of(inputs, params)
             name = local.fresh(scope, _fx_op(node))
@@ -201,8 +216,12 @@ def fx_value_names(gm: torch.fx.GraphModule, names: dict[str, str] | None = None
     return out, {n.name: local.scope[n] for n in local.scope}
 
 
-def fx_graph_text(gm: torch.fx.GraphModule, names: dict[str, str] | None = None,
-                  kinds: dict[str, str] | None = None, scopes: dict[str, str] | None = None) -> str:
+def fx_graph_text(
+    gm: torch.fx.GraphModule,
+    names: dict[str, str] | None = None,
+    kinds: dict[str, str] | None = None,
+    scopes: dict[str, str] | None = None,
+) -> str:
     """Print an fx graph: inputs first (`param`/`buffer`/`input`), then one line per node.
 
     `names` renames placeholders (placeholder name -> state_dict key or argument name); `kinds`
@@ -238,7 +257,11 @@ def _jit_attribute(node, name: str) -> str:
     value = getattr(node, kind)(name)
     if kind == "t":
         return f"Tensor<{tensor_type(value.dtype, value.shape)}>"
-    if kind == "i" and node.kind() == "prim::Constant" and isinstance(node.output().type(), torch._C.BoolType):
+    if (
+        kind == "i"
+        and node.kind() == "prim::Constant"
+        and isinstance(node.output().type(), torch._C.BoolType)
+    ):
         return str(bool(value))  # TorchScript stores bools as ints
     if isinstance(value, str) or kind == "ival":
         return repr(value)
@@ -257,7 +280,9 @@ def _jit_type(typ) -> str:
     return _MANGLE.sub("", str(typ))
 
 
-def jit_graph_text(graph: torch._C.Graph, input_names: list[str], state: dict, buffers: set[str] = frozenset()) -> str:
+def jit_graph_text(
+    graph: torch._C.Graph, input_names: list[str], state: dict, buffers: set[str] = frozenset()
+) -> str:
     """Print an (inlined) TorchScript graph with canonical value names.
 
     The first graph input is the module; `prim::GetAttr` chains hanging off it are resolved to
@@ -291,15 +316,20 @@ def jit_graph_text(graph: torch._C.Graph, input_names: list[str], state: dict, b
                     out = node.output()
                     if isinstance(out.type(), torch._C.TensorType):
                         names[out] = local.reserve(out, path, module_of(path))
-                        params.append(f"{'buffer' if path in buffers else 'param'} {path}: {value_type(state.get(path)) or 'Tensor'}")
+                        params.append(
+                            f"{'buffer' if path in buffers else 'param'} {path}: {value_type(state.get(path)) or 'Tensor'}"
+                        )
                     else:
                         attr_path[out] = path
                     continue
             # Constants and lists of constants are written inline where they are used, as a
             # reader would write them: `[4, 4]` rather than `%7` three lines up.
-            if kind == "prim::Constant" and not isinstance(node.output().type(), torch._C.TensorType):
-                names[node.output()] = (_jit_attribute(node, "value")
-                                        if "value" in node.attributeNames() else "None")
+            if kind == "prim::Constant" and not isinstance(
+                node.output().type(), torch._C.TensorType
+            ):
+                names[node.output()] = (
+                    _jit_attribute(node, "value") if "value" in node.attributeNames() else "None"
+                )
                 literals.add(node.output())
                 continue
             if kind == "prim::ListConstruct" and all(i in literals for i in node.inputs()):
@@ -307,15 +337,21 @@ def jit_graph_text(graph: torch._C.Graph, input_names: list[str], state: dict, b
                 literals.add(node.output())
                 continue
             ins = list(node.inputs())
-            scope = local.scope_of(ins, [local.scope[i] for i in ins if i in local.scope and
-                                         names.get(i) in state])
+            scope = local.scope_of(
+                ins, [local.scope[i] for i in ins if i in local.scope and names.get(i) in state]
+            )
             for out in node.outputs():
                 names[out] = "%" + local.fresh(scope, kind.split("::", 1)[-1])
                 local.define(out, scope)
             outs = ", ".join(f"{name_of(o)}: {_jit_type(o.type())}" for o in node.outputs())
-            attrs = ", ".join(f"{a}={_jit_attribute(node, a)}" for a in sorted(node.attributeNames()))
-            call = f"{kind}[{attrs}]({', '.join(name_of(i) for i in ins)})" if attrs else \
-                f"{kind}({', '.join(name_of(i) for i in ins)})"
+            attrs = ", ".join(
+                f"{a}={_jit_attribute(node, a)}" for a in sorted(node.attributeNames())
+            )
+            call = (
+                f"{kind}[{attrs}]({', '.join(name_of(i) for i in ins)})"
+                if attrs
+                else f"{kind}({', '.join(name_of(i) for i in ins)})"
+            )
             body.append(f"{indent}{outs} = {call}" if outs else f"{indent}{call}")
             for i, sub in enumerate(node.blocks()):
                 body.append(f"{indent}  block{i}:")
@@ -329,6 +365,8 @@ def jit_graph_text(graph: torch._C.Graph, input_names: list[str], state: dict, b
     head = [f"input {names[v]}: {_jit_type(v.type())}" for v in real_inputs]
     # Listed in state_dict order: the module's own view, independent of attribute access order.
     order = {key: i for i, key in enumerate(state)}
-    params = sorted(set(params), key=lambda line: (order.get(line.split()[1].rstrip(":"), len(order)), line))
+    params = sorted(
+        set(params), key=lambda line: (order.get(line.split()[1].rstrip(":"), len(order)), line)
+    )
     tail = [f"return ({', '.join(name_of(o) for o in graph.outputs())})"]
     return "\n".join(head + params + body + tail) + "\n"

@@ -39,14 +39,19 @@ class CaptureError(RuntimeError):
 class Capture:
     frontend: str
     text: str  # canonical printout, normalised
-    program: Callable | None  # runs like the model, or None if the front end yields nothing runnable
+    program: (
+        Callable | None
+    )  # runs like the model, or None if the front end yields nothing runnable
 
 
 def input_names(model: torch.nn.Module, inputs: tuple, flatten: bool = True) -> list[str]:
     """Names of the forward arguments, flattened: `x`, or `input`, `hidden[0]`, `hidden[1]`."""
     forward = model.forward if isinstance(model, torch.nn.Module) else model
-    params = [p for p in inspect.signature(forward).parameters.values()
-              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    params = [
+        p
+        for p in inspect.signature(forward).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
     names = []
     for i, arg in enumerate(inputs):
         base = params[i].name if i < len(params) else f"arg{i}"
@@ -55,7 +60,9 @@ def input_names(model: torch.nn.Module, inputs: tuple, flatten: bool = True) -> 
             continue
         leaves, _ = pytree.tree_flatten_with_path(arg)
         for path, _ in leaves:
-            names.append(base + "".join(f"[{k.idx}]" if hasattr(k, "idx") else f"[{k.key!r}]" for k in path))
+            names.append(
+                base + "".join(f"[{k.idx}]" if hasattr(k, "idx") else f"[{k.key!r}]" for k in path)
+            )
     return names
 
 
@@ -89,9 +96,11 @@ def quiet_trace_log():
 
 def _quietly(program: Callable) -> Callable:
     """A captured program that compiles on its first call, run with the trace log kept quiet."""
+
     def run(*args, **kwargs):
         with quiet_trace_log():
             return program(*args, **kwargs)
+
     return run
 
 
@@ -182,11 +191,14 @@ def _aot(model, inputs):
         def compiler(gm, example_inputs):
             graphs[kind] = gm
             return make_boxed_func(gm.forward)
+
         return compiler
 
     compiled = aot_module(model, fw_compiler=recorder("forward"), bw_compiler=recorder("backward"))
     outputs = compiled(*inputs)
-    grads = [o for o in pytree.tree_leaves(outputs) if isinstance(o, torch.Tensor) and o.requires_grad]
+    grads = [
+        o for o in pytree.tree_leaves(outputs) if isinstance(o, torch.Tensor) and o.requires_grad
+    ]
     if grads:  # the backward graph is compiled on the first backward call
         torch.autograd.backward([g.float().sum() for g in grads])
     model.zero_grad(set_to_none=True)
@@ -202,8 +214,11 @@ def _aot(model, inputs):
             gm = graphs[which]
             # The backward graph's other inputs are the activations the forward saved for it,
             # under the forward's node names: they keep the forward's canonical names.
-            labels = {n.name: kinds.get(n.name, "tangent" if n.name.startswith("tangents_") else "saved")
-                      for n in gm.graph.nodes if n.op == "placeholder"}
+            labels = {
+                n.name: kinds.get(n.name, "tangent" if n.name.startswith("tangents_") else "saved")
+                for n in gm.graph.nodes
+                if n.op == "placeholder"
+            }
             parts.append(f"{which}:")
             parts.append(canonical.fx_graph_text(gm, names, labels, scopes))
             if which == "forward":
@@ -230,10 +245,13 @@ def capture(model: torch.nn.Module, inputs: tuple, frontend: str, label: str = "
                 f"{label}: the model's backward itself fails in eager mode ({backward}), so the aot front "
                 f"end, which records the backward graph, cannot capture it ({failure}). Fix the model's "
                 f"backward first; declare unsupported={{'aot': 'why'}} only if the model is never "
-                f"trained.") from exc
-        raise CaptureError(f"{label}: the {frontend} front end failed: {failure}. If this front end cannot "
-                           f"support the model, declare it with register_model(..., "
-                           f"unsupported={{{frontend!r}: 'why'}}).") from exc
+                f"trained."
+            ) from exc
+        raise CaptureError(
+            f"{label}: the {frontend} front end failed: {failure}. If this front end cannot "
+            f"support the model, declare it with register_model(..., "
+            f"unsupported={{{frontend!r}: 'why'}})."
+        ) from exc
     text = normalize(text)
     return Capture(frontend, text, program)
 
@@ -242,7 +260,11 @@ def eager_backward_error(model: torch.nn.Module, inputs: tuple) -> str | None:
     """Why a plain eager forward + backward of the model fails, or None if it works."""
     try:
         outputs = model(*inputs)
-        grads = [o for o in pytree.tree_leaves(outputs) if isinstance(o, torch.Tensor) and o.requires_grad]
+        grads = [
+            o
+            for o in pytree.tree_leaves(outputs)
+            if isinstance(o, torch.Tensor) and o.requires_grad
+        ]
         if grads:
             torch.autograd.backward([g.float().sum() for g in grads])
     except Exception as exc:
@@ -262,7 +284,13 @@ def cases() -> list[tuple[str, str, str | None]]:
         unsupported = get_model(model).unsupported
         for frontend in FRONTENDS:
             reason = unsupported.get(frontend)
-            out.append((model, frontend, f"{model} does not support {frontend}: {reason}" if reason else None))
+            out.append(
+                (
+                    model,
+                    frontend,
+                    f"{model} does not support {frontend}: {reason}" if reason else None,
+                )
+            )
     return out
 
 
@@ -275,15 +303,22 @@ def on_device(obj, device):
     return pytree.tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, obj)
 
 
-def capture_model(name: str, frontend: str, size: str = "small", device: str | None = None) -> Capture:
+def capture_model(
+    name: str, frontend: str, size: str = "small", device: str | None = None
+) -> Capture:
     """Capture a zoo model by name, built and fed exactly as the goldens expect (on the CPU, or
     moved to `device` after the seeded build, so weights and inputs are the same everywhere)."""
     from harness.core.zoo import get_model
 
     spec = get_model(name)
     if frontend in spec.unsupported:
-        raise NotImplementedError(f"{name} does not support the {frontend} front end: "
-                                  f"{spec.unsupported[frontend]}")
+        raise NotImplementedError(
+            f"{name} does not support the {frontend} front end: {spec.unsupported[frontend]}"
+        )
     where = "" if device in (None, "cpu") else f" on {device}"
-    return capture(on_device(spec.build(size), device), on_device(spec.inputs(size), device), frontend,
-                   label=f"model {name!r} ({size}){where}")
+    return capture(
+        on_device(spec.build(size), device),
+        on_device(spec.inputs(size), device),
+        frontend,
+        label=f"model {name!r} ({size}){where}",
+    )

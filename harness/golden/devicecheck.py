@@ -29,10 +29,10 @@ MAX_DIFF_LINES = 60
 class CaseResult:
     model: str
     frontend: str
-    status: str            # "same", "device names only", "differs", "failed", "skipped"
-    semantic: str          # "ok", "mismatch: ...", "no program", "not run"
+    status: str  # "same", "device names only", "differs", "failed", "skipped"
+    semantic: str  # "ok", "mismatch: ...", "no program", "not run"
     max_abs_diff: float | None = None
-    committed: str = ""    # against the committed golden (or variant)
+    committed: str = ""  # against the committed golden (or variant)
     diff: list[str] = dataclasses.field(default_factory=list)
     error: str = ""
 
@@ -65,7 +65,9 @@ def against_committed(golden: store.GoldenFile | None, text: str, torch_version:
     return "matches" if golden.body == text else "differs from committed"
 
 
-def _semantic(name: str, frontend: str, program, size: str, device: str) -> tuple[str, float | None]:
+def _semantic(
+    name: str, frontend: str, program, size: str, device: str
+) -> tuple[str, float | None]:
     import torch
     import torch.utils._pytree as pytree
 
@@ -88,11 +90,16 @@ def _semantic(name: str, frontend: str, program, size: str, device: str) -> tupl
         g = g.detach()
         worst = max(worst, float((g.float() - e.float()).abs().max()) if g.numel() else 0.0)
         if g.shape != e.shape or not torch.allclose(g, e, rtol=rtol, atol=atol):
-            return f"mismatch: max |captured - eager| = {worst:.3g} (rtol {rtol}, atol {atol})", worst
+            return (
+                f"mismatch: max |captured - eager| = {worst:.3g} (rtol {rtol}, atol {atol})",
+                worst,
+            )
     return "ok", worst
 
 
-def check_case(name: str, frontend: str, device: str, size: str, committed_dir: Path | None) -> tuple[CaseResult, str, str]:
+def check_case(
+    name: str, frontend: str, device: str, size: str, committed_dir: Path | None
+) -> tuple[CaseResult, str, str]:
     """One model under one front end; returns the result and the CPU and device printouts."""
     from harness.golden.capture import CaptureError, capture_model
 
@@ -106,10 +113,15 @@ def check_case(name: str, frontend: str, device: str, size: str, committed_dir: 
     try:
         semantic, worst = _semantic(name, frontend, dev.program, size, device)
     except Exception as exc:  # the captured program failed on the device: that is the finding
-        semantic, worst = f"mismatch: running it raised {type(exc).__name__}: {str(exc)[:200]}", None
+        semantic, worst = (
+            f"mismatch: running it raised {type(exc).__name__}: {str(exc)[:200]}",
+            None,
+        )
     result = CaseResult(name, frontend, classify(cpu, dev.text), semantic, worst)
     if result.status != "same":
-        result.diff = store.unified_diff(cpu, dev.text, f"{name}.{frontend} on cpu")[:MAX_DIFF_LINES]
+        result.diff = store.unified_diff(cpu, dev.text, f"{name}.{frontend} on cpu")[
+            :MAX_DIFF_LINES
+        ]
     if committed_dir is not None:
         golden_id = f"{name}.{frontend}"
         path = store.lookup(committed_dir, golden_id, device)
@@ -124,7 +136,9 @@ def check_case(name: str, frontend: str, device: str, size: str, committed_dir: 
     return result, cpu, dev.text
 
 
-def write_tree(tree: Path, result: CaseResult, cpu_text: str, device_text: str, device: str, size: str) -> None:
+def write_tree(
+    tree: Path, result: CaseResult, cpu_text: str, device_text: str, device: str, size: str
+) -> None:
     """This runner's goldens: the CPU printout as `<id>.expect`, the device printout as the
     variant `<device>/<id>.expect` where it differs. HARNESS_EXPECT_DIR=<tree> then runs the
     pytest suite on this runner's torch, and `<tree>/<device>/` holds the candidates to review."""
@@ -135,13 +149,19 @@ def write_tree(tree: Path, result: CaseResult, cpu_text: str, device_text: str, 
         store.save(variant, store.render(device_text, {**fields, "device": device}))
 
 
-def run(device: str, size: str, committed_dir: Path | None, tree: Path | None,
-        models: list[str] | None = None, log=print) -> list[CaseResult]:
+def run(
+    device: str,
+    size: str,
+    committed_dir: Path | None,
+    tree: Path | None,
+    models: list[str] | None = None,
+    log=print,
+) -> list[CaseResult]:
     """Every (model, front end) case on `device`, float32 kept float32 (no TF32) on a GPU."""
     import torch
 
-    from harness.golden.capture import FRONTENDS
     from harness.core.zoo import model_names
+    from harness.golden.capture import FRONTENDS
 
     saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
@@ -151,9 +171,11 @@ def run(device: str, size: str, committed_dir: Path | None, tree: Path | None,
             for frontend in FRONTENDS:
                 result, cpu_text, dev_text = check_case(name, frontend, device, size, committed_dir)
                 results.append(result)
-                log(f"{result.golden_id:<22} {result.status:<18} semantic {result.semantic}"
+                log(
+                    f"{result.golden_id:<22} {result.status:<18} semantic {result.semantic}"
                     + (f"; committed: {result.committed}" if result.committed else "")
-                    + (f"; {result.error}" if result.error else ""))
+                    + (f"; {result.error}" if result.error else "")
+                )
                 if tree is not None and cpu_text:
                     write_tree(tree, result, cpu_text, dev_text, device, size)
     finally:

@@ -40,15 +40,34 @@ def _zoo():
 
 def pytest_addoption(parser):
     group = parser.getgroup("harness", "graph goldens")
-    group.addoption("--accept", action="store_true", default=False,
-                    help="write or update goldens instead of comparing (also EXPECTTEST_ACCEPT=1)")
-    group.addoption("--force-accept", action="store_true", default=False,
-                    help=f"allow --accept even when CI is set (also {settings.FORCE_ACCEPT.name}=1)")
-    group.addoption("--full", action="store_true", default=False,
-                    help=f"use full model sizes and expect/full/ goldens (also {settings.FULL.name}=1)")
-    parser.addini("harness_expect_dir", "directory of golden files, relative to rootdir", default="expect")
-    parser.addini(user_models.INI_OPTION, "modules or .py paths (relative to the ini file) that register "
-                  f"models of your own; also {settings.MODELS.name}", type="linelist", default=[])
+    group.addoption(
+        "--accept",
+        action="store_true",
+        default=False,
+        help="write or update goldens instead of comparing (also EXPECTTEST_ACCEPT=1)",
+    )
+    group.addoption(
+        "--force-accept",
+        action="store_true",
+        default=False,
+        help=f"allow --accept even when CI is set (also {settings.FORCE_ACCEPT.name}=1)",
+    )
+    group.addoption(
+        "--full",
+        action="store_true",
+        default=False,
+        help=f"use full model sizes and expect/full/ goldens (also {settings.FULL.name}=1)",
+    )
+    parser.addini(
+        "harness_expect_dir", "directory of golden files, relative to rootdir", default="expect"
+    )
+    parser.addini(
+        user_models.INI_OPTION,
+        "modules or .py paths (relative to the ini file) that register "
+        f"models of your own; also {settings.MODELS.name}",
+        type="linelist",
+        default=[],
+    )
 
 
 class GoldenSession:
@@ -58,7 +77,9 @@ class GoldenSession:
         self.config = config
         self.accept = config.getoption("accept") or settings.EXPECTTEST_ACCEPT.get()
         self.full = config.getoption("full") or settings.FULL.get()
-        root = settings.EXPECT_DIR.get() or Path(config.rootpath) / config.getini("harness_expect_dir")
+        root = settings.EXPECT_DIR.get() or Path(config.rootpath) / config.getini(
+            "harness_expect_dir"
+        )
         self.directory = root / "full" if self.full else root
         self.device = settings.GOLDEN_DEVICE.get().lower()
         self.directory_forced = settings.EXPECT_DIR.is_set()
@@ -92,7 +113,11 @@ class GoldenSession:
         opt = self.config.option
         if getattr(opt, "keyword", "") or getattr(opt, "markexpr", "") or self.deselected:
             return True
-        if getattr(opt, "lf", False) or getattr(opt, "deselect", None) or getattr(opt, "failedfirst", False):
+        if (
+            getattr(opt, "lf", False)
+            or getattr(opt, "deselect", None)
+            or getattr(opt, "failedfirst", False)
+        ):
             return True
         for arg in self.config.args:
             path = arg.split("::")[0]
@@ -129,8 +154,10 @@ class GoldenFixture:
     def _default_id(self) -> str:
         marks = list(self._node.iter_markers("golden"))
         if len(marks) != 1 or not marks[0].args:
-            raise pytest.UsageError(f"{self._node.nodeid}: declare the golden with "
-                                    "@pytest.mark.golden('model.frontend') or pass name=")
+            raise pytest.UsageError(
+                f"{self._node.nodeid}: declare the golden with "
+                "@pytest.mark.golden('model.frontend') or pass name="
+            )
         return marks[0].args[0]
 
     def check(self, text: str, name: str | None = None, **fields: str) -> None:
@@ -164,9 +191,12 @@ class GoldenFixture:
             return
         hint = accept_command(self._node, golden_id, session.full)
         if existing is None:
-            pytest.fail(f"no golden {_display(path, self._node.config)} yet for {golden_id}. Create it with:\n"
-                        f"  {hint}\n"
-                        f"then review and commit it.", pytrace=False)
+            pytest.fail(
+                f"no golden {_display(path, self._node.config)} yet for {golden_id}. Create it with:\n"
+                f"  {hint}\n"
+                f"then review and commit it.",
+                pytrace=False,
+            )
         if existing.body != actual:
             existing.path = _display(path, self._node.config)
             what = ", ".join(f"{k} {v}" for k, v in fields.items()) or golden_id
@@ -183,8 +213,13 @@ def accept_command(node, golden_id: str, full: bool) -> str:
     parts = ["pytest", "--accept", shlex.quote(rel + sep + rest)] + (["--full"] if full else [])
     zoo = _zoo()
     spec = zoo._REGISTRY.get(names.model_of(golden_id)) if zoo else None
-    if spec is not None and spec.origin and spec.origin != zoo.BUILTIN_ORIGIN \
-            and spec.origin not in user_models.LOADED_FILES and spec.origin != str(Path(node.path).resolve()):
+    if (
+        spec is not None
+        and spec.origin
+        and spec.origin != zoo.BUILTIN_ORIGIN
+        and spec.origin not in user_models.LOADED_FILES
+        and spec.origin != str(Path(node.path).resolve())
+    ):
         origin = os.path.relpath(spec.origin, config.invocation_params.dir)
         parts.insert(0, f"{user_models.ENV_VAR}={shlex.quote(origin)}")
     return " ".join(parts)
@@ -200,24 +235,34 @@ _KEY = pytest.StashKey[GoldenSession]()
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "golden(id): this test produces the golden expect/<id>.expect")
+    config.addinivalue_line(
+        "markers", "golden(id): this test produces the golden expect/<id>.expect"
+    )
     session = GoldenSession(config)
     config.stash[_KEY] = session
     _load_user_models(config)
-    if session.accept and settings.CI.get() and not (config.getoption("force_accept") or
-                                                     settings.FORCE_ACCEPT.get()):
+    if (
+        session.accept
+        and settings.CI.get()
+        and not (config.getoption("force_accept") or settings.FORCE_ACCEPT.get())
+    ):
         raise pytest.UsageError(
             "refusing to accept goldens because CI is set: in CI goldens are only compared. Run "
             "`pytest --accept` locally and commit the reviewed goldens, or pass --force-accept "
-            f"({settings.FORCE_ACCEPT.name}=1) if you really mean to rewrite them here.")
+            f"({settings.FORCE_ACCEPT.name}=1) if you really mean to rewrite them here."
+        )
     if session.full:
-        os.environ[settings.FULL.name] = settings.FULL.encode(True)  # so that suites read one switch
+        os.environ[settings.FULL.name] = settings.FULL.encode(
+            True
+        )  # so that suites read one switch
     if session.device != "cpu":
         import torch
 
         if torch.device(session.device).type == "cuda" and not torch.cuda.is_available():
-            raise pytest.UsageError(f"{settings.GOLDEN_DEVICE.name}={session.device} but torch sees no CUDA GPU "
-                                    "here; unset it to capture on the CPU")
+            raise pytest.UsageError(
+                f"{settings.GOLDEN_DEVICE.name}={session.device} but torch sees no CUDA GPU "
+                "here; unset it to capture on the CPU"
+            )
 
 
 def _load_user_models(config) -> None:
@@ -227,8 +272,11 @@ def _load_user_models(config) -> None:
         return  # nothing named: the registry (and torch) is not imported for nothing
     inipath = getattr(config, "inipath", None)
     try:
-        user_models.load_user_models(values, Path(inipath).parent if inipath else Path(config.rootpath),
-                                     inipath.name if inipath else None)
+        user_models.load_user_models(
+            values,
+            Path(inipath).parent if inipath else Path(config.rootpath),
+            inipath.name if inipath else None,
+        )
     except exits.BadInput as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -246,7 +294,7 @@ def golden_device(pytestconfig) -> str:
 
 @pytest.fixture(scope="session")
 def model_size(pytestconfig) -> str:
-    """"small" by default, "full" under --full / HARNESS_FULL=1."""
+    """ "small" by default, "full" under --full / HARNESS_FULL=1."""
     return pytestconfig.stash[_KEY].size
 
 
@@ -306,9 +354,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         model = names.model_of(path.name[: -len(store.SUFFIX)])
         lines.append(f"kept golden {path}: model {model!r} not registered in this run")
     if state.unknown:
-        lines.append(f"(its model may live in a suite outside this run: name that module in the ini option "
-                     f"`{user_models.INI_OPTION}` or in {user_models.ENV_VAR} so every run knows it; delete "
-                     f"the file yourself if the model is gone)")
+        lines.append(
+            f"(its model may live in a suite outside this run: name that module in the ini option "
+            f"`{user_models.INI_OPTION}` or in {user_models.ENV_VAR} so every run knows it; delete "
+            f"the file yourself if the model is gone)"
+        )
     lines += [f"removed orphan golden {path} (no test produces it)" for path in state.removed]
     if state.orphans and not state.removed:
         lines += [f"orphan golden {path}: no test produces it" for path in state.orphans]
@@ -326,4 +376,5 @@ def _nothing_selected_hint(config, state) -> list[str]:
         f"{', '.join(registered) or 'none (the graph suite was not collected)'}.",
         f"A model of your own is seen by every run (pytest and `harness`) when its module is named in "
         f"the ini option `{user_models.INI_OPTION}`, in {user_models.ENV_VAR}, or by an installed "
-        f"package's `{user_models.ENTRY_POINT_GROUP}` entry point; see README 'Adding a model'."]
+        f"package's `{user_models.ENTRY_POINT_GROUP}` entry point; see README 'Adding a model'.",
+    ]

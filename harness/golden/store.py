@@ -22,9 +22,8 @@ import dataclasses
 import difflib
 from pathlib import Path
 
-from harness.core import files, names
+from harness.core import files, names, settings
 from harness.golden.normalize import NORMALISER_VERSION, normalize, op_counts
-from harness.core import settings
 
 
 def torch_version() -> str:
@@ -36,7 +35,9 @@ def torch_version() -> str:
     spec = importlib.util.find_spec("torch")
     for folder in (spec.submodule_search_locations or []) if spec else []:
         try:
-            match = _re.search(r"__version__\s*=\s*['\"]([^'\"]+)", (Path(folder) / "version.py").read_text())
+            match = _re.search(
+                r"__version__\s*=\s*['\"]([^'\"]+)", (Path(folder) / "version.py").read_text()
+            )
         except OSError:
             continue
         if match:
@@ -45,7 +46,9 @@ def torch_version() -> str:
 
 
 SUFFIX = ".expect"
-FIRST_LINE = "# harness golden -- do not edit; update with `pytest --accept`, then review `git diff expect/`"
+FIRST_LINE = (
+    "# harness golden -- do not edit; update with `pytest --accept`, then review `git diff expect/`"
+)
 MAX_DIFF_LINES = 200
 # difflib is quadratic in the worst case; past this many line pairs the diff is skipped.
 MAX_DIFF_WORK = 50_000_000
@@ -69,11 +72,15 @@ class GoldenFile:
 def golden_path(directory: Path, golden_id: str) -> Path:
     """The file for a golden id, refusing ids that could escape `directory`."""
     if not names.is_golden_id(golden_id or ""):
-        raise GoldenError(f"golden id {golden_id!r} is not allowed: use {names.GOLDEN_ID_RULE}. "
-                          f"Nothing was written.")
-    path = (Path(directory) / (golden_id + SUFFIX))
+        raise GoldenError(
+            f"golden id {golden_id!r} is not allowed: use {names.GOLDEN_ID_RULE}. "
+            f"Nothing was written."
+        )
+    path = Path(directory) / (golden_id + SUFFIX)
     if path.resolve().parent != Path(directory).resolve():
-        raise GoldenError(f"golden id {golden_id!r} resolves outside {directory}; nothing was written.")
+        raise GoldenError(
+            f"golden id {golden_id!r} resolves outside {directory}; nothing was written."
+        )
     return path
 
 
@@ -112,7 +119,9 @@ def parse(path: Path, raw: bytes) -> GoldenFile:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise GoldenError(f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start}). {fix}") from None
+        raise GoldenError(
+            f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start}). {fix}"
+        ) from None
     text = text.replace("\r\n", "\n")  # CRLF from a Windows checkout is tolerated
     lines = text.split("\n")
     if not lines or lines[0].rstrip() != FIRST_LINE:
@@ -121,7 +130,7 @@ def parse(path: Path, raw: bytes) -> GoldenFile:
     for i, line in enumerate(lines[1:], start=1):
         line = line.rstrip()
         if line == "#":
-            body = "\n".join(lines[i + 1:])
+            body = "\n".join(lines[i + 1 :])
             break
         key, sep, value = line[2:].partition(": ")
         if not line.startswith("# ") or not sep:
@@ -134,8 +143,10 @@ def parse(path: Path, raw: bytes) -> GoldenFile:
     if expected is None or not expected.isdigit():
         raise GoldenError(f"{where}: header has no valid body-lines count. {fix}")
     if body.count("\n") != int(expected):
-        raise GoldenError(f"{where} is truncated or was edited by hand: the header promises {expected} "
-                          f"lines, the file has {body.count(chr(10))}. {fix}")
+        raise GoldenError(
+            f"{where} is truncated or was edited by hand: the header promises {expected} "
+            f"lines, the file has {body.count(chr(10))}. {fix}"
+        )
     return GoldenFile(path, header, body)
 
 
@@ -146,7 +157,9 @@ def read(path: Path) -> GoldenFile | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except IsADirectoryError:
-        raise GoldenError(f"golden {path} is a directory; remove it so the golden can be written.") from None
+        raise GoldenError(
+            f"golden {path} is a directory; remove it so the golden can be written."
+        ) from None
     return parse(Path(path), raw)
 
 
@@ -155,15 +168,20 @@ def save(path: Path, text: str) -> None:
     try:
         files.write_atomic(path, text)
     except OSError as exc:
-        raise GoldenError(f"cannot write golden {path}: {exc.strerror or exc} ({Path(path).parent}). "
-                          f"Make the directory writable, or point {settings.EXPECT_DIR.name} elsewhere.") from None
+        raise GoldenError(
+            f"cannot write golden {path}: {exc.strerror or exc} ({Path(path).parent}). "
+            f"Make the directory writable, or point {settings.EXPECT_DIR.name} elsewhere."
+        ) from None
 
 
 def op_count_summary(expected: str, actual: str) -> list[str]:
     """`aten::relu_  7 -> 0` lines for every op whose count changed, biggest change first."""
     before, after = op_counts(expected), op_counts(actual)
-    changed = [(op, before.get(op, 0), after.get(op, 0)) for op in set(before) | set(after)
-               if before.get(op, 0) != after.get(op, 0)]
+    changed = [
+        (op, before.get(op, 0), after.get(op, 0))
+        for op in set(before) | set(after)
+        if before.get(op, 0) != after.get(op, 0)
+    ]
     changed.sort(key=lambda c: (-abs(c[2] - c[1]), c[0]))
     width = max((len(op) for op, _, _ in changed), default=0)
     return [f"  {op:<{width}}  {b} -> {a}" for op, b, a in changed]
@@ -183,14 +201,21 @@ def unified_diff(expected: str, actual: str, label: str) -> list[str]:
 def mismatch_message(golden: GoldenFile, actual: str, what: str, accept_hint: str) -> str:
     lines = [f"{what} does not match golden {golden.path}."]
     if golden.torch_version and golden.torch_version != torch_version():
-        lines.append(f"Note: the golden was recorded with torch {golden.torch_version}; this run uses "
-                     f"torch {torch_version()}. The change may come from torch itself.")
+        lines.append(
+            f"Note: the golden was recorded with torch {golden.torch_version}; this run uses "
+            f"torch {torch_version()}. The change may come from torch itself."
+        )
     if golden.header.get("normaliser") != str(NORMALISER_VERSION):
-        lines.append(f"Note: the golden was written by normaliser version {golden.header.get('normaliser')}; "
-                     f"this harness prints version {NORMALISER_VERSION}.")
+        lines.append(
+            f"Note: the golden was written by normaliser version {golden.header.get('normaliser')}; "
+            f"this harness prints version {NORMALISER_VERSION}."
+        )
     summary = op_count_summary(golden.body, actual)
-    lines.append("Op counts (expected -> actual):" if summary else "Op counts unchanged; the graph differs in "
-                 "shapes, arguments or order.")
+    lines.append(
+        "Op counts (expected -> actual):"
+        if summary
+        else "Op counts unchanged; the graph differs in shapes, arguments or order."
+    )
     lines += summary
     lines.append("Diff:")
     lines += unified_diff(golden.body, actual, str(golden.path))

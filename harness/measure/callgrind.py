@@ -84,7 +84,7 @@ def parse(path: str | os.PathLike) -> Dump:
                 continue
             name, sep, value = line.partition(":")
             if name == "desc" and value.strip().startswith("Trigger:"):
-                trigger = value.strip()[len("Trigger:"):].strip()
+                trigger = value.strip()[len("Trigger:") :].strip()
                 trigger = trigger.removeprefix("Client Request:").strip()
             elif name == "totals":
                 total = int(value.split()[0])
@@ -115,12 +115,13 @@ def function_key(obj: str, fn: str, group: str) -> str:
     a symbol (named by its address) is one row."""
     lib = "<inductor>" if group == INDUCTOR else os.path.basename(obj) or "???"
     if lib == "???" and fn.startswith("0x"):  # code with no symbol: oneDNN's JIT kernels mostly,
-        fn = "<code without symbols>"         # at addresses that differ from run to run
+        fn = "<code without symbols>"  # at addresses that differ from run to run
     return f"{lib}:{fn}"
 
 
-def summarize(dumps: list[Dump], calls: int, top: int, kernel_dirs: tuple[str, ...] = (),
-              overhead: int = 0) -> dict:
+def summarize(
+    dumps: list[Dump], calls: int, top: int, kernel_dirs: tuple[str, ...] = (), overhead: int = 0
+) -> dict:
     """Per call, averaged over `dumps` (one per memory layout the workload was counted in): the
     total, each group's self count, and the `top` functions by self count (with their inclusive
     counts). `overhead`: instructions of an empty measurement (the client requests themselves),
@@ -133,16 +134,23 @@ def summarize(dumps: list[Dump], calls: int, top: int, kernel_dirs: tuple[str, .
             group = group_of(obj, kernel_dirs)
             groups[group] += count / per
             name = function_key(obj, fn, group)  # one name in two objects ("???" mostly): one row
-            m = merged.setdefault(name, {"function": name, "group": group, "self": 0.0, "inclusive": 0.0})
+            m = merged.setdefault(
+                name, {"function": name, "group": group, "self": 0.0, "inclusive": 0.0}
+            )
             m["self"] += count / per
             m["inclusive"] += dump.inclusive[(obj, fn)] / per
     ranked = sorted(merged.values(), key=lambda r: (-r["self"], r["function"]))
     layouts = [round((d.total - overhead) / calls, 1) for d in dumps]
-    return {"per_call": round(sum(layouts) / len(layouts), 1), "layouts": layouts,
-            "groups": {g: round(v, 1) for g, v in groups.items()},
-            "functions": [dict(r, self=round(r["self"], 1), inclusive=round(r["inclusive"], 1))
-                          for r in ranked[:top]],
-            "functions_total": len(ranked)}
+    return {
+        "per_call": round(sum(layouts) / len(layouts), 1),
+        "layouts": layouts,
+        "groups": {g: round(v, 1) for g, v in groups.items()},
+        "functions": [
+            dict(r, self=round(r["self"], 1), inclusive=round(r["inclusive"], 1))
+            for r in ranked[:top]
+        ],
+        "functions_total": len(ranked),
+    }
 
 
 def dump_files(prefix: Path) -> list[Path]:

@@ -38,12 +38,14 @@ _TORCH_DIR = os.path.dirname(torch.__file__)
 def _numpy():
     try:
         import numpy
+
         return numpy
     except ImportError:
         return None
 
 
 # ---- what __getitem__ does to random state ------------------------------------------------
+
 
 class SeedCalls(contextlib.AbstractContextManager):
     """Records seeding calls with a fixed seed made while it is active, with the caller's file
@@ -95,8 +97,11 @@ class SeedCalls(contextlib.AbstractContextManager):
         random.Random = Random
 
         def profile(frame, event, arg):  # a C method: only the profiler sees it
-            if (event == "c_call" and getattr(arg, "__qualname__", "") == "Generator.manual_seed"
-                    and not frame.f_code.co_filename.startswith(_TORCH_DIR)):  # torch.manual_seed's own
+            if (
+                event == "c_call"
+                and getattr(arg, "__qualname__", "") == "Generator.manual_seed"
+                and not frame.f_code.co_filename.startswith(_TORCH_DIR)
+            ):  # torch.manual_seed's own
                 calls.append(f"torch.Generator.manual_seed at {where(frame)}")
 
         self._old_profile = sys.getprofile()
@@ -111,7 +116,10 @@ class SeedCalls(contextlib.AbstractContextManager):
 
 
 def _global_states() -> dict[str, bytes]:
-    states = {"torch": torch.get_rng_state().numpy().tobytes(), "random": repr(random.getstate()).encode()}
+    states = {
+        "torch": torch.get_rng_state().numpy().tobytes(),
+        "random": repr(random.getstate()).encode(),
+    }
     np = _numpy()
     if np is not None:
         kind, keys, pos, *_ = np.random.get_state()
@@ -127,10 +135,16 @@ def _generators(obj, path: str = "self", depth: int = 4, seen: set | None = None
         return []
     seen.add(id(obj))
     np = _numpy()
-    kinds = (random.Random, torch.Generator) + ((np.random.Generator, np.random.RandomState) if np else ())
+    kinds = (random.Random, torch.Generator) + (
+        (np.random.Generator, np.random.RandomState) if np else ()
+    )
     if isinstance(obj, kinds):
         return [f"{path} ({type(obj).__module__}.{type(obj).__qualname__})"]
-    if isinstance(obj, (str, bytes, int, float, bool, type(None), torch.Tensor, type)) or callable(obj) and not hasattr(obj, "__dict__"):
+    if (
+        isinstance(obj, (str, bytes, int, float, bool, type(None), torch.Tensor, type))
+        or callable(obj)
+        and not hasattr(obj, "__dict__")
+    ):
         return []
     found = []
     if isinstance(obj, dict):
@@ -149,6 +163,7 @@ def _generators(obj, path: str = "self", depth: int = 4, seen: set | None = None
 
 
 # ---- augmentation across epochs and workers -------------------------------------------------
+
 
 def augmentation(dataset, label: str) -> list[Finding]:
     epochs, workers = "augmentation across epochs", "augmentation across workers"
@@ -169,53 +184,97 @@ def augmentation(dataset, label: str) -> list[Finding]:
     reset = [k for k in after[0] if all(a[k] == after[0][k] for a in after[1:])]
     calls = list(dict.fromkeys(calls))
     if frozen and (calls or reset):
-        cause = ("__getitem__ sets a fixed seed: " + "; ".join(calls) if calls else
-                 f"__getitem__ resets the global {', '.join(reset)} generator to a fixed state")
-        reason = (f"{label}[0] gives the same output on every call, under {DRAWS} different global "
-                  f"seeds: its augmentation is frozen. {cause}")
-        fix = ("remove the seeding from __getitem__; for reproducible runs seed once at start "
-               "(torch's DataLoader then seeds every worker from it)")
+        cause = (
+            "__getitem__ sets a fixed seed: " + "; ".join(calls)
+            if calls
+            else f"__getitem__ resets the global {', '.join(reset)} generator to a fixed state"
+        )
+        reason = (
+            f"{label}[0] gives the same output on every call, under {DRAWS} different global "
+            f"seeds: its augmentation is frozen. {cause}"
+        )
+        fix = (
+            "remove the seeding from __getitem__; for reproducible runs seed once at start "
+            "(torch's DataLoader then seeds every worker from it)"
+        )
         details = {"seed_calls": calls, "generators_reset": reset}
-        return [Finding(epochs, FAIL, reason, fix, details), Finding(workers, FAIL, reason, fix, details)]
+        return [
+            Finding(epochs, FAIL, reason, fix, details),
+            Finding(workers, FAIL, reason, fix, details),
+        ]
     if frozen and not consumed:
-        why = (f"{label}[0] is the same on every call and draws nothing from torch, random or numpy: "
-               "the pipeline has no random augmentation (if it should, look for a generator "
-               "seeded inside __getitem__)")
+        why = (
+            f"{label}[0] is the same on every call and draws nothing from torch, random or numpy: "
+            "the pipeline has no random augmentation (if it should, look for a generator "
+            "seeded inside __getitem__)"
+        )
         return [Finding(epochs, NA, why), Finding(workers, NA, why)]
 
     context = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-    loader = torch.utils.data.DataLoader(dataset, sampler=[0] * (2 * WORKER_DRAWS), batch_size=None,
-                                         num_workers=2, multiprocessing_context=context,
-                                         persistent_workers=False)
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        sampler=[0] * (2 * WORKER_DRAWS),
+        batch_size=None,
+        num_workers=2,
+        multiprocessing_context=context,
+        persistent_workers=False,
+    )
     seed_everything(0)
-    first = list(loader)   # worker 0 draws the even positions, worker 1 the odd ones
+    first = list(loader)  # worker 0 draws the even positions, worker 1 the odd ones
     second = list(loader)  # fresh workers, a new base seed
     same_epochs = same_outputs(first[0::2], second[0::2], exact=True)
     same_workers = same_outputs(first[0::2], first[1::2], exact=True)
     held = _generators(dataset)
-    cause = ("Likely cause: the dataset holds " + ", ".join(held) + ", made in __init__ and copied "
-             "with the same state into every worker (and into each epoch's fresh workers)"
-             if held else "No generator object was found on the dataset; look for random state "
-             "captured before the workers start")
-    fix = ("draw from torch's generator or np.random (reseeded per worker), or create the generator "
-           "per worker in worker_init_fn from torch.utils.data.get_worker_info().seed")
-    details = {"generators": held, "draws": f"item 0, {WORKER_DRAWS} times in each of 2 workers (fork), 2 epochs"}
+    cause = (
+        "Likely cause: the dataset holds " + ", ".join(held) + ", made in __init__ and copied "
+        "with the same state into every worker (and into each epoch's fresh workers)"
+        if held
+        else "No generator object was found on the dataset; look for random state "
+        "captured before the workers start"
+    )
+    fix = (
+        "draw from torch's generator or np.random (reseeded per worker), or create the generator "
+        "per worker in worker_init_fn from torch.utils.data.get_worker_info().seed"
+    )
+    details = {
+        "generators": held,
+        "draws": f"item 0, {WORKER_DRAWS} times in each of 2 workers (fork), 2 epochs",
+    }
     found = []
     if same_epochs:
-        found.append(Finding(epochs, FAIL, f"{label}[0] draws the same augmentation in every epoch "
-                                           f"(fresh workers each epoch). {cause}", fix, details))
+        found.append(
+            Finding(
+                epochs,
+                FAIL,
+                f"{label}[0] draws the same augmentation in every epoch "
+                f"(fresh workers each epoch). {cause}",
+                fix,
+                details,
+            )
+        )
     else:
         found.append(Finding(epochs, PASS, f"{label}[0] gets a different augmentation each epoch"))
     if same_workers:
-        found.append(Finding(workers, FAIL, f"two DataLoader workers draw the same augmentation for "
-                                            f"{label}[0]. {cause}", fix, details))
+        found.append(
+            Finding(
+                workers,
+                FAIL,
+                f"two DataLoader workers draw the same augmentation for {label}[0]. {cause}",
+                fix,
+                details,
+            )
+        )
     else:
-        found.append(Finding(workers, PASS, f"two DataLoader workers draw different augmentations "
-                                            f"for {label}[0]"))
+        found.append(
+            Finding(
+                workers, PASS, f"two DataLoader workers draw different augmentations for {label}[0]"
+            )
+        )
     return found
 
 
 # ---- output shape over aspect ratios --------------------------------------------------------
+
 
 def _shape(output):
     from torch.utils._pytree import tree_leaves
@@ -240,8 +299,12 @@ def _aspect_keepers(transform) -> list[str]:
     found = []
     for t in _transforms(transform):
         size = getattr(t, "size", None)
-        if type(t).__name__ == "Resize" and (isinstance(size, int) or (isinstance(size, (list, tuple)) and len(size) == 1)):
-            found.append(f"{type(t).__module__}.Resize(size={size if isinstance(size, int) else size[0]})")
+        if type(t).__name__ == "Resize" and (
+            isinstance(size, int) or (isinstance(size, (list, tuple)) and len(size) == 1)
+        ):
+            found.append(
+                f"{type(t).__module__}.Resize(size={size if isinstance(size, int) else size[0]})"
+            )
     return found
 
 
@@ -262,43 +325,82 @@ def shapes(dataset, loader, label: str) -> Finding:
     collate = getattr(loader, "collate_fn", None)
     custom_collate = collate is not None and getattr(collate, "__name__", "") != "default_collate"
     if transform is None or not callable(transform):
-        items = [_shape(dataset[i]) for i in range(min(len(dataset), 8))] if hasattr(dataset, "__len__") else []
+        items = (
+            [_shape(dataset[i]) for i in range(min(len(dataset), 8))]
+            if hasattr(dataset, "__len__")
+            else []
+        )
         distinct = list(dict.fromkeys(map(str, items)))
         if len(distinct) > 1:
-            return Finding(name, FAIL, f"{label}'s first {len(items)} items have different shapes: "
-                                       f"{', '.join(distinct)}", "resize to a fixed (height, width)")
-        return Finding(name, NA, f"{label} has no `transform` attribute to feed images of other aspect "
-                                 f"ratios; its first {len(items)} items all have shape {distinct[0] if distinct else '?'}")
+            return Finding(
+                name,
+                FAIL,
+                f"{label}'s first {len(items)} items have different shapes: {', '.join(distinct)}",
+                "resize to a fixed (height, width)",
+            )
+        return Finding(
+            name,
+            NA,
+            f"{label} has no `transform` attribute to feed images of other aspect "
+            f"ratios; its first {len(items)} items all have shape {distinct[0] if distinct else '?'}",
+        )
     seed_everything(0)
     got = {f"{h}x{w}": _shape(_probe(transform, h, w)) for h, w in PROBE_SIZES}
     seen = ", ".join(f"{k} -> {v[0] if len(v) == 1 else v}" for k, v in got.items())
     if len({str(v) for v in got.values()}) == 1:
-        return Finding(name, PASS, f"the transform gives one shape for inputs of three aspect ratios "
-                                   f"(height x width {seen})", details={"shapes": got})
+        return Finding(
+            name,
+            PASS,
+            f"the transform gives one shape for inputs of three aspect ratios "
+            f"(height x width {seen})",
+            details={"shapes": got},
+        )
     keepers = _aspect_keepers(transform)
-    cause = (f"{' and '.join(keepers)} with one int scales the shorter side and keeps the aspect ratio"
-             if keepers else "a transform keeps the input's aspect ratio")
+    cause = (
+        f"{' and '.join(keepers)} with one int scales the shorter side and keeps the aspect ratio"
+        if keepers
+        else "a transform keeps the input's aspect ratio"
+    )
     if custom_collate:
-        return Finding(name, PASS, f"the pipeline keeps aspect ratio ({seen}; {cause}); the loader's "
-                                   f"collate_fn {collate.__name__} takes variable sizes", details={"shapes": got})
-    return Finding(name, FAIL, f"output shape follows the input's aspect ratio ({seen}): {cause}. "
-                               "Batches of mixed images fail in default_collate, or train on "
-                               "distorted crops", "Resize((H, W)) for a fixed shape, or Resize(S) followed "
-                               "by CenterCrop(S); keep aspect ratio only with a collate_fn that pads",
-                   {"shapes": got, "transforms": keepers})
+        return Finding(
+            name,
+            PASS,
+            f"the pipeline keeps aspect ratio ({seen}; {cause}); the loader's "
+            f"collate_fn {collate.__name__} takes variable sizes",
+            details={"shapes": got},
+        )
+    return Finding(
+        name,
+        FAIL,
+        f"output shape follows the input's aspect ratio ({seen}): {cause}. "
+        "Batches of mixed images fail in default_collate, or train on "
+        "distorted crops",
+        "Resize((H, W)) for a fixed shape, or Resize(S) followed "
+        "by CenterCrop(S); keep aspect ratio only with a collate_fn that pads",
+        {"shapes": got, "transforms": keepers},
+    )
 
 
 # ---- loader settings ------------------------------------------------------------------------
 
+
 def settings(loader) -> Finding:
     name = "loader settings"
     if loader is None:
-        return Finding(name, INFO, "a Dataset was given, no DataLoader: no settings to record (the "
-                                   "worker check used num_workers=2, fork, pin_memory=False)",
-                       details={"num_workers": None, "pin_memory": None})
-    found = {"num_workers": loader.num_workers, "pin_memory": loader.pin_memory,
-             "persistent_workers": loader.persistent_workers, "batch_size": loader.batch_size,
-             "collate_fn": getattr(loader.collate_fn, "__name__", str(loader.collate_fn))}
+        return Finding(
+            name,
+            INFO,
+            "a Dataset was given, no DataLoader: no settings to record (the "
+            "worker check used num_workers=2, fork, pin_memory=False)",
+            details={"num_workers": None, "pin_memory": None},
+        )
+    found = {
+        "num_workers": loader.num_workers,
+        "pin_memory": loader.pin_memory,
+        "persistent_workers": loader.persistent_workers,
+        "batch_size": loader.batch_size,
+        "collate_fn": getattr(loader.collate_fn, "__name__", str(loader.collate_fn)),
+    }
     notes = []
     if loader.pin_memory and not torch.cuda.is_available():
         notes.append("pin_memory=True without CUDA pins for nothing")
@@ -321,5 +423,10 @@ def own_loader():
     from harness.measure.workloads import dataloader
 
     cuda = torch.cuda.is_available()
-    return dataloader.build_loader(num_workers=2, pin_memory=cuda, batch_size=16, persistent_workers=False,
-                                   device=torch.device("cuda" if cuda else "cpu"))
+    return dataloader.build_loader(
+        num_workers=2,
+        pin_memory=cuda,
+        batch_size=16,
+        persistent_workers=False,
+        device=torch.device("cuda" if cuda else "cpu"),
+    )

@@ -57,8 +57,8 @@ import threading
 import time
 from pathlib import Path
 
-from harness.core.files import write_atomic, write_json_atomic
 from harness.core import settings
+from harness.core.files import write_atomic, write_json_atomic
 
 SCHEMA = 1
 TOP = 40  # functions kept per workload in the run record
@@ -73,10 +73,16 @@ SCRATCH_ENV = settings.SCRATCH_DIR.name
 SELECT_ENV = settings.INSTRUCTION_WORKLOADS.name
 EXTRA_ENV = settings.TEST_EXTRA_INSTRUCTIONS.name
 EXTRA_WORKLOADS_ENV = settings.TEST_EXTRA_INSTRUCTIONS_WORKLOADS.name
-INSTALL_HINT = ("install valgrind (Debian/Ubuntu: `apt-get install valgrind`, which ships "
-                "callgrind.h; Fedora: `dnf install valgrind valgrind-devel`)")
-VALGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no", "--compress-strings=no",
-                    "--compress-pos=no")
+INSTALL_HINT = (
+    "install valgrind (Debian/Ubuntu: `apt-get install valgrind`, which ships "
+    "callgrind.h; Fedora: `dnf install valgrind valgrind-devel`)"
+)
+VALGRIND_OPTIONS = (
+    "--tool=callgrind",
+    "--instr-atstart=no",
+    "--compress-strings=no",
+    "--compress-pos=no",
+)
 BUSY_CALIBRATION = 1000  # iterations of the injection's busy loop counted to calibrate it
 
 HELPER_SOURCE = """\
@@ -113,6 +119,7 @@ class Counted:
 
 # ---- what this machine has ----
 
+
 def valgrind_version() -> str | None:
     exe = shutil.which("valgrind")
     if not exe:
@@ -144,8 +151,11 @@ def helper_library() -> Path:
         src = Path(tmp) / "helper.c"
         src.write_text(HELPER_SOURCE)
         out = Path(tmp) / "helper.so"
-        proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(out), str(src)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [cc, "-O2", "-shared", "-fPIC", "-o", str(out), str(src)],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode:
             raise Unavailable(f"building the callgrind helper failed: {proc.stderr.strip()[-500:]}")
         write_atomic(lib, out.read_bytes())  # two runs building at once: either copy wins whole
@@ -186,8 +196,10 @@ def _load_table(source: str) -> dict:
 def workload_of(target: Target):
     table = _load_table(target.source)
     if target.workload not in table:
-        raise KeyError(f"unknown instruction workload {target.workload!r} in {target.source}; "
-                       f"known: {', '.join(table)}")
+        raise KeyError(
+            f"unknown instruction workload {target.workload!r} in {target.source}; "
+            f"known: {', '.join(table)}"
+        )
     return table[target.workload]
 
 
@@ -211,7 +223,9 @@ OUT = "out"  # callgrind's dumps, the children's status files, the worker's resu
 INDUCTOR_LINK = f"{CANON}/inductor"
 
 
-def _canonical(work: Path, helper: Path, sources: list[str]) -> tuple[list[str], dict, dict[str, str]]:
+def _canonical(
+    work: Path, helper: Path, sources: list[str]
+) -> tuple[list[str], dict, dict[str, str]]:
     """The interpreter, environment and source paths of the counting process, made the same
     wherever the checkout, venv, results or scratch folder lie: CPython 3.11 keys its method
     cache by the address of a name, and every string of another length or hash allocated before
@@ -224,7 +238,9 @@ def _canonical(work: Path, helper: Path, sources: list[str]) -> tuple[list[str],
     canon.mkdir()
     home = Path(__file__).resolve().parents[2]  # the folder holding the harness package
     entries = []
-    for i, entry in enumerate(dict.fromkeys([str(home), *(p for p in sys.path if p and Path(p).is_dir())])):
+    for i, entry in enumerate(
+        dict.fromkeys([str(home), *(p for p in sys.path if p and Path(p).is_dir())])
+    ):
         if Path(entry).resolve().is_relative_to(Path(sys.base_prefix).resolve()):
             entries.append(entry)  # the base interpreter's own library: the same for every venv
             continue
@@ -235,14 +251,22 @@ def _canonical(work: Path, helper: Path, sources: list[str]) -> tuple[list[str],
     for j, src in enumerate(s for s in sources if s.endswith(".py")):
         (canon / f"source{j:02d}.py").symlink_to(Path(src).resolve())
         mapped[src] = f"{CANON}/source{j:02d}.py"
-    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ and k != "TORCHINDUCTOR_CACHE_DIR"}
+    env = {
+        k: os.environ[k] for k in PASSED_ENV if k in os.environ and k != "TORCHINDUCTOR_CACHE_DIR"
+    }
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if cache:
         (work / INDUCTOR_LINK).symlink_to(Path(cache).resolve())
         env["TORCHINDUCTOR_CACHE_DIR"] = INDUCTOR_LINK
-    env.update(HOME=".", PATH="/usr/local/bin:/usr/bin:/bin", PYTHONPATH=os.pathsep.join(entries),
-               PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED") or "0", OMP_NUM_THREADS="1",
-               MKL_NUM_THREADS="1", LC_ALL="C.UTF-8")
+    env.update(
+        HOME=".",
+        PATH="/usr/local/bin:/usr/bin:/bin",
+        PYTHONPATH=os.pathsep.join(entries),
+        PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED") or "0",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        LC_ALL="C.UTF-8",
+    )
     # -P (3.11): the working directory is not put on sys.path
     flags = ["-S", "-P"] if sys.version_info >= (3, 11) else ["-S"]
     return [os.path.realpath(sys.executable), *flags], env, mapped
@@ -251,12 +275,16 @@ def _canonical(work: Path, helper: Path, sources: list[str]) -> tuple[list[str],
 def _fingerprint(worker: dict) -> dict:
     import torch
 
-    return {"valgrind": valgrind_version(), "cpu_capability": worker.get("cpu_capability"),
-            "native_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "python": f"{platform.python_implementation()} {platform.python_version()} "
-                      f"({', '.join(platform.python_build())}; {platform.python_compiler()})",
-            "threads": worker.get("threads"), "torch": torch.__version__,
-            "python_hash_seed": os.environ.get("PYTHONHASHSEED", "0")}
+    return {
+        "valgrind": valgrind_version(),
+        "cpu_capability": worker.get("cpu_capability"),
+        "native_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "python": f"{platform.python_implementation()} {platform.python_version()} "
+        f"({', '.join(platform.python_build())}; {platform.python_compiler()})",
+        "threads": worker.get("threads"),
+        "torch": torch.__version__,
+        "python_hash_seed": os.environ.get("PYTHONHASHSEED", "0"),
+    }
 
 
 def _dump_for(prefix: Path, pid: int, tag: str) -> Path | None:
@@ -283,7 +311,9 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
         return Counted({}, {}, {})
     helper = helper_library()
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="harness-callgrind-", dir=settings.SCRATCH_DIR.get()) as tmp:
+    with tempfile.TemporaryDirectory(
+        prefix="harness-callgrind-", dir=settings.SCRATCH_DIR.get()
+    ) as tmp:
         work = Path(tmp)
         failed: dict[str, str] = {}
         jobs = []
@@ -293,9 +323,19 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
             except Exception as exc:
                 failed[t.row] = f"{type(exc).__name__}: {exc}"
                 continue
-            jobs.append({"index": i, "row": t.row, "source": t.source, "workload": t.workload,
-                         "calls": w.calls, "warmup": w.warmup, "imports": list(w.imports),
-                         "cost": w.cost, "layouts": w.layouts[1 if settings.FULL.get() else 0]})
+            jobs.append(
+                {
+                    "index": i,
+                    "row": t.row,
+                    "source": t.source,
+                    "workload": t.workload,
+                    "calls": w.calls,
+                    "warmup": w.warmup,
+                    "imports": list(w.imports),
+                    "cost": w.cost,
+                    "layouts": w.layouts[1 if settings.FULL.get() else 0],
+                }
+            )
         extra = settings.TEST_EXTRA_INSTRUCTIONS.get()
         slowed = settings.TEST_EXTRA_INSTRUCTIONS_WORKLOADS.get()
         python, env, sources = _canonical(work, helper, [j["source"] for j in jobs])
@@ -306,13 +346,26 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
         (work / OUT / "status").mkdir(parents=True)
         prefix = work / OUT / "cg"
         ready_r, ready_w = os.pipe()  # the parent says "prepared" through it
-        spec = {"helper": f"{CANON}/helper.so", "state": STATE, "out": OUT, "ready_fd": ready_r,
-                "jobs": [dict(j, source=sources.get(j["source"], j["source"])) for j in jobs],
-                "parallel": PARALLEL, "extra": {"fraction": extra, "workloads": slowed},
-                "prefix": f"{OUT}/cg"}
+        spec = {
+            "helper": f"{CANON}/helper.so",
+            "state": STATE,
+            "out": OUT,
+            "ready_fd": ready_r,
+            "jobs": [dict(j, source=sources.get(j["source"], j["source"])) for j in jobs],
+            "parallel": PARALLEL,
+            "extra": {"fraction": extra, "workloads": slowed},
+            "prefix": f"{OUT}/cg",
+        }
         (work / "spec.json").write_text(json.dumps(spec))
-        cmd = [shutil.which("valgrind") or "valgrind", *VALGRIND_OPTIONS, f"--callgrind-out-file={prefix}.%p",
-               *python, "-m", "harness.measure.instructions", "spec.json"]
+        cmd = [
+            shutil.which("valgrind") or "valgrind",
+            *VALGRIND_OPTIONS,
+            f"--callgrind-out-file={prefix}.%p",
+            *python,
+            "-m",
+            "harness.measure.instructions",
+            "spec.json",
+        ]
 
         def prepare() -> None:
             """Natively, while valgrind imports torch; the counting process waits for it."""
@@ -322,9 +375,13 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
                     if w.prepare is not None:
                         w.prepare(work / STATE)
                 except Exception as exc:  # reported on the row, the others still count
-                    failed[job["row"]] = f"preparing {job['workload']} failed: {type(exc).__name__}: {exc}"
-            write_atomic(work / OUT / "prepared.json",
-                         json.dumps([j["index"] for j in jobs if j["row"] not in failed]))
+                    failed[job["row"]] = (
+                        f"preparing {job['workload']} failed: {type(exc).__name__}: {exc}"
+                    )
+            write_atomic(
+                work / OUT / "prepared.json",
+                json.dumps([j["index"] for j in jobs if j["row"] not in failed]),
+            )
             times["prepare"] = round(time.perf_counter() - t0, 1)
             os.write(ready_w, b"r")  # one blocking read there: no polling loop moves its heap
 
@@ -332,10 +389,13 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
         from harness.core.processes import run_tied
 
         try:  # tied to this (benchmark) process: asv's timeout or a cancelled run ends it too
-            proc = run_tied(cmd, env=env, timeout=timeout_s, cwd=work, meanwhile=prepare,
-                            pass_fds=(ready_r,))
+            proc = run_tied(
+                cmd, env=env, timeout=timeout_s, cwd=work, meanwhile=prepare, pass_fds=(ready_r,)
+            )
         except subprocess.TimeoutExpired:
-            raise RuntimeError(f"the valgrind process ran past {timeout_s:.0f} s and was ended") from None
+            raise RuntimeError(
+                f"the valgrind process ran past {timeout_s:.0f} s and was ended"
+            ) from None
         finally:
             os.close(ready_r)
             os.close(ready_w)
@@ -344,9 +404,12 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
             worker = json.loads((work / OUT / "worker.json").read_text())
         except (OSError, ValueError):
             tail = "\n".join((proc.stderr or "").strip().splitlines()[-15:])
-            raise RuntimeError(f"the valgrind process (exit {proc.returncode}) wrote no result:\n{tail}") \
-                from None
-        kernel_dirs = tuple(d for d in (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), INDUCTOR_LINK) if d)
+            raise RuntimeError(
+                f"the valgrind process (exit {proc.returncode}) wrote no result:\n{tail}"
+            ) from None
+        kernel_dirs = tuple(
+            d for d in (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), INDUCTOR_LINK) if d
+        )
         empty = _dump_for(prefix, worker["pid"], "harness-overhead")
         worker["overhead"] = _totals(empty) if empty else 0
         rows, summaries = {}, {}
@@ -359,26 +422,44 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
                     break
                 dump = _dump_for(prefix, status.get("pid", -1), f"harness-{job['index']}-{layout}")
                 if dump is None:
-                    failed[job["row"]] = "a counting child left no callgrind dump (it died: see stderr)"
+                    failed[job["row"]] = (
+                        "a counting child left no callgrind dump (it died: see stderr)"
+                    )
                     break
                 dumps.append(callgrind.parse(dump))
                 seconds.append(status.get("seconds"))
                 extras += [status["extra"]] if status.get("extra") else []
             if job["row"] in failed:
                 continue
-            summary = callgrind.summarize(dumps, job["calls"], TOP, kernel_dirs, overhead=worker["overhead"])
-            summary.update(workload=job["workload"], calls=job["calls"], warmup=job["warmup"],
-                           seconds=seconds, **({"extra": extras} if extras else {}))
+            summary = callgrind.summarize(
+                dumps, job["calls"], TOP, kernel_dirs, overhead=worker["overhead"]
+            )
+            summary.update(
+                workload=job["workload"],
+                calls=job["calls"],
+                warmup=job["warmup"],
+                seconds=seconds,
+                **({"extra": extras} if extras else {}),
+            )
             rows[job["row"]] = summary["per_call"]
             summaries[job["row"]] = summary
-    record = {"schema": SCHEMA, "fingerprint": _fingerprint(worker), "rows": summaries,
-              "failed": failed, "overhead": worker.get("overhead"),
-              "seconds": {"prepare_natively": times.get("prepare"),
-                          "import_under_valgrind": worker.get("import_s"),
-                          "total": round(time.perf_counter() - t0, 1)}}
+    record = {
+        "schema": SCHEMA,
+        "fingerprint": _fingerprint(worker),
+        "rows": summaries,
+        "failed": failed,
+        "overhead": worker.get("overhead"),
+        "seconds": {
+            "prepare_natively": times.get("prepare"),
+            "import_under_valgrind": worker.get("import_s"),
+            "total": round(time.perf_counter() - t0, 1),
+        },
+    }
     _keep(record, targets)
     if log:
-        log(f"instructions: {len(rows)} counted, {len(failed)} failed, {record['seconds']['total']} s")
+        log(
+            f"instructions: {len(rows)} counted, {len(failed)} failed, {record['seconds']['total']} s"
+        )
     return Counted(rows, failed, record)
 
 
@@ -420,6 +501,7 @@ def _keep(record: dict, targets: list[Target]) -> None:
 
 
 # ---- the worker: runs under valgrind ----
+
 
 def _busy(n: int) -> int:
     """The injection's extra work: plain Python, as more interpreter overhead would be, the same
@@ -469,7 +551,9 @@ def _shift_layout(layout: int) -> list:
     return keep
 
 
-def _count_one(req: _Requests, job: dict, layout: int, folder: Path, extra: dict, prefix: Path) -> dict:
+def _count_one(
+    req: _Requests, job: dict, layout: int, folder: Path, extra: dict, prefix: Path
+) -> dict:
     import torch
 
     from harness.measure.allocator import freed_memory_retained
@@ -520,8 +604,12 @@ def _slowed(req: _Requests, fn, job: dict, tag: str, fraction: float, prefix: Pa
 
     for _ in range(job["warmup"]):
         slowed()
-    return slowed, {"fraction": fraction, "iterations": n, "added_per_call": added,
-                    "clean_per_call": round(clean)}
+    return slowed, {
+        "fraction": fraction,
+        "iterations": n,
+        "added_per_call": added,
+        "clean_per_call": round(clean),
+    }
 
 
 def _worker(spec_path: str) -> int:
@@ -535,9 +623,13 @@ def _worker(spec_path: str) -> int:
     import torch
 
     torch.set_num_threads(1)
-    result = {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
-              "threads": torch.get_num_threads(), "import_s": round(time.perf_counter() - t0, 1),
-              "pid": os.getpid(), "jobs": {}}
+    result = {
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "import_s": round(time.perf_counter() - t0, 1),
+        "pid": os.getpid(),
+        "jobs": {},
+    }
     folder, out = Path(spec["state"]), Path(spec["out"])
     os.read(spec["ready_fd"], 1)  # the parent has prepared what the workloads load
     prepared = out / "prepared.json"
@@ -565,8 +657,10 @@ def _worker(spec_path: str) -> int:
         for i, (job, layout) in enumerate(tasks):
             if tuple(job["imports"]) == phase and os.fork() == 0:
                 _child(req, job, layout, folder, spec, gates[i][0])
-        pending += sorted((i for i, (job, _) in enumerate(tasks) if tuple(job["imports"]) == phase),
-                          key=lambda i: -tasks[i][0]["cost"])
+        pending += sorted(
+            (i for i, (job, _) in enumerate(tasks) if tuple(job["imports"]) == phase),
+            key=lambda i: -tasks[i][0]["cost"],
+        )
         pending.sort(key=lambda i: -tasks[i][0]["cost"])
         release()
     while state["done"] < len(tasks):
@@ -577,8 +671,13 @@ def _worker(spec_path: str) -> int:
     for job, layout in tasks:
         tag = f"{job['index']}-{layout}"
         path = status_dir / f"{tag}.json"
-        result["jobs"][tag] = json.loads(path.read_text()) if path.is_file() else \
-            {"error": f"a counting child ({job['workload']}, layout {layout}) died before writing its result"}
+        result["jobs"][tag] = (
+            json.loads(path.read_text())
+            if path.is_file()
+            else {
+                "error": f"a counting child ({job['workload']}, layout {layout}) died before writing its result"
+            }
+        )
     (out / "worker.json").write_text(json.dumps(result))
     return 0
 

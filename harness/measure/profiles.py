@@ -60,22 +60,37 @@ MAX_CALLS = 50
 
 # ---- profiling one callable ----
 
+
 def summarize(averages, calls: int, device: str, threads: int, top: int = TOP) -> dict:
     """A compact summary of `prof.key_averages()` over `calls` calls: per call, top by self time
     (device time first on CUDA, where it is the time that matters)."""
+
     def dev_us(e):
         return float(getattr(e, "self_device_time_total", 0) or 0)
 
-    ops = [{"name": e.key, "calls": round(e.count / calls, 3),
+    ops = [
+        {
+            "name": e.key,
+            "calls": round(e.count / calls, 3),
             "self_cpu_us": round(e.self_cpu_time_total / calls, 3),
-            "self_cuda_us": round(dev_us(e) / calls, 3)} for e in averages]
-    key = (lambda o: (o["self_cuda_us"], o["self_cpu_us"])) if device == "cuda" else \
-        (lambda o: (o["self_cpu_us"], o["self_cuda_us"]))
+            "self_cuda_us": round(dev_us(e) / calls, 3),
+        }
+        for e in averages
+    ]
+    key = (
+        (lambda o: (o["self_cuda_us"], o["self_cpu_us"]))
+        if device == "cuda"
+        else (lambda o: (o["self_cpu_us"], o["self_cuda_us"]))
+    )
     ops.sort(key=key, reverse=True)
-    return {"calls": calls, "threads": threads, "device": device,
-            "self_cpu_us": round(sum(o["self_cpu_us"] for o in ops), 3),
-            "self_cuda_us": round(sum(o["self_cuda_us"] for o in ops), 3),
-            "ops": ops[:top]}
+    return {
+        "calls": calls,
+        "threads": threads,
+        "device": device,
+        "self_cpu_us": round(sum(o["self_cpu_us"] for o in ops), 3),
+        "self_cuda_us": round(sum(o["self_cuda_us"] for o in ops), 3),
+        "ops": ops[:top],
+    }
 
 
 def profile_callable(fn, device, budget_s: float = BUDGET_S, max_calls: int = MAX_CALLS) -> dict:
@@ -103,6 +118,7 @@ def profile_callable(fn, device, budget_s: float = BUDGET_S, max_calls: int = MA
 
 # ---- the pass over a run's suites ----
 
+
 def _real_params(cls) -> list[list]:
     """asv's normalisation: a flat `params` list is one parameter."""
     params = list(getattr(cls, "params", []) or [])
@@ -128,8 +144,15 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
 
 
-def collect(bench_dir: Path, benchmarks: dict, suites: list[str], *, profile: bool,
-            budget_s: float = BUDGET_S, log=None) -> tuple[dict, dict | None]:
+def collect(
+    bench_dir: Path,
+    benchmarks: dict,
+    suites: list[str],
+    *,
+    profile: bool,
+    budget_s: float = BUDGET_S,
+    log=None,
+) -> tuple[dict, dict | None]:
     """(op counts, profiles or None) for the suites' benchmarks listed in `benchmarks`."""
     import torch
 
@@ -170,8 +193,15 @@ def collect(bench_dir: Path, benchmarks: dict, suites: list[str], *, profile: bo
                 _teardown(inst, values)
     profiles = None
     if profile:
-        profiles = {"schema": SCHEMA, "threads": torch.get_num_threads(), "device": pick_device().type,
-                    "budget_s": budget_s, "top": TOP, "workloads": workloads, "skipped": skipped}
+        profiles = {
+            "schema": SCHEMA,
+            "threads": torch.get_num_threads(),
+            "device": pick_device().type,
+            "budget_s": budget_s,
+            "top": TOP,
+            "workloads": workloads,
+            "skipped": skipped,
+        }
     return {"schema": SCHEMA, "rows": rows}, profiles
 
 
@@ -227,8 +257,10 @@ def _teardown(inst, values) -> None:
 
 def wanted(benchmarks: dict, suites: list[str], profile: bool) -> bool:
     """Whether the pass has anything to do: a counter row in the suites, or profiling asked."""
-    return profile or any(isinstance(i, dict) and i.get("unit") in COUNTER_UNITS
-                          and n.split(".")[0] in suites for n, i in benchmarks.items())
+    return profile or any(
+        isinstance(i, dict) and i.get("unit") in COUNTER_UNITS and n.split(".")[0] in suites
+        for n, i in benchmarks.items()
+    )
 
 
 def _ran(asv_dir: Path, benchmarks: dict) -> dict:
@@ -247,22 +279,31 @@ def _ran(asv_dir: Path, benchmarks: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from harness.core.files import write_json_atomic
 
-    p = argparse.ArgumentParser(prog="python -m harness.measure.profiles", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m harness.measure.profiles", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--benchmark-dir", required=True, type=Path)
-    p.add_argument("--asv-dir", required=True, type=Path, help="the run's asv folder (benchmarks.json)")
+    p.add_argument(
+        "--asv-dir", required=True, type=Path, help="the run's asv folder (benchmarks.json)"
+    )
     p.add_argument("--out", required=True, type=Path, help="the run record being written")
     p.add_argument("--suite", action="append", required=True)
     p.add_argument("--profile", action="store_true")
     p.add_argument("--budget-s", type=float, default=BUDGET_S)
     args = p.parse_args(argv)
-    benchmarks = _ran(args.asv_dir, json.loads((args.asv_dir / "benchmarks.json").read_text(encoding="utf-8")))
-    counts, profiles = collect(args.benchmark_dir, benchmarks, args.suite, profile=args.profile,
-                               budget_s=args.budget_s)
+    benchmarks = _ran(
+        args.asv_dir, json.loads((args.asv_dir / "benchmarks.json").read_text(encoding="utf-8"))
+    )
+    counts, profiles = collect(
+        args.benchmark_dir, benchmarks, args.suite, profile=args.profile, budget_s=args.budget_s
+    )
     write_json_atomic(args.out / OP_COUNTS, counts)
     if profiles is not None:
         write_json_atomic(args.out / PROFILES, profiles)
-    print(f"profiles: {len(counts['rows'])} counter row(s) broken down by operator"
-          + (f", {len(profiles['workloads'])} workload(s) profiled" if profiles else ""))
+    print(
+        f"profiles: {len(counts['rows'])} counter row(s) broken down by operator"
+        + (f", {len(profiles['workloads'])} workload(s) profiled" if profiles else "")
+    )
     return 0
 
 

@@ -25,8 +25,14 @@ from collections.abc import Callable
 from harness.core.records import PYTEST_BENCHMARK_KEY as MACHINE_INFO_KEY  # noqa: E402
 
 # pytest-benchmark options that ask for timings; without one the cases skip (see `wanted`)
-TIMING_OPTIONS = ("benchmark_only", "benchmark_enable", "benchmark_save", "benchmark_autosave",
-                  "benchmark_json", "benchmark_compare")
+TIMING_OPTIONS = (
+    "benchmark_only",
+    "benchmark_enable",
+    "benchmark_save",
+    "benchmark_autosave",
+    "benchmark_json",
+    "benchmark_compare",
+)
 
 
 def wanted(config) -> bool:

@@ -28,8 +28,8 @@ from collections.abc import Callable
 
 import torch
 
-PY_LOOP = 20_000          # ~0.6 ms of CPython on the CI machines
-NUMPY_FLOATS = 1 << 16    # 256 KB of float32: stays in cache
+PY_LOOP = 20_000  # ~0.6 ms of CPython on the CI machines
+NUMPY_FLOATS = 1 << 16  # 256 KB of float32: stays in cache
 CUDA_SLEEP_CYCLES = 1_000_000  # ~0.5 ms at a 2 GHz GPU clock
 
 
@@ -59,6 +59,7 @@ def cpu_reference() -> Callable[[], object]:
 def cuda_reference() -> Callable[[], object]:
     def reference():
         torch.cuda._sleep(CUDA_SLEEP_CYCLES)
+
     return reference
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import os
 
-from harness.core.exits import BadInput
 from harness.core import settings
+from harness.core.exits import BadInput
 
 ENV = settings.THREADS.name
 
@@ -38,8 +38,9 @@ def parse_threads(value: str | int | None) -> int | None:
     try:
         n = int(value)
     except ValueError:
-        raise BadInput(f"thread count must be a whole number >= 1, got {value!r} "
-                       f"(--threads or ${ENV})") from None
+        raise BadInput(
+            f"thread count must be a whole number >= 1, got {value!r} (--threads or ${ENV})"
+        ) from None
     if n < 1:
         raise BadInput(f"thread count must be >= 1, got {n} (--threads or ${ENV})")
     return n

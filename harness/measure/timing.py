@@ -40,8 +40,8 @@ from collections.abc import Callable
 
 import torch
 
-from harness.core.env import synchronize
 from harness.core import settings
+from harness.core.env import synchronize
 
 # fast (default) and full settings for the sampling loop; full_mode() (HARNESS_FULL) picks one.
 # paired_window_s: the wall-clock window a paired comparison is spread over (measure_paired)
@@ -62,13 +62,21 @@ def loop_settings() -> dict:
     window = settings.PAIRED_WINDOW_S.get()
     if window is not None:
         if not window >= 0:
-            raise ValueError(f"{settings.PAIRED_WINDOW_S.name} must be >= 0 seconds, got {window!r}")
+            raise ValueError(
+                f"{settings.PAIRED_WINDOW_S.name} must be >= 0 seconds, got {window!r}"
+            )
         cfg["paired_window_s"] = window
     return cfg
 
 
-def measure(fn: Callable[[], object], device: torch.device | str = "cpu", *, warmup: int | None = None,
-            samples: int | None = None, budget_s: float | None = None) -> list[float]:
+def measure(
+    fn: Callable[[], object],
+    device: torch.device | str = "cpu",
+    *,
+    warmup: int | None = None,
+    samples: int | None = None,
+    budget_s: float | None = None,
+) -> list[float]:
     """Per-call times of `fn()` in seconds, after `warmup` (>= 1) untimed calls.
 
     Stops after `samples` calls, or earlier once `budget_s` seconds of timed calls have passed
@@ -77,20 +85,33 @@ def measure(fn: Callable[[], object], device: torch.device | str = "cpu", *, war
     return _timed_rounds([fn], device, warmup, samples, budget_s, "wall")[0][0]
 
 
-def measure_returning(fn: Callable[[], object], device: torch.device | str = "cpu", *,
-                      warmup: int | None = None, samples: int | None = None,
-                      budget_s: float | None = None) -> tuple[list[float], list]:
+def measure_returning(
+    fn: Callable[[], object],
+    device: torch.device | str = "cpu",
+    *,
+    warmup: int | None = None,
+    samples: int | None = None,
+    budget_s: float | None = None,
+) -> tuple[list[float], list]:
     """`measure`, also keeping what each timed call returned (e.g. an epoch's sample count and
     compute time, from which the DataLoader benchmarks derive throughput and efficiency)."""
     returned: list = []
-    times = _timed_rounds([lambda: returned.append(fn())], device, warmup, samples, budget_s, "wall")[0][0]
-    return times, returned[len(returned) - len(times):]
+    times = _timed_rounds(
+        [lambda: returned.append(fn())], device, warmup, samples, budget_s, "wall"
+    )[0][0]
+    return times, returned[len(returned) - len(times) :]
 
 
-def measure_paired(fn: Callable[[], object], base: Callable[[], object],
-                   device: torch.device | str = "cpu", *, warmup: int | None = None,
-                   samples: int | None = None, budget_s: float | None = None,
-                   clock: str | None = None) -> list[float]:
+def measure_paired(
+    fn: Callable[[], object],
+    base: Callable[[], object],
+    device: torch.device | str = "cpu",
+    *,
+    warmup: int | None = None,
+    samples: int | None = None,
+    budget_s: float | None = None,
+    clock: str | None = None,
+) -> list[float]:
     """The time of `fn()` over the time of `base()` timed beside it, as samples: compiled/eager,
     pinned/pageable, AMP/fp32, workers N/0, or a workload over the machine's reference workload.
 
@@ -129,12 +150,15 @@ def measure_paired(fn: Callable[[], object], base: Callable[[], object],
         return [w / r for w, r in zip(work, ref) if r > 0]
     cfg = loop_settings()  # reads the environment once
     window = cfg.get("paired_window_s", cfg["budget_s"])
-    (work, ref), stamps = _timed_rounds([fn, base], device, warmup, None, None, clock, window_s=window)
+    (work, ref), stamps = _timed_rounds(
+        [fn, base], device, warmup, None, None, clock, window_s=window
+    )
     return block_ratios(work, ref, stamps, BLOCK_S)
 
 
-def block_ratios(work: list[float], base: list[float], stamps: list[float],
-                 block_s: float = BLOCK_S) -> list[float]:
+def block_ratios(
+    work: list[float], base: list[float], stamps: list[float], block_s: float = BLOCK_S
+) -> list[float]:
     """The samples of a paired window: per block of rounds started within `block_s` seconds of
     the block's first round, the fastest `work` time over the fastest `base` time of that block,
     for the quieter half of the blocks (quiet_blocks), in time order. A round longer than a block
@@ -142,8 +166,9 @@ def block_ratios(work: list[float], base: list[float], stamps: list[float],
     return [x / y for x, y in quiet_blocks(block_minima(work, base, stamps, block_s)) if y > 0]
 
 
-def block_minima(work: list[float], base: list[float], stamps: list[float],
-                 block_s: float = BLOCK_S) -> list[tuple[float, float]]:
+def block_minima(
+    work: list[float], base: list[float], stamps: list[float], block_s: float = BLOCK_S
+) -> list[tuple[float, float]]:
     """(fastest work time, fastest base time) per block of rounds, in time order."""
     out: list[tuple[float, float]] = []
     w: list[float] = []
@@ -191,26 +216,40 @@ def quiet_blocks(blocks: list[tuple[float, float]]) -> list[tuple[float, float]]
     fastest_work = min(w for w, _ in blocks) or 1.0
     fastest_base = min(b for _, b in blocks) or 1.0
     keep = quiet_count(len(blocks))
-    order = sorted(range(len(blocks)),
-                   key=lambda i: max(blocks[i][0] / fastest_work, blocks[i][1] / fastest_base))
+    order = sorted(
+        range(len(blocks)),
+        key=lambda i: max(blocks[i][0] / fastest_work, blocks[i][1] / fastest_base),
+    )
     return [blocks[i] for i in sorted(order[:keep])]
 
 
-def measure_over_reference(fn: Callable[[], object], device: torch.device | str = "cpu", *,
-                           warmup: int | None = None, samples: int | None = None,
-                           budget_s: float | None = None) -> list[float]:
+def measure_over_reference(
+    fn: Callable[[], object],
+    device: torch.device | str = "cpu",
+    *,
+    warmup: int | None = None,
+    samples: int | None = None,
+    budget_s: float | None = None,
+) -> list[float]:
     """`fn()`'s time over the reference workload's (harness.measure.reference) timed beside it,
     as measure_paired samples: a time with the machine's momentary speed divided out (unit
     "relative")."""
     from harness.measure.reference import reference_workload
 
-    return measure_paired(fn, reference_workload(device), device, warmup=warmup, samples=samples,
-                          budget_s=budget_s)
+    return measure_paired(
+        fn, reference_workload(device), device, warmup=warmup, samples=samples, budget_s=budget_s
+    )
 
 
-def measure_rounds(fns: list[Callable[[], object]], device: torch.device | str = "cpu", *,
-                   warmup: int | None = None, samples: int | None = None,
-                   budget_s: float | None = None, clock: str | None = None) -> list[list[float]]:
+def measure_rounds(
+    fns: list[Callable[[], object]],
+    device: torch.device | str = "cpu",
+    *,
+    warmup: int | None = None,
+    samples: int | None = None,
+    budget_s: float | None = None,
+    clock: str | None = None,
+) -> list[list[float]]:
     """Per-call times of each of `fns`, all timed in the same rounds in rotating order: the
     raw material of `measure_paired` for more than two sides, e.g. eager, fused and a plain
     device copy, so that their bandwidths are read against the copy of the same seconds.
@@ -232,21 +271,30 @@ def _compile_events() -> int:
         return 0
     c = utils.counters
     inductor = c["inductor"]
-    return (c["frames"]["total"] + c["aot_autograd"]["total"] + inductor["fxgraph_cache_hit"]
-            + inductor["fxgraph_cache_miss"] + inductor["fxgraph_cache_bypass"])
+    return (
+        c["frames"]["total"]
+        + c["aot_autograd"]["total"]
+        + inductor["fxgraph_cache_hit"]
+        + inductor["fxgraph_cache_miss"]
+        + inductor["fxgraph_cache_bypass"]
+    )
 
 
 def _compile_failure(round_: int, fns, index: int) -> CompiledDuringTiming:
     from torch._dynamo.utils import guard_failures
 
     reasons = [str(v[-1]) for v in guard_failures.values() if v]
-    why = (f"recompile reason (last guard failure): {reasons[-1]}" if reasons
-           else "no guard failed: a first compile (a new frame or a lazily compiled backward) "
-                "that the warm-up calls did not reach")
+    why = (
+        f"recompile reason (last guard failure): {reasons[-1]}"
+        if reasons
+        else "no guard failed: a first compile (a new frame or a lazily compiled backward) "
+        "that the warm-up calls did not reach"
+    )
     return CompiledDuringTiming(
         f"torch.compile compiled during timed call {round_ + 1} of callable {index + 1} of {len(fns)}; "
         f"{why}. A timed call that compiles is not a sample: make the warm-up reach every graph "
-        "(same shapes, dtypes and modes as the timed calls) or mark the changing input dynamic")
+        "(same shapes, dtypes and modes as the timed calls) or mark the changing input dynamic"
+    )
 
 
 def _clock(device: torch.device, clock: str | None) -> Callable[[], float]:
@@ -264,8 +312,9 @@ def _clock(device: torch.device, clock: str | None) -> Callable[[], float]:
     return time.process_time if clock == "cpu" else time.perf_counter
 
 
-def _timed_rounds(fns, device, warmup, samples, budget_s, clock=None, *,
-                  window_s: float | None = None) -> tuple[list[list[float]], list[float]]:
+def _timed_rounds(
+    fns, device, warmup, samples, budget_s, clock=None, *, window_s: float | None = None
+) -> tuple[list[list[float]], list[float]]:
     """The one timing loop: per round, each of `fns` is called and timed in turn, the order
     rotating from round to round so that no side always runs first (warm caches, boost clocks).
     A call during which anything compiled raises CompiledDuringTiming (see _compile_events).
@@ -282,8 +331,10 @@ def _timed_rounds(fns, device, warmup, samples, budget_s, clock=None, *,
     samples = cfg["samples"] if samples is None else samples
     budget_s = cfg["budget_s"] if budget_s is None else budget_s
     if warmup < 1:
-        raise ValueError("measure() needs at least one warm-up call: it absorbs compilation and "
-                         "CUDA start-up, which must never be inside a sample")
+        raise ValueError(
+            "measure() needs at least one warm-up call: it absorbs compilation and "
+            "CUDA start-up, which must never be inside a sample"
+        )
     if samples < 1:
         raise ValueError(f"measure() needs samples >= 1, got {samples}")
     device = torch.device(device)
@@ -323,8 +374,9 @@ def _timed_rounds_cpu(fns, device, samples, budget_s, clock, window_s):
             return out, stamps
 
 
-def _enough(rounds: int, samples: int, spent: float, budget_s: float, wall: float,
-            window_s: float | None) -> bool:
+def _enough(
+    rounds: int, samples: int, spent: float, budget_s: float, wall: float, window_s: float | None
+) -> bool:
     if window_s is not None:
         return rounds >= MIN_SAMPLES and (wall >= window_s or rounds >= MAX_WINDOW_ROUNDS)
     return rounds >= samples or (rounds >= MIN_SAMPLES and spent > budget_s)
@@ -374,8 +426,12 @@ def asv_samples(samples: list[float]) -> dict:
 # Compilation
 
 
-def compile_seconds(make_compiled: Callable[[], Callable[[], object]], device: torch.device | str = "cpu",
-                    *, cold: bool = False) -> float:
+def compile_seconds(
+    make_compiled: Callable[[], Callable[[], object]],
+    device: torch.device | str = "cpu",
+    *,
+    cold: bool = False,
+) -> float:
     """Seconds torch.compile adds to the first call: first call minus the median steady call.
 
     `make_compiled()` returns a fresh callable that compiles on its first call. The inductor
@@ -395,8 +451,10 @@ def compile_seconds(make_compiled: Callable[[], Callable[[], object]], device: t
     torch._dynamo.reset()
     try:
         if cold:
-            with tempfile.TemporaryDirectory(prefix="harness-cold-inductor-") as fresh, \
-                    temporary_cache_dir(fresh):
+            with (
+                tempfile.TemporaryDirectory(prefix="harness-cold-inductor-") as fresh,
+                temporary_cache_dir(fresh),
+            ):
                 return _first_call_overhead(make_compiled(), device)
         make_compiled()()  # priming compile: forward, and backward for a training step
         synchronize(device)
@@ -497,8 +555,15 @@ def kernels_per_call(fn: Callable[[], object], device: torch.device | str) -> in
     if torch.device(device).type != "cuda":
         raise ValueError("kernels_per_call counts GPU kernels; it needs a CUDA device")
     events = _profile_one_call(fn, device)
-    return _counted("kernels", [e.name for e in events if e.device_type == torch.autograd.DeviceType.CUDA
-                                and not e.name.lower().startswith(("memcpy", "memset"))])
+    return _counted(
+        "kernels",
+        [
+            e.name
+            for e in events
+            if e.device_type == torch.autograd.DeviceType.CUDA
+            and not e.name.lower().startswith(("memcpy", "memset"))
+        ],
+    )
 
 
 @contextlib.contextmanager
@@ -607,8 +672,11 @@ def peak_tensor_bytes(fn: Callable[[], object], device: torch.device | str = "cp
     del kept
     # The raw records: FunctionEvent folds each allocation into the op around it (net per op),
     # which hides a temporary that an op allocates and frees inside itself.
-    records = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
-               and e.device_type() == torch.autograd.DeviceType.CPU]
+    records = [
+        e
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    ]
     records.sort(key=lambda e: e.start_ns())
     held = peak = 0
     for e in records:

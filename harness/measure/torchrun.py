@@ -37,11 +37,15 @@ import time
 from pathlib import Path
 
 from harness.core.exits import BadInput, RunnerFailed
-from harness.core.processes import (_LIBC, _preexec_die_with_parent, alive, descendants,  # noqa: F401
-                                    die_with_parent)
+from harness.core.processes import (
+    _LIBC,
+    _preexec_die_with_parent,
+    alive,
+    descendants,  # noqa: F401
+)
 
-GRACE_S = 3.0        # SIGTERM -> SIGKILL: torchrun closes its workers within this when it can
-TAIL_LINES = 40      # of torchrun's output in an error message
+GRACE_S = 3.0  # SIGTERM -> SIGKILL: torchrun closes its workers within this when it can
+TAIL_LINES = 40  # of torchrun's output in an error message
 
 
 class LaunchFailed(RunnerFailed):
@@ -59,21 +63,53 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def command(target: str, args: list[str], nproc: int, port: int, *, module: bool,
-            log_dir: Path | None = None) -> list[str]:
+def command(
+    target: str,
+    args: list[str],
+    nproc: int,
+    port: int,
+    *,
+    module: bool,
+    log_dir: Path | None = None,
+) -> list[str]:
     """The torchrun command line: one node, `nproc` workers, no restarts (a failed worker is a
     failed benchmark, not something to retry), static rendezvous on 127.0.0.1:`port`; with
     `log_dir`, each worker's stdout and stderr go to files there (`--redirects 3`), so that an
     error message can show the worker's own last lines instead of torchrun's report."""
     logs = ["--log-dir", str(log_dir), "--redirects", "3"] if log_dir is not None else []
-    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-            "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1", "--master-port", str(port),
-            "--max-restarts", "0", "--monitor-interval", "0.5", *logs,
-            *(["-m", target] if module else [target]), *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(nproc),
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+        "--max-restarts",
+        "0",
+        "--monitor-interval",
+        "0.5",
+        *logs,
+        *(["-m", target] if module else [target]),
+        *args,
+    ]
 
 
-def launch(target: str, args: list[str] = (), *, nproc: int, timeout_s: float, module: bool = True,
-           result: Path | None = None, env: dict | None = None, what: str = "distributed workers") -> dict:
+def launch(
+    target: str,
+    args: list[str] = (),
+    *,
+    nproc: int,
+    timeout_s: float,
+    module: bool = True,
+    result: Path | None = None,
+    env: dict | None = None,
+    what: str = "distributed workers",
+) -> dict:
     """Run `target` (a module with `module=True`, else a script path) under torchrun with `nproc`
     workers and return the JSON the workers wrote to `result` (passed to them as `--out PATH`
     after `args`; a temporary file when None). Raises BadInput for unusable arguments,
@@ -82,7 +118,9 @@ def launch(target: str, args: list[str] = (), *, nproc: int, timeout_s: float, m
     if not isinstance(nproc, int) or nproc < 1:
         raise BadInput(f"{what}: the number of workers must be a whole number >= 1, got {nproc!r}")
     if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
-        raise BadInput(f"{what}: the launch timeout must be a positive number of seconds, got {timeout_s!r}")
+        raise BadInput(
+            f"{what}: the launch timeout must be a positive number of seconds, got {timeout_s!r}"
+        )
     if not module and not Path(target).is_file():
         raise BadInput(f"{what}: worker script {target} not found")
     with tempfile.TemporaryDirectory(prefix="harness-torchrun-") as scratch:
@@ -91,30 +129,43 @@ def launch(target: str, args: list[str] = (), *, nproc: int, timeout_s: float, m
             port = free_port()
             log = Path(scratch) / f"torchrun-{attempt}.log"
             workers = Path(scratch) / f"workers-{attempt}"
-            cmd = command(target, [*args, "--out", str(out)], nproc, port, module=module, log_dir=workers)
+            cmd = command(
+                target, [*args, "--out", str(out)], nproc, port, module=module, log_dir=workers
+            )
             rc = _run(cmd, log, timeout_s, env, what, workers)
             if rc == 0:
                 break
             text = log.read_text(errors="replace")
             if attempt == 0 and "address already in use" in text.lower():
                 continue  # the port was taken between free_port() and torchrun binding it
-            raise LaunchFailed(f"{what}: torchrun exited with {rc} ({' '.join(cmd[1:])})\n"
-                               f"{_output(log, workers)}")
+            raise LaunchFailed(
+                f"{what}: torchrun exited with {rc} ({' '.join(cmd[1:])})\n{_output(log, workers)}"
+            )
         try:
             return json.loads(out.read_text())
         except FileNotFoundError:
-            raise LaunchFailed(f"{what}: torchrun exited 0 but the workers wrote no result to {out}\n"
-                               f"{_output(log, workers)}") from None
+            raise LaunchFailed(
+                f"{what}: torchrun exited 0 but the workers wrote no result to {out}\n"
+                f"{_output(log, workers)}"
+            ) from None
         except json.JSONDecodeError as exc:
             raise LaunchFailed(f"{what}: the workers' result {out} is not JSON ({exc})") from None
 
 
-def _run(cmd: list[str], log: Path, timeout_s: float, env: dict | None, what: str, workers: Path) -> int:
+def _run(
+    cmd: list[str], log: Path, timeout_s: float, env: dict | None, what: str, workers: Path
+) -> int:
     full_env = dict(os.environ if env is None else env)
     with open(log, "wb") as sink:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
-                                env=full_env, start_new_session=True,
-                                preexec_fn=_preexec_die_with_parent if _LIBC is not None else None)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            start_new_session=True,
+            preexec_fn=_preexec_die_with_parent if _LIBC is not None else None,
+        )
         try:
             return proc.wait(timeout=timeout_s)
         except BaseException as exc:  # the timeout, or Ctrl-C / asv interrupting the benchmark
@@ -123,7 +174,8 @@ def _run(cmd: list[str], log: Path, timeout_s: float, env: dict | None, what: st
                 raise LaunchTimedOut(
                     f"{what}: torchrun ran past its {timeout_s:g} s timeout and was killed with its "
                     f"workers ({len(left)} processes still alive after the kill: {left or 'none'})\n"
-                    f"{_output(log, workers)}") from None
+                    f"{_output(log, workers)}"
+                ) from None
             raise
 
 
@@ -138,8 +190,9 @@ def kill_launch(proc: subprocess.Popen, grace_s: float = GRACE_S) -> list[int]:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)  # torchrun's handler closes its workers
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and (proc.poll() is None
-                                           or any(alive(p, s) for p, s in seen.items())):
+    while time.monotonic() < deadline and (
+        proc.poll() is None or any(alive(p, s) for p, s in seen.items())
+    ):
         time.sleep(0.05)
     seen.update(descendants(proc.pid))
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -165,9 +218,13 @@ def _output(log: Path, workers: Path) -> str:
     parts = []
     for rank_dir in sorted(workers.glob("*/attempt_*/*"), key=lambda p: (len(p.name), p.name)):
         for name in ("stderr.log", "stdout.log"):
-            text = (rank_dir / name).read_text(errors="replace") if (rank_dir / name).is_file() else ""
+            text = (
+                (rank_dir / name).read_text(errors="replace") if (rank_dir / name).is_file() else ""
+            )
             if text.strip():
-                parts.append(f"  worker rank {rank_dir.name} ({name}), last lines:\n{_tail(text, 15)}")
+                parts.append(
+                    f"  worker rank {rank_dir.name} ({name}), last lines:\n{_tail(text, 15)}"
+                )
                 break
     torchrun_text = log.read_text(errors="replace") if log.is_file() else ""
     parts.append(f"  torchrun, last lines:\n{_tail(torchrun_text, 15 if parts else TAIL_LINES)}")

@@ -19,8 +19,18 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 # Ops whose result is not written (uninitialised memory) or that only change metadata.
-_NO_DATA = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-            "detach", "lift_fresh", "alias", "_unsafe_view", "_reshape_alias"}
+_NO_DATA = {
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "detach",
+    "lift_fresh",
+    "alias",
+    "_unsafe_view",
+    "_reshape_alias",
+}
 
 
 def nbytes(t: torch.Tensor) -> int:
@@ -49,8 +59,12 @@ class _Counter(TorchDispatchMode):
             return out
         schema = func._schema.arguments
         outs = {a.name for a in schema if a.is_out}
-        reads = [t for i, a in enumerate(args) if not (i < len(schema) and schema[i].name in outs)
-                 for t in tensors(a)]
+        reads = [
+            t
+            for i, a in enumerate(args)
+            if not (i < len(schema) and schema[i].name in outs)
+            for t in tensors(a)
+        ]
         reads += [t for k, v in kwargs.items() if k not in outs for t in tensors(v)]
         self.traffic.bytes += sum(map(nbytes, reads)) + sum(map(nbytes, tensors(out)))
         self.traffic.kernels += 1

@@ -35,8 +35,8 @@ from harness.core import records, settings
 from harness.core.exits import BadInput, RunnerFailed
 from harness.core.files import write_json_atomic
 from harness.core.processes import terminate_as_interrupt
-from harness.runs import asv
 from harness.measure.instructions import RECORD_ENV
+from harness.runs import asv
 from harness.runs.spec import RunSpec
 
 MIN_PAIRS = 5  # fewer gives the statistics too little to go on; allowed, with a warning
@@ -45,12 +45,12 @@ MIN_WINDOW_S = 2.0  # a process's share of the paired window (process_window)
 
 @dataclasses.dataclass
 class Side:
-    label: str                # "base" or "head"
-    spec: str                 # what the user wrote
-    project: pathlib.Path     # checkout whose suites/ and harness/ the benchmarks import
-    python: str               # interpreter the benchmark processes run
+    label: str  # "base" or "head"
+    spec: str  # what the user wrote
+    project: pathlib.Path  # checkout whose suites/ and harness/ the benchmarks import
+    python: str  # interpreter the benchmark processes run
     commit: str
-    env: dict[str, str]       # extra environment for this side's processes
+    env: dict[str, str]  # extra environment for this side's processes
 
 
 def _git(root: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
@@ -69,14 +69,22 @@ def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str
         for label, spec in specs.items():
             path = pathlib.Path(spec)
             if path.is_file() and os.access(path, os.X_OK):
-                out[label] = Side(label, spec, project, str(path.absolute()), head_commit(project),
-                                  envs.get(label, {}))
+                out[label] = Side(
+                    label,
+                    spec,
+                    project,
+                    str(path.absolute()),
+                    head_commit(project),
+                    envs.get(label, {}),
+                )
                 continue
             rev = _git(project, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}")
             if rev.returncode:
-                raise BadInput(f"{label} {spec!r} is neither a git revision of {project} nor an "
-                               "executable Python interpreter; give a commit, branch or tag, or a "
-                               "path like .venv-other/bin/python")
+                raise BadInput(
+                    f"{label} {spec!r} is neither a git revision of {project} nor an "
+                    "executable Python interpreter; give a commit, branch or tag, or a "
+                    "path like .venv-other/bin/python"
+                )
             sha = rev.stdout.strip()
             tree = scratch / f"{label}-{sha[:8]}"
             added = _git(project, "worktree", "add", "--detach", str(tree), sha)
@@ -113,22 +121,41 @@ class _Job:
     started: float = dataclasses.field(default_factory=time.perf_counter)
 
 
-def run_side(job: _Job, label: str, suite: str, out_dir: pathlib.Path, rows: str | None = None) -> pathlib.Path:
+def run_side(
+    job: _Job, label: str, suite: str, out_dir: pathlib.Path, rows: str | None = None
+) -> pathlib.Path:
     """One asv process tree for one side and suite; returns its result file. The side's own
     settings go on top of the run's environment; `rows`: "instructions" or "timing"
     (suite_regex). What the process keeps beside its results (instruction counts' function
     tables) goes to out_dir/record."""
     side = job.side[label]
-    env = {**job.env, **side.env, settings.PYTHON.name: side.python, RECORD_ENV: str(out_dir / "record")}
+    env = {
+        **job.env,
+        **side.env,
+        settings.PYTHON.name: side.python,
+        RECORD_ENV: str(out_dir / "record"),
+    }
     benches = list(job.spec.benches)
-    result = asv.run(asv.AsvRun(side.project, out_dir, job.spec.machine, side.commit, env,
-                                benches=(suite_regex(suite, benches, rows),), quick=job.spec.quick,
-                                method=job.method, bench_dir=job.bench_dir))
+    result = asv.run(
+        asv.AsvRun(
+            side.project,
+            out_dir,
+            job.spec.machine,
+            side.commit,
+            env,
+            benches=(suite_regex(suite, benches, rows),),
+            quick=job.spec.quick,
+            method=job.method,
+            bench_dir=job.bench_dir,
+        )
+    )
     if not result.files and benches and "No benchmarks selected" in result.output:
         raise NoMatch(suite)
     if not result.files:
-        raise RunnerFailed(f"asv saved nothing for {side.label} ({side.spec}), suite {suite} "
-                           f"(exit {result.returncode}):\n{result.stdout[-1500:]}{result.stderr[-1500:]}")
+        raise RunnerFailed(
+            f"asv saved nothing for {side.label} ({side.spec}), suite {suite} "
+            f"(exit {result.returncode}):\n{result.stdout[-1500:]}{result.stderr[-1500:]}"
+        )
     return result.files[0]
 
 
@@ -140,17 +167,26 @@ def suite_regex(suite: str, benches: list[str], rows: str | None = None) -> str:
     is found in; `rows` "instructions" keeps only instruction rows, "timing" all others.
     (asv ORs repeated --bench regexes, so passing the suite's prefix and the user's regexes
     separately would run the whole suite plus matches from every other suite.)"""
-    which = {None: "", "instructions": f"(?={INSTRUCTION_ROWS})", "timing": f"(?!{INSTRUCTION_ROWS})"}[rows]
+    which = {
+        None: "",
+        "instructions": f"(?={INSTRUCTION_ROWS})",
+        "timing": f"(?!{INSTRUCTION_ROWS})",
+    }[rows]
     if not benches:
         return rf"^{which}{suite}\." if which else rf"^{suite}\."
     return rf"^(?={suite}\.){which}(?=.*(?:" + "|".join(f"(?:{b})" for b in benches) + "))"
 
 
-def has_instruction_rows(sides: dict[str, Side], suite: str, bench_dir: pathlib.Path | None) -> bool:
+def has_instruction_rows(
+    sides: dict[str, Side], suite: str, bench_dir: pathlib.Path | None
+) -> bool:
     """Whether either side's suite module defines instruction rows (read from its source: asv's
     discovery would cost a process per side)."""
-    files = [bench_dir / f"{suite}.py"] if bench_dir else \
-        [s.project / "suites" / "benchmarks" / f"{suite}.py" for s in sides.values()]
+    files = (
+        [bench_dir / f"{suite}.py"]
+        if bench_dir
+        else [s.project / "suites" / "benchmarks" / f"{suite}.py" for s in sides.values()]
+    )
     return any(f.is_file() and "track_instructions" in f.read_text(encoding="utf-8") for f in files)
 
 
@@ -169,15 +205,20 @@ def side_fingerprint(side: Side) -> dict:
     import json
 
     env = {**os.environ, "PYTHONPATH": str(side.project)}
-    proc = subprocess.run([side.python, "-c", _FINGERPRINT], env=env, capture_output=True, text=True,
-                          cwd=side.project)
+    proc = subprocess.run(
+        [side.python, "-c", _FINGERPRINT], env=env, capture_output=True, text=True, cwd=side.project
+    )
     if proc.returncode:
-        raise RunnerFailed(f"cannot read the environment of {side.label} ({side.python}): "
-                           f"{proc.stderr.strip()[-1500:]}")
+        raise RunnerFailed(
+            f"cannot read the environment of {side.label} ({side.python}): "
+            f"{proc.stderr.strip()[-1500:]}"
+        )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def merge(result_files: list[pathlib.Path], benchmarks: dict, dest_dir: pathlib.Path) -> pathlib.Path:
+def merge(
+    result_files: list[pathlib.Path], benchmarks: dict, dest_dir: pathlib.Path
+) -> pathlib.Path:
     """One asv result holding every process's samples (asv's append_samples); counters keep the
     last process's value. Written to dest_dir/<machine>/ under the first file's name."""
     from asv.results import Results
@@ -196,18 +237,32 @@ def merge(result_files: list[pathlib.Path], benchmarks: dict, dest_dir: pathlib.
             values, samples = wrapped(res, key, params)
             if key in merged.get_result_keys(benchmarks):
                 _, old = wrapped(merged, key, params)
-                samples = [a + b if a is not None and b is not None else b
-                           for a, b in zip(old, samples)]
+                samples = [
+                    a + b if a is not None and b is not None else b for a, b in zip(old, samples)
+                ]
             numbers = [1 if s is not None else None for s in samples]
-            merged.add_result(bench, BenchmarkResult(result=values, samples=samples, number=numbers,
-                                                     errcode=0, stderr="", profile=None),
-                              record_samples=True)
+            merged.add_result(
+                bench,
+                BenchmarkResult(
+                    result=values,
+                    samples=samples,
+                    number=numbers,
+                    errcode=0,
+                    stderr="",
+                    profile=None,
+                ),
+                record_samples=True,
+            )
     merged.save(str(dest_dir))
     return dest_dir / merged._filename
 
 
-def merge_side(by_suite: dict[str, list[pathlib.Path]], benchmarks: dict, work: pathlib.Path,
-               dest_dir: pathlib.Path) -> pathlib.Path:
+def merge_side(
+    by_suite: dict[str, list[pathlib.Path]],
+    benchmarks: dict,
+    work: pathlib.Path,
+    dest_dir: pathlib.Path,
+) -> pathlib.Path:
     """One side's result file from its processes' files, per suite: each suite's processes merged
     in a folder of its own (asv names every result file after the commit and environment alone,
     so the suites' merged files share one name), then folded into one file under dest_dir."""
@@ -233,11 +288,20 @@ def _once(job: _Job, files: dict, suite: str) -> bool:
     t0 = time.perf_counter()
     try:
         for label in ("base", "head"):
-            files[label].append(run_side(job, label, suite, job.work / f"{suite}-{label}-instructions",
-                                         rows="instructions"))
+            files[label].append(
+                run_side(
+                    job,
+                    label,
+                    suite,
+                    job.work / f"{suite}-{label}-instructions",
+                    rows="instructions",
+                )
+            )
     except NoMatch:
         return False
-    job.log(f"ab: {suite} instruction rows, one process per side, took {time.perf_counter() - t0:.0f} s")
+    job.log(
+        f"ab: {suite} instruction rows, one process per side, took {time.perf_counter() - t0:.0f} s"
+    )
     return True
 
 
@@ -248,7 +312,9 @@ def _alternate(job: _Job, files: dict, suite: str) -> None:
     for i in range(job.pairs):
         t0 = time.perf_counter()
         for label in ("base", "head") if i % 2 == 0 else ("head", "base"):
-            files[label].append(run_side(job, label, suite, job.work / f"{suite}-{label}-{i}", rows="timing"))
+            files[label].append(
+                run_side(job, label, suite, job.work / f"{suite}-{label}-{i}", rows="timing")
+            )
         pair_s = time.perf_counter() - t0
         job.log(f"ab: {suite} pair {i + 1}/{job.pairs} took {pair_s:.0f} s")
         spent = time.perf_counter() - job.started
@@ -257,27 +323,54 @@ def _alternate(job: _Job, files: dict, suite: str) -> None:
             break
 
 
-def run(project: pathlib.Path, root: pathlib.Path, specs: dict[str, str], spec: RunSpec, *, pairs: int,
-        budget_s: float | None = None, envs: dict[str, dict[str, str]] | None = None,
-        bench_dir: pathlib.Path | None = None, log=print) -> dict:
+def run(
+    project: pathlib.Path,
+    root: pathlib.Path,
+    specs: dict[str, str],
+    spec: RunSpec,
+    *,
+    pairs: int,
+    budget_s: float | None = None,
+    envs: dict[str, dict[str, str]] | None = None,
+    bench_dir: pathlib.Path | None = None,
+    log=print,
+) -> dict:
     """Alternate the sides per suite of `spec` (its machine, mode, threads, --bench selection);
     save each side as a run record. Returns what was run and left out, and the two run records.
     Scratch folders (the asv runs before merging, the run's inductor cache) and worktrees are
     removed afterwards, also when a run fails or is interrupted (Ctrl-C, SIGTERM: the asv
     processes are ended first): the records hold the data."""
-    with terminate_as_interrupt(), \
-            tempfile.TemporaryDirectory(prefix="harness-ab-runs-") as work, \
-            tempfile.TemporaryDirectory(prefix="harness-ab-inductor-") as cache, \
-            tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch, \
-            sides(project, specs, envs or {}) as side:
+    with (
+        terminate_as_interrupt(),
+        tempfile.TemporaryDirectory(prefix="harness-ab-runs-") as work,
+        tempfile.TemporaryDirectory(prefix="harness-ab-inductor-") as cache,
+        tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch,
+        sides(project, specs, envs or {}) as side,
+    ):
         env = spec.environment(inductor_cache=pathlib.Path(cache), scratch=scratch)
         env[settings.PAIRED_WINDOW_S.name] = str(process_window(spec.quick, pairs))
-        job = _Job(side, spec, pathlib.Path(work), env, asv.launch_method(), pairs, budget_s, bench_dir, log)
+        job = _Job(
+            side,
+            spec,
+            pathlib.Path(work),
+            env,
+            asv.launch_method(),
+            pairs,
+            budget_s,
+            bench_dir,
+            log,
+        )
         done, ran_suites, left_out = _measure(job)
-        saved = {label: _keep(job, root, label, done[label], ran_suites) for label in ("base", "head")}
+        saved = {
+            label: _keep(job, root, label, done[label], ran_suites) for label in ("base", "head")
+        }
     records.rebuild_view(root)
-    return {"records": saved, "suites": ran_suites, "left_out": left_out,
-            "seconds": time.perf_counter() - job.started}
+    return {
+        "records": saved,
+        "suites": ran_suites,
+        "left_out": left_out,
+        "seconds": time.perf_counter() - job.started,
+    }
 
 
 def _measure(job: _Job) -> tuple[dict, list[str], list[str]]:
@@ -301,8 +394,10 @@ def _measure(job: _Job) -> tuple[dict, list[str], list[str]]:
         for label in files:
             done[label][suite] = files[label]
     if not ran_suites and unmatched:
-        raise BadInput(f"no benchmark of suite(s) {', '.join(unmatched)} matches --bench "
-                       f"{' '.join(job.spec.benches)}; list the names with `harness bench --list`")
+        raise BadInput(
+            f"no benchmark of suite(s) {', '.join(unmatched)} matches --bench "
+            f"{' '.join(job.spec.benches)}; list the names with `harness bench --list`"
+        )
     if unmatched:
         job.log(f"ab: no benchmark of {', '.join(unmatched)} matches --bench; left out")
     if not ran_suites:
@@ -310,17 +405,29 @@ def _measure(job: _Job) -> tuple[dict, list[str], list[str]]:
     return done, ran_suites, left_out
 
 
-def _keep(job: _Job, root: pathlib.Path, label: str, by_suite: dict, ran_suites: list[str]) -> records.RunRecord:
+def _keep(
+    job: _Job, root: pathlib.Path, label: str, by_suite: dict, ran_suites: list[str]
+) -> records.RunRecord:
     """One side's processes merged into one run record labelled `label`."""
     import json
 
     s, machine = job.side[label], job.spec.machine
     run_id = records.new_run_id(s.commit, label)
-    meta = {"commit": s.commit, "started": run_id.split("-")[0], "label": label,
-            "suites": ran_suites, "mode": "fast" if job.spec.quick else "full", "quick": job.spec.quick,
-            "threads": job.env[settings.THREADS.name], "ab": {
-                "spec": s.spec, "python": s.python, "pairs": job.pairs,
-                "processes": sum(map(len, by_suite.values()))}}
+    meta = {
+        "commit": s.commit,
+        "started": run_id.split("-")[0],
+        "label": label,
+        "suites": ran_suites,
+        "mode": "fast" if job.spec.quick else "full",
+        "quick": job.spec.quick,
+        "threads": job.env[settings.THREADS.name],
+        "ab": {
+            "spec": s.spec,
+            "python": s.python,
+            "pairs": job.pairs,
+            "processes": sum(map(len, by_suite.values())),
+        },
+    }
     with records.writing(root, machine, run_id, meta) as staging:
         benchmarks: dict[str, dict] = {}
         for files in by_suite.values():
@@ -337,8 +444,13 @@ def _keep(job: _Job, root: pathlib.Path, label: str, by_suite: dict, ran_suites:
         first = next(iter(by_suite.values()))[0]
         shutil.copy2(first.parent / "machine.json", staging / "asv" / machine / "machine.json")
         fp = side_fingerprint(s)
-        fp.update(machine_name=machine, commit=s.commit, run_id=run_id, ab_side=label,
-                  torch_threads=int(job.env[settings.THREADS.name]),
-                  python_hash_seed=job.env["PYTHONHASHSEED"])
+        fp.update(
+            machine_name=machine,
+            commit=s.commit,
+            run_id=run_id,
+            ab_side=label,
+            torch_threads=int(job.env[settings.THREADS.name]),
+            python_hash_seed=job.env["PYTHONHASHSEED"],
+        )
         write_json_atomic(staging / records.FINGERPRINT, fp)
     return records.load_record(records.runs_dir(root) / machine / run_id)

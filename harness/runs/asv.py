@@ -33,8 +33,10 @@ def python_launcher() -> Path:
     """A fixed path for asv's `existing` environment (see the module docstring)."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness"
     path = cache / "asv-python"
-    text = ('#!/bin/sh\n# written by `harness bench`: asv names its environment after this path\n'
-            f'exec "${{{settings.PYTHON.name}:?}}" "$@"\n')
+    text = (
+        "#!/bin/sh\n# written by `harness bench`: asv names its environment after this path\n"
+        f'exec "${{{settings.PYTHON.name}:?}}" "$@"\n'
+    )
     if not path.is_file() or path.read_text() != text:
         write_atomic(path, text)
         path.chmod(0o755)
@@ -42,8 +44,14 @@ def python_launcher() -> Path:
 
 
 @contextlib.contextmanager
-def config(root: Path, results: Path, *, benchmark_dir: Path | None = None,
-           html_dir: Path | None = None, publish: bool = False):
+def config(
+    root: Path,
+    results: Path,
+    *,
+    benchmark_dir: Path | None = None,
+    html_dir: Path | None = None,
+    publish: bool = False,
+):
     """A run-time copy of the project's asv.conf.json with absolute paths, results in `results`;
     yields its path and removes it afterwards (it lies in ROOT/.asv/, which only asv uses).
 
@@ -60,9 +68,14 @@ def config(root: Path, results: Path, *, benchmark_dir: Path | None = None,
     conf = util.load_json(str(root / "asv.conf.json"), js_comments=True)
     html_dir = html_dir or results.parent / "html"
     bench = benchmark_dir or (root / conf["benchmark_dir"])
-    conf.update(repo=str(root), benchmark_dir=str(Path(bench).resolve()), results_dir=str(results),
-                html_dir=str(html_dir), env_dir=str(root / ".asv" / "env"),
-                branches=(branches(root, conf.get("branches") or ["main"]) if publish else ["HEAD"]))
+    conf.update(
+        repo=str(root),
+        benchmark_dir=str(Path(bench).resolve()),
+        results_dir=str(results),
+        html_dir=str(html_dir),
+        env_dir=str(root / ".asv" / "env"),
+        branches=(branches(root, conf.get("branches") or ["main"]) if publish else ["HEAD"]),
+    )
     # Not inside results_dir: `asv publish` would try to load every .json there as a result.
     (root / ".asv").mkdir(exist_ok=True)
     fd, path = tempfile.mkstemp(dir=root / ".asv", prefix="harness-run-", suffix=".conf.json")
@@ -88,9 +101,14 @@ def branches(root: Path, configured: list[str]) -> list[str]:
     one ("Unknown branch main in configuration"): CI systems check pull requests out as a
     detached HEAD without a local `main`, shallow, or with another default branch.
     """
+
     def rev(name):
-        proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", name + "^{commit}"], cwd=root,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", name + "^{commit}"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
         return proc.stdout.strip() if proc.returncode == 0 else None
 
     present = [b for b in configured if rev(b)]
@@ -115,20 +133,57 @@ def record_machine(config_path: Path, machine: str, env: dict) -> dict:
     other's half-written file ("Error parsing JSON"): each run gets a home of its own (beside
     its config), with the user's cache folder kept."""
     home = _home(config_path)
-    env = dict(env, HOME=str(home),
-               XDG_CACHE_HOME=env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"))
-    subprocess.run([sys.executable, "-m", "asv", "machine", "--config", str(config_path), "--yes",
-                    "--machine", machine], env=env, check=True, stdout=subprocess.DEVNULL)
+    env = dict(
+        env, HOME=str(home), XDG_CACHE_HOME=env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "asv",
+            "machine",
+            "--config",
+            str(config_path),
+            "--yes",
+            "--machine",
+            machine,
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return env
 
 
-def run_command(config_path: Path, sha: str, machine: str, method: str, *, quick: bool = False,
-                benches: list[str] = ()) -> list[str]:
+def run_command(
+    config_path: Path,
+    sha: str,
+    machine: str,
+    method: str,
+    *,
+    quick: bool = False,
+    benches: list[str] = (),
+) -> list[str]:
     """The `asv run` command line: existing environment behind the launcher, commit hash set
     (asv saves nothing otherwise), samples recorded for the gate's statistics."""
-    cmd = [sys.executable, "-m", "asv", "run", "--config", str(config_path),
-           "-E", f"existing:{python_launcher()}", "--set-commit-hash", sha, "--machine", machine,
-           "--launch-method", method, "--record-samples", "--show-stderr"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "asv",
+        "run",
+        "--config",
+        str(config_path),
+        "-E",
+        f"existing:{python_launcher()}",
+        "--set-commit-hash",
+        sha,
+        "--machine",
+        machine,
+        "--launch-method",
+        method,
+        "--record-samples",
+        "--show-stderr",
+    ]
     if quick:
         cmd.append("--quick")
     for regex in benches:
@@ -190,14 +245,23 @@ def run(r: AsvRun) -> AsvResult:
             conf.update(repo=str(r.repo))
             path.write_text(json.dumps(conf, indent=2))
         env = record_machine(path, r.machine, r.env)
-        cmd = run_command(path, r.commit, r.machine, launch_method(r.method), quick=r.quick,
-                          benches=list(r.benches))
+        cmd = run_command(
+            path,
+            r.commit,
+            r.machine,
+            launch_method(r.method),
+            quick=r.quick,
+            benches=list(r.benches),
+        )
         if r.echo is not None:
             print("$ " + " ".join(cmd[2:]), file=r.echo, flush=True)
         t0 = time.perf_counter()
         proc = run_in_session(cmd, cwd=r.project, env=env, capture=r.capture)
         wall = time.perf_counter() - t0
     machine_dir = r.results / r.machine
-    files = sorted(p for p in machine_dir.glob("*.json") if p.name != "machine.json") \
-        if machine_dir.is_dir() else []
+    files = (
+        sorted(p for p in machine_dir.glob("*.json") if p.name != "machine.json")
+        if machine_dir.is_dir()
+        else []
+    )
     return AsvResult(proc.returncode, proc.stdout or "", proc.stderr or "", wall, files)

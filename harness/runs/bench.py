@@ -56,8 +56,10 @@ def check_suites(project: Path, names: list[str] | None) -> list[str]:
         return [n for n in known if n not in ONLY_WHEN_NAMED]
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise BadInput(f"unknown suite{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
-                       f"valid suites (modules in {project / 'suites' / 'benchmarks'}): {', '.join(known)}")
+        raise BadInput(
+            f"unknown suite{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+            f"valid suites (modules in {project / 'suites' / 'benchmarks'}): {', '.join(known)}"
+        )
     return list(dict.fromkeys(names))
 
 
@@ -73,8 +75,9 @@ class BenchRun:
 PASS_TIMEOUT_S = 1800
 
 
-def operator_pass(project: Path, staging: Path, names: list[str], env: dict, *, profile: bool,
-                  out=None) -> str:
+def operator_pass(
+    project: Path, staging: Path, names: list[str], env: dict, *, profile: bool, out=None
+) -> str:
     """harness.measure.profiles over the suites just run, in a fresh process with the run's
     environment, writing into the staging record. Returns what happened (kept in run.json). A
     failure here is reported, never fatal: the asv results are the run."""
@@ -90,8 +93,17 @@ def operator_pass(project: Path, staging: Path, names: list[str], env: dict, *, 
         return "not run: asv wrote no benchmarks.json"
     if not profiles.wanted(benchmarks, names, profile):
         return "not run: no counter rows, no profiling asked"
-    cmd = [sys.executable, "-m", "harness.measure.profiles", "--benchmark-dir",
-           str(project / "suites" / "benchmarks"), "--asv-dir", str(staging / "asv"), "--out", str(staging)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.measure.profiles",
+        "--benchmark-dir",
+        str(project / "suites" / "benchmarks"),
+        "--asv-dir",
+        str(staging / "asv"),
+        "--out",
+        str(staging),
+    ]
     cmd += [a for n in names for a in ("--suite", n)] + (["--profile"] if profile else [])
     t0 = time.perf_counter()
     try:
@@ -99,18 +111,33 @@ def operator_pass(project: Path, staging: Path, names: list[str], env: dict, *, 
     except subprocess.TimeoutExpired:
         status = f"failed: no answer within {PASS_TIMEOUT_S} s"
     else:
-        status = ("done" if proc.returncode == 0 else
-                  f"failed (exit {proc.returncode}): {(proc.stderr.strip().splitlines() or [''])[-1]}")
+        status = (
+            "done"
+            if proc.returncode == 0
+            else f"failed (exit {proc.returncode}): {(proc.stderr.strip().splitlines() or [''])[-1]}"
+        )
         if proc.returncode == 0:
             print(proc.stdout.strip(), file=out)
     took = time.perf_counter() - t0
-    print(f"harness bench: operator pass {'(profiles) ' if profile else ''}{status} in {took:.1f} s",
-          file=out if status == "done" else sys.stderr, flush=True)
+    print(
+        f"harness bench: operator pass {'(profiles) ' if profile else ''}{status} in {took:.1f} s",
+        file=out if status == "done" else sys.stderr,
+        flush=True,
+    )
     return status
 
 
-def run(project: Path, root: Path, spec: RunSpec, *, sha: str, launch: str | None = None,
-        profile: bool | None = None, shard: str | None = None, out=None) -> BenchRun:
+def run(
+    project: Path,
+    root: Path,
+    spec: RunSpec,
+    *,
+    sha: str,
+    launch: str | None = None,
+    profile: bool | None = None,
+    shard: str | None = None,
+    out=None,
+) -> BenchRun:
     """Run the spec's suites (all but the canary when it names none) through asv into a new run
     record under the results root `root`. `profile`: store operator-level profile summaries
     (default: in full runs only); `shard`: 'K/N', recorded in run.json (the label carries it)."""
@@ -122,35 +149,74 @@ def run(project: Path, root: Path, spec: RunSpec, *, sha: str, launch: str | Non
     threads = spec.run_threads
     profile = spec.full if profile is None else profile
     run_id = records.new_run_id(sha, spec.label)
-    meta = {"commit": sha, "started": run_id.split("-")[0], "label": spec.label or "", "suites": names,
-            "mode": "full" if spec.full else "fast", "quick": spec.quick, "launch_method": method,
-            "threads": threads, "profiled": profile, **({"shard": shard} if shard else {})}
+    meta = {
+        "commit": sha,
+        "started": run_id.split("-")[0],
+        "label": spec.label or "",
+        "suites": names,
+        "mode": "full" if spec.full else "fast",
+        "quick": spec.quick,
+        "launch_method": method,
+        "threads": threads,
+        "profiled": profile,
+        **({"shard": shard} if shard else {}),
+    }
     result = None
-    with records.writing(root, spec.machine, run_id, meta) as staging, \
-            tempfile.TemporaryDirectory(prefix="harness-inductor-cache-") as cache, \
-            tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch:
+    with (
+        records.writing(root, spec.machine, run_id, meta) as staging,
+        tempfile.TemporaryDirectory(prefix="harness-inductor-cache-") as cache,
+        tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch,
+    ):
         env = spec.environment(inductor_cache=Path(cache), scratch=scratch, record=staging)
-        print(f"harness bench: {spec.mode} run of {'shard ' + shard + ' of ' if shard else ''}"
-              f"{', '.join(names)} on {spec.machine} ({method}, {threads} CPU thread{'s' * (threads > 1)}), "
-              f"commit {sha[:8]}, run {run_id}", file=out, flush=True)
-        result = asv.run(asv.AsvRun(project, staging / "asv", spec.machine, sha, env,
-                                    benches=tuple(spec.benches) or tuple(rf"^{n}\." for n in names),
-                                    quick=spec.quick, method=method, capture=False, echo=out))
+        print(
+            f"harness bench: {spec.mode} run of {'shard ' + shard + ' of ' if shard else ''}"
+            f"{', '.join(names)} on {spec.machine} ({method}, {threads} CPU thread{'s' * (threads > 1)}), "
+            f"commit {sha[:8]}, run {run_id}",
+            file=out,
+            flush=True,
+        )
+        result = asv.run(
+            asv.AsvRun(
+                project,
+                staging / "asv",
+                spec.machine,
+                sha,
+                env,
+                benches=tuple(spec.benches) or tuple(rf"^{n}\." for n in names),
+                quick=spec.quick,
+                method=method,
+                capture=False,
+                echo=out,
+            )
+        )
         # still inside the staging record (and the run's inductor cache): written before the rename;
         # `meta` is read by records.writing when the block ends
-        meta["operator_pass"] = operator_pass(project, staging, names, env, profile=profile, out=out)
+        meta["operator_pass"] = operator_pass(
+            project, staging, names, env, profile=profile, out=out
+        )
         fp = fingerprint()
         # the run's thread count, not this process's: the suites set it (harness.measure.threads)
-        fp.update(machine_name=spec.machine, commit=sha, run_id=run_id, mode=meta["mode"], quick=spec.quick,
-                  suites=names, launch_method=method, asv_wall_s=round(result.wall_s, 1),
-                  torch_threads=threads, python_hash_seed=env["PYTHONHASHSEED"],
-                  inductor_cache="private to the run, warm compiles (cold: full mode only)")
+        fp.update(
+            machine_name=spec.machine,
+            commit=sha,
+            run_id=run_id,
+            mode=meta["mode"],
+            quick=spec.quick,
+            suites=names,
+            launch_method=method,
+            asv_wall_s=round(result.wall_s, 1),
+            torch_threads=threads,
+            python_hash_seed=env["PYTHONHASHSEED"],
+            inductor_cache="private to the run, warm compiles (cold: full mode only)",
+        )
         write_json_atomic(staging / records.FINGERPRINT, fp)
     final = records.runs_dir(root) / spec.machine / run_id
     record = records.load_record(final) if final.is_dir() else None
     if record:
         records.rebuild_view(root)
-    return BenchRun(record, result.returncode if result else -1, result.wall_s if result else 0.0, names)
+    return BenchRun(
+        record, result.returncode if result else -1, result.wall_s if result else 0.0, names
+    )
 
 
 def report(ran: BenchRun, root: Path, out=None) -> int:
@@ -162,22 +228,32 @@ def report(ran: BenchRun, root: Path, out=None) -> int:
 
     out = out or sys.stdout
     if ran.record is None:
-        print(f"harness bench: asv saved no results (asv exit code {ran.asv_exit}); no run record kept",
-              file=sys.stderr)
+        print(
+            f"harness bench: asv saved no results (asv exit code {ran.asv_exit}); no run record kept",
+            file=sys.stderr,
+        )
         return exits.RUNNER_FAILED
     saved = load(ran.record.result_file())
     saved.entries = {k: e for k, e in saved.entries.items() if k.split(".", 1)[0] in ran.suites}
     print(file=out)
     print(summary_table(saved), file=out)
-    print(f"\nrun record: {ran.record.path}\n(asv view for asv publish/compare: {root / 'asv'})"
-          f"\nasv run took {ran.wall_s:.1f} s", file=out)
+    print(
+        f"\nrun record: {ran.record.path}\n(asv view for asv publish/compare: {root / 'asv'})"
+        f"\nasv run took {ran.wall_s:.1f} s",
+        file=out,
+    )
     failed = failures(saved)
     if failed:
-        print(f"\nharness bench: {len(failed)} benchmark case(s) failed (the others ran):", file=out)
+        print(
+            f"\nharness bench: {len(failed)} benchmark case(s) failed (the others ran):", file=out
+        )
         for name in failed:
             print(f"  FAILED {name}", file=out)
-        print("its traceback is in the asv output above; rerun one alone with "
-              "`asv run --python=same --quick --show-stderr --bench <name>` (saves nothing)", file=out)
+        print(
+            "its traceback is in the asv output above; rerun one alone with "
+            "`asv run --python=same --quick --show-stderr --bench <name>` (saves nothing)",
+            file=out,
+        )
         return exits.FAILED
     if ran.asv_exit != 0:
         print(f"harness bench: asv exited with {ran.asv_exit}", file=sys.stderr)

@@ -40,7 +40,9 @@ from harness.verdict import metrics
 from harness.verdict.results import ResultSet, load, noise_path, save_noise
 
 
-def _benchmark_dir(root: pathlib.Path, bench_modules: list[str], work: pathlib.Path) -> pathlib.Path:
+def _benchmark_dir(
+    root: pathlib.Path, bench_modules: list[str], work: pathlib.Path
+) -> pathlib.Path:
     """A scratch benchmark folder with only the chosen modules (asv imports every module of
     benchmark_dir at discovery: ~15 s for the full suites, per run)."""
     src = root / "suites" / "benchmarks"
@@ -52,18 +54,36 @@ def _benchmark_dir(root: pathlib.Path, bench_modules: list[str], work: pathlib.P
     return bench
 
 
-def asv_run(project: pathlib.Path, bench_dir: pathlib.Path, results: pathlib.Path, spec: RunSpec,
-            commit: str) -> pathlib.Path:
+def asv_run(
+    project: pathlib.Path,
+    bench_dir: pathlib.Path,
+    results: pathlib.Path,
+    spec: RunSpec,
+    commit: str,
+) -> pathlib.Path:
     """One `asv run` of the modules in `bench_dir` into `results` as `spec` says (mode, machine,
     --bench selection, extra environment); returns the result file. Instruction counts keep their
     tables beside the results (results.load reads them there)."""
     with tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch:
         env = spec.environment(scratch=scratch, record=results)
-        result = asv.run(asv.AsvRun(project, results, spec.machine, commit, env, benches=tuple(spec.benches),
-                                    quick=spec.quick, bench_dir=bench_dir))
+        result = asv.run(
+            asv.AsvRun(
+                project,
+                results,
+                spec.machine,
+                commit,
+                env,
+                benches=tuple(spec.benches),
+                quick=spec.quick,
+                bench_dir=bench_dir,
+            )
+        )
     if result.returncode != 0 or not result.files:
-        raise RunnerFailed(f"asv run failed (exit {result.returncode}) for {results}:\n"
-                           + result.stdout[-2000:] + result.stderr[-2000:])
+        raise RunnerFailed(
+            f"asv run failed (exit {result.returncode}) for {results}:\n"
+            + result.stdout[-2000:]
+            + result.stderr[-2000:]
+        )
     return result.files[0]
 
 
@@ -83,14 +103,24 @@ def noise_bands(runs: list[ResultSet]) -> dict[str, dict]:
         meds = [central(e) for e in entries]
         if any(m is None or m != m or m <= 0 for m in meds):
             continue
-        out[name] = {"band": round(max(meds) / min(meds) - 1, 4), "runs": len(meds),
-                     "medians": meds, "unit": entries[0].unit,
-                     "date": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        out[name] = {
+            "band": round(max(meds) / min(meds) - 1, 4),
+            "runs": len(meds),
+            "medians": meds,
+            "unit": entries[0].unit,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
     return out
 
 
-def calibrate(project: pathlib.Path, modules: list[str], runs: int, root: pathlib.Path, machine: str,
-              work: pathlib.Path | None = None) -> dict[str, dict]:
+def calibrate(
+    project: pathlib.Path,
+    modules: list[str],
+    runs: int,
+    root: pathlib.Path,
+    machine: str,
+    work: pathlib.Path | None = None,
+) -> dict[str, dict]:
     from harness.core.project import head_commit
 
     work = pathlib.Path(work or tempfile.mkdtemp(prefix="harness-calibrate-"))
@@ -109,8 +139,16 @@ def _tally(per_bench: dict, rows, key: str, if_judged=None) -> dict[str, str]:
     cells = {}
     what_if = {r.name: r for r in if_judged or []}
     for r in rows:
-        counts = per_bench.setdefault(r.name, {"caught": 0, "false_alarms": 0, "caught_if_judged": 0,
-                                               "false_alarms_if_judged": 0, "judged": r.verdict != "not judged"})
+        counts = per_bench.setdefault(
+            r.name,
+            {
+                "caught": 0,
+                "false_alarms": 0,
+                "caught_if_judged": 0,
+                "false_alarms_if_judged": 0,
+                "judged": r.verdict != "not judged",
+            },
+        )
         counts[key] += r.verdict == "REGRESSION"
         w = what_if.get(r.name)
         if w is not None:
@@ -132,9 +170,19 @@ def if_all_judged(outcome, threshold: float) -> list:
     return compare.compare(outcome.base, outcome.head, threshold, noise=zero)
 
 
-def trials(project: pathlib.Path, n: int, root: pathlib.Path, work: pathlib.Path, threshold: float,
-           spec: RunSpec, *, bench_dir: pathlib.Path | None = None, slowed_env: dict | None = None,
-           aa: bool = True, log=print) -> dict:
+def trials(
+    project: pathlib.Path,
+    n: int,
+    root: pathlib.Path,
+    work: pathlib.Path,
+    threshold: float,
+    spec: RunSpec,
+    *,
+    bench_dir: pathlib.Path | None = None,
+    slowed_env: dict | None = None,
+    aa: bool = True,
+    log=print,
+) -> dict:
     """The end-to-end proof on stored results: per trial a clean run A, a run B with the injected
     regression (default: the canary's extra op; `bench_dir` + `slowed_env`: a slowed real workload,
     harness.runs.slowdown), another clean run C; `gate A B` must exit 1, `gate A C` exit 0.
@@ -145,9 +193,15 @@ def trials(project: pathlib.Path, n: int, root: pathlib.Path, work: pathlib.Path
     from harness.core.project import head_commit
     from harness.verdict.gate import run_gate
 
-    if bench_dir is None:  # the canary; its instruction row has a proof of its own (--extra-instructions)
+    if (
+        bench_dir is None
+    ):  # the canary; its instruction row has a proof of its own (--extra-instructions)
         bench_dir = _benchmark_dir(project, ["canary"], work)
-        spec = spec if spec.benches else dataclasses.replace(spec, benches=(r"^canary\.Canary\.track_(?!instructions)",))
+        spec = (
+            spec
+            if spec.benches
+            else dataclasses.replace(spec, benches=(r"^canary\.Canary\.track_(?!instructions)",))
+        )
     slowed = spec.with_env(**(slowed_env or {settings.CANARY_EXTRA.name: "1"}))
     commit = head_commit(project)
     npath = noise_path(root, spec.machine)
@@ -163,7 +217,11 @@ def trials(project: pathlib.Path, n: int, root: pathlib.Path, work: pathlib.Path
         t0 = time.perf_counter()
         reg = run_gate(str(a), str(b), root=root, threshold=threshold, noise_file=str(npath))
         gate_seconds.append(time.perf_counter() - t0)
-        same = run_gate(str(a), str(c), root=root, threshold=threshold, noise_file=str(npath)) if aa else None
+        same = (
+            run_gate(str(a), str(c), root=root, threshold=threshold, noise_file=str(npath))
+            if aa
+            else None
+        )
         caught += reg.code == 1
         row = {"trial": i, "regression_exit": reg.code}
         checks = [("B/A", reg, "caught")]
@@ -176,13 +234,30 @@ def trials(project: pathlib.Path, n: int, root: pathlib.Path, work: pathlib.Path
             row.update({f"{label} {name}": cell for name, cell in cells.items()})
         rows.append(row)
         log(json.dumps(row))
-    return {"route": "gate", "trials": n, "caught": caught, "false_alarms": false_alarms if aa else None,
-            "per_benchmark": per_bench, "gate_seconds_median": sorted(gate_seconds)[len(gate_seconds) // 2],
-            "asv_run_seconds_median": sorted(run_seconds)[len(run_seconds) // 2], "rows": rows}
+    return {
+        "route": "gate",
+        "trials": n,
+        "caught": caught,
+        "false_alarms": false_alarms if aa else None,
+        "per_benchmark": per_bench,
+        "gate_seconds_median": sorted(gate_seconds)[len(gate_seconds) // 2],
+        "asv_run_seconds_median": sorted(run_seconds)[len(run_seconds) // 2],
+        "rows": rows,
+    }
 
 
-def ab_trials(project: pathlib.Path, n: int, work: pathlib.Path, threshold: float, spec: RunSpec,
-              bench_dir: pathlib.Path, slowed_env: dict, pairs: int, aa: bool = True, log=print) -> dict:
+def ab_trials(
+    project: pathlib.Path,
+    n: int,
+    work: pathlib.Path,
+    threshold: float,
+    spec: RunSpec,
+    bench_dir: pathlib.Path,
+    slowed_env: dict,
+    pairs: int,
+    aa: bool = True,
+    log=print,
+) -> dict:
     """The same proof through `harness ab`: per trial one ab run (base clean, head slowed, `pairs`
     alternating processes each, per suite of `spec`) that must exit 1, and one A/A ab run (both
     clean) that must exit 0 (`aa=False`: none; false alarms are then None). Both sides run this
@@ -198,14 +273,28 @@ def ab_trials(project: pathlib.Path, n: int, work: pathlib.Path, threshold: floa
     python = sys.executable
     for i in range(n):
         row = {"trial": i}
-        runs = [("slowed", {"head": slowed_env}, "caught")] + ([("A/A", {}, "false_alarms")] if aa else [])
+        runs = [("slowed", {"head": slowed_env}, "caught")] + (
+            [("A/A", {}, "false_alarms")] if aa else []
+        )
         for label, envs, key in runs:
             root = work / f"ab{i}-{'slowed' if key == 'caught' else 'aa'}"
-            out = ab.run(project, root, {"base": python, "head": python}, spec, pairs=pairs, envs=envs,
-                         bench_dir=bench_dir, log=lambda msg: None)
+            out = ab.run(
+                project,
+                root,
+                {"base": python, "head": python},
+                spec,
+                pairs=pairs,
+                envs=envs,
+                bench_dir=bench_dir,
+                log=lambda msg: None,
+            )
             seconds.append(out["seconds"])
-            outcome = run_gate(str(out["records"]["base"].path), str(out["records"]["head"].path),
-                               root=root, threshold=threshold)
+            outcome = run_gate(
+                str(out["records"]["base"].path),
+                str(out["records"]["head"].path),
+                root=root,
+                threshold=threshold,
+            )
             if key == "caught":
                 caught += outcome.code == 1
             else:
@@ -215,7 +304,13 @@ def ab_trials(project: pathlib.Path, n: int, work: pathlib.Path, threshold: floa
             row.update({f"{label} {name}": cell for name, cell in cells.items()})
         rows.append(row)
         log(json.dumps(row))
-    return {"route": "ab", "trials": n, "pairs": pairs, "caught": caught,
-            "false_alarms": false_alarms if aa else None,
-            "per_benchmark": per_bench, "ab_seconds_median": sorted(seconds)[len(seconds) // 2],
-            "rows": rows}
+    return {
+        "route": "ab",
+        "trials": n,
+        "pairs": pairs,
+        "caught": caught,
+        "false_alarms": false_alarms if aa else None,
+        "per_benchmark": per_bench,
+        "ab_seconds_median": sorted(seconds)[len(seconds) // 2],
+        "rows": rows,
+    }

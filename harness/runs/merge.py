@@ -26,8 +26,13 @@ import tempfile
 from harness.core import records
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
-from harness.verdict.results import (environment_differences, fingerprint_of, load, not_comparable,
-                                     resolve)
+from harness.verdict.results import (
+    environment_differences,
+    fingerprint_of,
+    load,
+    not_comparable,
+    resolve,
+)
 
 # What every shard of one run must share (run.json), beyond machine and commit.
 SAME_META = ("mode", "quick", "threads")
@@ -40,8 +45,10 @@ def _sources(specs: list[str], root: pathlib.Path, machine: str | None) -> list[
     for spec in specs:
         rec = records.record_of(resolve(spec, root, machine))
         if rec is None:
-            raise BadInput(f"{spec!r} is not a run record (a bare asv result file); merge the run "
-                           "records `harness bench --shard K/N` wrote under results/runs/<machine>/")
+            raise BadInput(
+                f"{spec!r} is not a run record (a bare asv result file); merge the run "
+                "records `harness bench --shard K/N` wrote under results/runs/<machine>/"
+            )
         if rec.path in seen:
             raise BadInput(f"{spec!r} names run {rec.run_id} a second time; name each shard once")
         seen.add(rec.path)
@@ -54,23 +61,33 @@ def _check_same(recs, sets, allow_env_change: bool, log) -> None:
     for rec, rs in zip(recs[1:], sets[1:]):
         pair = f"{first.run_id} and {rec.run_id}"
         if rs.machine != fs.machine:
-            raise BadInput(f"runs {pair} are of different machines ({fs.machine!r}, {rs.machine!r}); "
-                           "merge shards of one machine (shard runners of one hardware class pass "
-                           "the same --machine)")
+            raise BadInput(
+                f"runs {pair} are of different machines ({fs.machine!r}, {rs.machine!r}); "
+                "merge shards of one machine (shard runners of one hardware class pass "
+                "the same --machine)"
+            )
         if rs.commit != fs.commit:
-            raise BadInput(f"runs {pair} are of different commits ({fs.commit[:12]}, {rs.commit[:12]}); "
-                           "merge the shards of one commit")
+            raise BadInput(
+                f"runs {pair} are of different commits ({fs.commit[:12]}, {rs.commit[:12]}); "
+                "merge the shards of one commit"
+            )
         if rs.env_name != fs.env_name:
-            raise BadInput(f"runs {pair} ran in different asv environments ({fs.env_name!r}, "
-                           f"{rs.env_name!r}); merge shards run the same way")
+            raise BadInput(
+                f"runs {pair} ran in different asv environments ({fs.env_name!r}, "
+                f"{rs.env_name!r}); merge shards run the same way"
+            )
         for key in SAME_META:
             if rec.meta.get(key) != first.meta.get(key):
-                raise BadInput(f"runs {pair} differ in {key} ({first.meta.get(key)!r} vs "
-                               f"{rec.meta.get(key)!r}); shards of one run use the same options")
+                raise BadInput(
+                    f"runs {pair} differ in {key} ({first.meta.get(key)!r} vs "
+                    f"{rec.meta.get(key)!r}); shards of one run use the same options"
+                )
         why = not_comparable(fs, rs)
         if why and not allow_env_change:
-            raise BadInput(f"runs {pair} are not comparable: {'; '.join(why)} (DECISIONS §2); "
-                           "pass --allow-env-change to merge them anyway")
+            raise BadInput(
+                f"runs {pair} are not comparable: {'; '.join(why)} (DECISIONS §2); "
+                "pass --allow-env-change to merge them anyway"
+            )
         for key, a, b in environment_differences(fs, rs):
             log(f"harness merge: note: {key} differs: {a} ({first.run_id}) vs {b} ({rec.run_id})")
 
@@ -85,14 +102,18 @@ def _merged_json(files: list[pathlib.Path], recs) -> dict:
     results, durations = {}, {}
     for data, rec in zip(datas, recs):
         if data.get("version") != out.get("version"):
-            raise BadInput(f"{rec.path}: asv result format {data.get('version')} differs from "
-                           f"{out.get('version')}; rerun the shards with one asv version")
+            raise BadInput(
+                f"{rec.path}: asv result format {data.get('version')} differs from "
+                f"{out.get('version')}; rerun the shards with one asv version"
+            )
         cols = data["result_columns"]
         for name, row in data.get("results", {}).items():
             if name in owner:
-                raise BadInput(f"benchmark {name!r} is in two shards: {owner[name]} and {rec.run_id}; "
-                               "each benchmark must run in exactly one shard (use one durations file "
-                               "and one N on every runner)")
+                raise BadInput(
+                    f"benchmark {name!r} is in two shards: {owner[name]} and {rec.run_id}; "
+                    "each benchmark must run in exactly one shard (use one durations file "
+                    "and one N on every runner)"
+                )
             owner[name] = rec.run_id
             by_col = dict(zip(cols, row))
             results[name] = [by_col.get(c) for c in columns]
@@ -112,22 +133,32 @@ def _check_shard_set(recs, partial: bool) -> None:
     for rec, text in zip(recs, shards):
         k, _, n = str(text or "").partition("/")
         if not text:
-            raise BadInput(f"run {rec.run_id} is not a shard run (no --shard) but the others are; "
-                           "merge the shards of one sharded run")
+            raise BadInput(
+                f"run {rec.run_id} is not a shard run (no --shard) but the others are; "
+                "merge the shards of one sharded run"
+            )
         if (k, n) in parts:
-            raise BadInput(f"runs {parts[(k, n)]} and {rec.run_id} are both shard {text}; name one of them")
+            raise BadInput(
+                f"runs {parts[(k, n)]} and {rec.run_id} are both shard {text}; name one of them"
+            )
         parts[(k, n)] = rec.run_id
     ns = sorted({n for _, n in parts})
     if len(ns) > 1:
-        raise BadInput(f"the runs come from different splits ({', '.join('N=' + n for n in ns)}); "
-                       "merge the shards of one split")
+        raise BadInput(
+            f"the runs come from different splits ({', '.join('N=' + n for n in ns)}); "
+            "merge the shards of one split"
+        )
     if not ns[0].isdigit():
-        raise BadInput(f"run.json of {', '.join(parts.values())} says shard {ns[0]!r}, not K/N; "
-                       "merge runs that `harness bench --shard K/N` wrote")
+        raise BadInput(
+            f"run.json of {', '.join(parts.values())} says shard {ns[0]!r}, not K/N; "
+            "merge runs that `harness bench --shard K/N` wrote"
+        )
     missing = [f"{k}/{ns[0]}" for k in range(1, int(ns[0]) + 1) if (str(k), ns[0]) not in parts]
     if missing and not partial:
-        raise BadInput(f"shard{'s' * (len(missing) > 1)} {', '.join(missing)} not named: the merged "
-                       "run would lack their benchmarks; name every shard, or pass --partial")
+        raise BadInput(
+            f"shard{'s' * (len(missing) > 1)} {', '.join(missing)} not named: the merged "
+            "run would lack their benchmarks; name every shard, or pass --partial"
+        )
 
 
 def _merge_operator_files(recs, staging: pathlib.Path) -> None:
@@ -136,8 +167,11 @@ def _merge_operator_files(recs, staging: pathlib.Path) -> None:
     from harness.measure import profiles
 
     for name, part in ((profiles.OP_COUNTS, "rows"), (profiles.PROFILES, "workloads")):
-        datas = [json.loads((r.path / name).read_text(encoding="utf-8"))
-                 for r in recs if (r.path / name).is_file()]
+        datas = [
+            json.loads((r.path / name).read_text(encoding="utf-8"))
+            for r in recs
+            if (r.path / name).is_file()
+        ]
         if datas:
             joined = {**datas[0], part: {k: v for d in datas for k, v in d.get(part, {}).items()}}
             if part == "workloads":
@@ -155,8 +189,16 @@ def _merge_operator_files(recs, staging: pathlib.Path) -> None:
         write_json_atomic(staging / records.INSTRUCTIONS / name, data)
 
 
-def merge(specs: list[str], root: pathlib.Path, *, machine: str | None = None, label: str | None = None,
-          partial: bool = False, allow_env_change: bool = False, log=print) -> records.RunRecord:
+def merge(
+    specs: list[str],
+    root: pathlib.Path,
+    *,
+    machine: str | None = None,
+    label: str | None = None,
+    partial: bool = False,
+    allow_env_change: bool = False,
+    log=print,
+) -> records.RunRecord:
     """Write the merged run record under `root`; returns it."""
     recs = _sources(specs, root, machine)
     files = [r.result_file() for r in recs]
@@ -169,14 +211,30 @@ def merge(specs: list[str], root: pathlib.Path, *, machine: str | None = None, l
     while (records.runs_dir(root) / rs.machine / run_id).exists():
         run_id += "_"
     suites = sorted({s for r in recs for s in r.meta.get("suites", [])})
-    sources = [{"run_id": r.run_id, "shard": r.meta.get("shard"), "cases": len(s.entries),
-                "asv_wall_s": (fingerprint_of(s) or {}).get("asv_wall_s")} for r, s in zip(recs, sets)]
-    meta = {"commit": rs.commit, "started": min(r.meta.get("started") or r.run_id[:16] for r in recs),
-            "label": label or "merged", "suites": suites, "merged_from": sources,
-            **{k: first.meta.get(k) for k in (*SAME_META, "launch_method")}}
+    sources = [
+        {
+            "run_id": r.run_id,
+            "shard": r.meta.get("shard"),
+            "cases": len(s.entries),
+            "asv_wall_s": (fingerprint_of(s) or {}).get("asv_wall_s"),
+        }
+        for r, s in zip(recs, sets)
+    ]
+    meta = {
+        "commit": rs.commit,
+        "started": min(r.meta.get("started") or r.run_id[:16] for r in recs),
+        "label": label or "merged",
+        "suites": suites,
+        "merged_from": sources,
+        **{k: first.meta.get(k) for k in (*SAME_META, "launch_method")},
+    }
     fp = dict(fingerprint_of(rs) or {})
-    fp.update(run_id=run_id, suites=suites, merged_from=[s["run_id"] for s in sources],
-              asv_wall_s=round(sum(s["asv_wall_s"] or 0 for s in sources), 1))
+    fp.update(
+        run_id=run_id,
+        suites=suites,
+        merged_from=[s["run_id"] for s in sources],
+        asv_wall_s=round(sum(s["asv_wall_s"] or 0 for s in sources), 1),
+    )
     with tempfile.TemporaryDirectory(prefix="harness-merge-") as tmp:
         # built and read back aside first: a record in runs/ is never one that fails to load
         asv_dir = pathlib.Path(tmp) / "asv"

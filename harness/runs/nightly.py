@@ -34,12 +34,11 @@ import shutil
 import subprocess
 import sys
 
-from harness.core import exits, records
+from harness.core import exits, records, settings
 from harness.core.files import check_own_folder, mark_own_folder, write_atomic
 from harness.runs import asv
 from harness.runs.spec import RunSpec
 from harness.verdict.results import BadInput, baselines_dir, resolve
-from harness.core import settings
 
 DASHBOARD_MARK = ".harness-dashboard"
 
@@ -57,8 +56,12 @@ def check_html_dir(html_dir: pathlib.Path, root: pathlib.Path) -> None:
     """Refuse a dashboard folder that `asv publish` must not empty (BadInput, exit 3): it may not
     hold the results root, nor be one of its own folders, nor anything the harness did not make."""
     res = pathlib.Path(root)
-    check_own_folder(html_dir, DASHBOARD_MARK, "--html-dir",
-                     protect=(res, res / "runs", res / "asv", res / "baselines"))
+    check_own_folder(
+        html_dir,
+        DASHBOARD_MARK,
+        "--html-dir",
+        protect=(res, res / "runs", res / "asv", res / "baselines"),
+    )
 
 
 def publish(root: pathlib.Path, html_dir: pathlib.Path) -> int:
@@ -68,10 +71,14 @@ def publish(root: pathlib.Path, html_dir: pathlib.Path) -> int:
     check_html_dir(html_dir, root)
     view = records.rebuild_view(root)
     project = project_root()
-    with asv.config(project, view.resolve(), html_dir=html_dir.resolve(),
-                    publish=True) as config:
-        proc = subprocess.run(asv.publish_command(config), env=asv.environment(), capture_output=True,
-                              text=True, cwd=project)
+    with asv.config(project, view.resolve(), html_dir=html_dir.resolve(), publish=True) as config:
+        proc = subprocess.run(
+            asv.publish_command(config),
+            env=asv.environment(),
+            capture_output=True,
+            text=True,
+            cwd=project,
+        )
     if proc.returncode:
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
     else:
@@ -84,32 +91,50 @@ def save_baseline(root: pathlib.Path, machine: str) -> pathlib.Path:
     `baseline`: the newest copy there wins; earlier copies stay)."""
     runs = records.list_runs(root, machine)
     if not runs:
-        raise BadInput(f"no runs in {records.runs_dir(root) / machine} to save as the baseline; "
-                       "run `harness bench` first")
+        raise BadInput(
+            f"no runs in {records.runs_dir(root) / machine} to save as the baseline; "
+            "run `harness bench` first"
+        )
     return records.copy_record(runs[-1], baselines_dir(root) / machine)
 
 
-def nightly(*, root: pathlib.Path, html_dir: pathlib.Path | None, machine: str, commit: str,
-            full: bool = True, skip_bench: bool = False, gate_base: str | None = None,
-            markdown: str | None = None, baseline: bool = False,
-            steps_markdown: str | None = None) -> int:
+def nightly(
+    *,
+    root: pathlib.Path,
+    html_dir: pathlib.Path | None,
+    machine: str,
+    commit: str,
+    full: bool = True,
+    skip_bench: bool = False,
+    gate_base: str | None = None,
+    markdown: str | None = None,
+    baseline: bool = False,
+    steps_markdown: str | None = None,
+) -> int:
     html_dir = html_dir or root / "html"
     check_html_dir(html_dir, root)  # before hours of benchmarks, not after
     # the gate's BASE is named now, before this run exists: `--gate latest` is the previous run
     base = resolve(gate_base, root, machine) if gate_base else None
     if not skip_bench:
-        code = run_bench(root, RunSpec.from_flags(full=full, machine=machine, label="nightly"), commit)
+        code = run_bench(
+            root, RunSpec.from_flags(full=full, machine=machine, label="nightly"), commit
+        )
         if code:
-            print(f"nightly: the benchmark runner exited {code}; results so far are kept", file=sys.stderr)
+            print(
+                f"nightly: the benchmark runner exited {code}; results so far are kept",
+                file=sys.stderr,
+            )
             return exits.RUNNER_FAILED
     if publish(root, html_dir):
         print(f"nightly: asv publish failed for {records.view_dir(root)}", file=sys.stderr)
         return exits.RUNNER_FAILED
     missing = vendor_dashboard(html_dir)
     if missing:
-        print("nightly: the dashboard still loads these from the internet (install Debian's "
-              "libjs-jquery libjs-jquery-flot libjs-bootstrap libjs-jquery-stupidtable): "
-              + ", ".join(missing))
+        print(
+            "nightly: the dashboard still loads these from the internet (install Debian's "
+            "libjs-jquery libjs-jquery-flot libjs-bootstrap libjs-jquery-stupidtable): "
+            + ", ".join(missing)
+        )
     print(f"nightly: dashboard published to {html_dir}/index.html")
     if baseline:
         print(f"nightly: baseline saved as {save_baseline(root, machine)}; commit it")
@@ -164,10 +189,12 @@ VENDOR = {
 # Covered by the bundle above, or only cosmetic (bar order), or only for the "ignore this
 # regression" key of the regressions page (md5 is replaced by a non-cryptographic hash).
 STUBS = {
-    "jquery.flot.time.min.js": "", "jquery.flot.selection.min.js": "",
-    "jquery.flot.categories.min.js": "", "jquery.flot.orderBars.js": "",
+    "jquery.flot.time.min.js": "",
+    "jquery.flot.selection.min.js": "",
+    "jquery.flot.categories.min.js": "",
+    "jquery.flot.orderBars.js": "",
     "md5.min.js": "window.md5 = function (s) { var h = 5381; for (var i = 0; i < s.length; i++)"
-                  " { h = ((h << 5) + h + s.charCodeAt(i)) | 0; } return (h >>> 0).toString(16); };\n",
+    " { h = ((h << 5) + h + s.charCodeAt(i)) | 0; } return (h >>> 0).toString(16); };\n",
 }
 
 
@@ -196,7 +223,9 @@ def vendor_dashboard(html_dir: pathlib.Path, js_dir: pathlib.Path = JS_DIR) -> l
         return re.sub(r'\s(integrity|crossorigin|referrerpolicy)="[^"]*"', "", tag)
 
     text = re.sub(r'<(script|link)\b[^>]*?(?:src|href)="(https://[^"]+)"[^>]*>', local, text)
-    if (vendor / "jquery.flot.min.js").is_file() and (html_dir / "jquery.flot.axislabels.js").is_file():
+    if (vendor / "jquery.flot.min.js").is_file() and (
+        html_dir / "jquery.flot.axislabels.js"
+    ).is_file():
         # flot 4 draws axis labels itself; asv's plugin for flot 0.8 would draw them twice
         (html_dir / "jquery.flot.axislabels.js").write_text("")
     write_atomic(index, text)

@@ -39,8 +39,10 @@ def parse_shard(text: str) -> tuple[int, int]:
     """'K/N' -> (K, N) with 1 <= K <= N."""
     m = _SHARD.match(text or "")
     if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-        raise BadInput(f"--shard {text!r}: write K/N with 1 <= K <= N (e.g. --shard 1/2 and --shard 2/2 "
-                       "on two runners)")
+        raise BadInput(
+            f"--shard {text!r}: write K/N with 1 <= K <= N (e.g. --shard 1/2 and --shard 2/2 "
+            "on two runners)"
+        )
     return int(m.group(1)), int(m.group(2))
 
 
@@ -51,6 +53,7 @@ def mode_of(quick: bool, full: bool) -> str:
 
 
 # ---- discovery ----
+
 
 @contextlib.contextmanager
 def _environ(env: dict):
@@ -81,8 +84,10 @@ def discover(config_path: Path, sha: str, env: dict) -> list[dict]:
             envs = list(environment.get_environments(conf, [f"existing:{asv.python_launcher()}"]))
             found = Benchmarks.discover(conf, asv_repo.get_repo(conf), envs, [sha])
     except util.UserError as exc:
-        raise RunnerFailed(f"asv could not import the benchmark suites in {conf.benchmark_dir} "
-                           f"({exc or 'see the asv output above'})") from None
+        raise RunnerFailed(
+            f"asv could not import the benchmark suites in {conf.benchmark_dir} "
+            f"({exc or 'see the asv output above'})"
+        ) from None
     return [found[name] for name in sorted(found)]
 
 
@@ -96,7 +101,9 @@ def case_names(benchmark: dict) -> list[str]:
     return [f"{benchmark['name']}({', '.join(p)})" for p in itertools.product(*benchmark["params"])]
 
 
-def select(benchmarks: list[dict], suites: list[str], regexes: list[str] | None = None) -> dict[str, list[str]]:
+def select(
+    benchmarks: list[dict], suites: list[str], regexes: list[str] | None = None
+) -> dict[str, list[str]]:
     """benchmark name -> its selected case names: benchmarks of the suites, then (when given)
     only cases in which some regex is found (asv's `--bench`). A regex matching no case of
     these suites is bad input naming what it could have matched."""
@@ -113,9 +120,11 @@ def select(benchmarks: list[dict], suites: list[str], regexes: list[str] | None 
     for r, rx in compiled:
         if not any(rx.search(c) for cs in cases.values() for c in cs):
             names = sorted(cases)
-            raise BadInput(f"--bench {r!r} matches no benchmark of the suites {', '.join(suites)}; "
-                           f"names look like: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''} "
-                           f"(`harness bench --list` prints them all)")
+            raise BadInput(
+                f"--bench {r!r} matches no benchmark of the suites {', '.join(suites)}; "
+                f"names look like: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''} "
+                f"(`harness bench --list` prints them all)"
+            )
     out = {}
     for name, cs in cases.items():
         kept = [c for c in cs if any(rx.search(c) for _, rx in compiled)]
@@ -141,6 +150,7 @@ def asv_regexes(selection: dict[str, list[str]], benchmarks: list[dict]) -> list
 
 # ---- durations and the split ----
 
+
 def load_durations(path: Path, mode: str) -> dict[str, float]:
     """Seconds per benchmark for `mode` from the committed durations file; a missing file is
     an empty table (every benchmark then counts the default)."""
@@ -149,11 +159,15 @@ def load_durations(path: Path, mode: str) -> dict[str, float]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
-        raise BadInput(f"{path}: corrupt durations file ({exc}); restore it from git or refresh it "
-                       "with `harness durations RUN`") from None
+        raise BadInput(
+            f"{path}: corrupt durations file ({exc}); restore it from git or refresh it "
+            "with `harness durations RUN`"
+        ) from None
     section = data.get("modes", {}).get(mode, {}) if isinstance(data, dict) else None
     if not isinstance(section, dict):
-        raise BadInput(f"{path}: section modes.{mode} is not an object; refresh it with `harness durations RUN`")
+        raise BadInput(
+            f"{path}: section modes.{mode} is not an object; refresh it with `harness durations RUN`"
+        )
     out = {}
     for name, s in section.items():
         if not isinstance(s, (int, float)) or isinstance(s, bool) or not s >= 0:
@@ -207,10 +221,14 @@ def update_durations(path: Path, mode: str, measured: dict[str, float], source: 
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except ValueError as exc:
-            raise BadInput(f"{path}: corrupt durations file ({exc}); restore it from git first") from None
+            raise BadInput(
+                f"{path}: corrupt durations file ({exc}); restore it from git first"
+            ) from None
     data = data if isinstance(data, dict) else {}
-    data["about"] = ("seconds per asv benchmark, per mode; read by `harness bench --shard K/N` to "
-                     "balance shards; refresh with `harness durations RUN...` and commit")
+    data["about"] = (
+        "seconds per asv benchmark, per mode; read by `harness bench --shard K/N` to "
+        "balance shards; refresh with `harness durations RUN...` and commit"
+    )
     data.setdefault("modes", {}).setdefault(mode, {}).update(measured)
     data["modes"][mode] = dict(sorted(data["modes"][mode].items()))
     data.setdefault("sources", {})[mode] = source
@@ -220,24 +238,27 @@ def update_durations(path: Path, mode: str, measured: dict[str, float], source: 
 
 # ---- what one runner runs ----
 
+
 @dataclasses.dataclass
 class Plan:
     """The benchmarks a `harness bench` invocation selects, and their shares."""
 
-    benchmarks: list[dict]             # everything asv discovered (all suites)
-    selection: dict[str, list[str]]    # selected benchmark -> its selected case names
-    seconds: dict[str, float]          # predicted seconds per selected benchmark
-    shards: list[list[str]]            # every share (one share when not sharded)
+    benchmarks: list[dict]  # everything asv discovered (all suites)
+    selection: dict[str, list[str]]  # selected benchmark -> its selected case names
+    seconds: dict[str, float]  # predicted seconds per selected benchmark
+    shards: list[list[str]]  # every share (one share when not sharded)
     shard: tuple[int, int] | None
     durations_file: Path
     mode: str
-    known: int = 0                     # selected benchmarks that the durations file names
-    default_s: float = DEFAULT_S       # what each of the others counts
+    known: int = 0  # selected benchmarks that the durations file names
+    default_s: float = DEFAULT_S  # what each of the others counts
 
     def durations_note(self) -> str:
         """Where the predicted seconds come from, for the log."""
-        return (f"{self.mode} durations from {self.durations_file}: {self.known} of {len(self.selection)} "
-                f"benchmarks measured, the others count {self.default_s:g} s")
+        return (
+            f"{self.mode} durations from {self.durations_file}: {self.known} of {len(self.selection)} "
+            f"benchmarks measured, the others count {self.default_s:g} s"
+        )
 
     @property
     def chosen(self) -> list[str]:
@@ -251,17 +272,35 @@ class Plan:
         return asv_regexes({n: self.selection[n] for n in self.chosen}, self.benchmarks)
 
     def as_json(self) -> dict:
-        return {"mode": self.mode, "durations_file": str(self.durations_file),
-                "durations_known": self.known, "default_s": self.default_s,
-                "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
-                "benchmarks": self.chosen, "predicted_s": self.predicted_s(self.chosen),
-                "all_benchmarks": sorted(self.selection),
-                "shards": [{"shard": f"{i + 1}/{len(self.shards)}", "benchmarks": s,
-                            "predicted_s": self.predicted_s(s)} for i, s in enumerate(self.shards)]}
+        return {
+            "mode": self.mode,
+            "durations_file": str(self.durations_file),
+            "durations_known": self.known,
+            "default_s": self.default_s,
+            "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
+            "benchmarks": self.chosen,
+            "predicted_s": self.predicted_s(self.chosen),
+            "all_benchmarks": sorted(self.selection),
+            "shards": [
+                {
+                    "shard": f"{i + 1}/{len(self.shards)}",
+                    "benchmarks": s,
+                    "predicted_s": self.predicted_s(s),
+                }
+                for i, s in enumerate(self.shards)
+            ],
+        }
 
 
-def plan(project: Path, spec, *, sha: str, regexes: list[str] | None = None,
-         shard: tuple[int, int] | None = None, durations_file: Path | None = None) -> Plan:
+def plan(
+    project: Path,
+    spec,
+    *,
+    sha: str,
+    regexes: list[str] | None = None,
+    shard: tuple[int, int] | None = None,
+    durations_file: Path | None = None,
+) -> Plan:
     """Discover (asv), select (the spec's suites, --bench) and split (durations) without running
     anything. `spec`: the run's harness.runs.spec.RunSpec."""
     import tempfile
@@ -270,8 +309,10 @@ def plan(project: Path, spec, *, sha: str, regexes: list[str] | None = None,
 
     env = spec.environment()
     suites = list(spec.suites)
-    with tempfile.TemporaryDirectory(prefix="harness-list-") as tmp, \
-            asv.config(project, Path(tmp) / "asv") as config:
+    with (
+        tempfile.TemporaryDirectory(prefix="harness-list-") as tmp,
+        asv.config(project, Path(tmp) / "asv") as config,
+    ):
         benchmarks = discover(config, sha, env)
     selection = select(benchmarks, suites, regexes)
     mode = spec.mode
@@ -279,5 +320,14 @@ def plan(project: Path, spec, *, sha: str, regexes: list[str] | None = None,
     durations = load_durations(path, mode)
     names = sorted(selection)
     shards = split(names, durations, shard[1]) if shard else [names]
-    return Plan(benchmarks, selection, predicted(names, durations), shards, shard, path, mode,
-                sum(n in durations for n in names), default_seconds(durations))
+    return Plan(
+        benchmarks,
+        selection,
+        predicted(names, durations),
+        shards,
+        shard,
+        path,
+        mode,
+        sum(n in durations for n in names),
+        default_seconds(durations),
+    )

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import pathlib
 
-from harness.core.exits import BadInput
 from harness.core import settings
+from harness.core.exits import BadInput
 
 SWITCH = settings.TEST_SLOWDOWN.name
 SIDE_SWITCH = settings.TEST_SLOWDOWN_SIDE.name
@@ -81,7 +81,7 @@ def slowed(fn):
     return call
 '''
 
-_FUSION = '''
+_FUSION = """
 
 class {cls}(_real.{cls}):
     # left out to keep a trial short (~1 min per run on two loaded cores): compile times and raw
@@ -96,9 +96,9 @@ class {cls}(_real.{cls}):
             # compiled() hands make_call the torch.compile wrapper, eager() the target itself
             case.make_call = lambda target: (make_call(target) if SIDE == "compiled" and target is case.target
                                              else slowed(make_call(target)))
-'''
+"""
 
-_INFERENCE = '''
+_INFERENCE = """
 
 class Inference(_real.Inference):
     params = ({models!r}, [False], [False])
@@ -118,7 +118,7 @@ class CompiledOverEager(_real.CompiledOverEager):
             self.compiled = slowed(self.compiled)
             if SIDE == "all":
                 self.eager = slowed(self.eager)
-'''
+"""
 
 
 def module_for(workload: str) -> str:
@@ -135,12 +135,16 @@ def check_workload(workload: str) -> None:
     from harness.core.zoo import model_names
 
     if workload not in FUSION_WORKLOADS and workload not in model_names():
-        raise BadInput(f"unknown workload {workload!r} for --slowdown; choose "
-                       f"{', '.join(FUSION_WORKLOADS)} (fusion) or a zoo model (its inference step): "
-                       f"{', '.join(model_names())}")
+        raise BadInput(
+            f"unknown workload {workload!r} for --slowdown; choose "
+            f"{', '.join(FUSION_WORKLOADS)} (fusion) or a zoo model (its inference step): "
+            f"{', '.join(model_names())}"
+        )
 
 
-def write_suite(project: pathlib.Path, workloads: list[str] | str, work: pathlib.Path) -> pathlib.Path:
+def write_suite(
+    project: pathlib.Path, workloads: list[str] | str, work: pathlib.Path
+) -> pathlib.Path:
     """A scratch benchmark folder under `work` holding the wrappers of `workloads` (one module per
     real suite); returns it."""
     workloads = [workloads] if isinstance(workloads, str) else list(dict.fromkeys(workloads))
@@ -153,8 +157,13 @@ def write_suite(project: pathlib.Path, workloads: list[str] | str, work: pathlib
     (bench / "__init__.py").write_text("")
     for module in modules_for(workloads):
         real = project / "suites" / "benchmarks" / f"{module}.py"
-        text = _COMMON.format(real=str(real), module=module, switch=SWITCH, side_switch=SIDE_SWITCH,
-                              calls=CALIBRATION_CALLS)
+        text = _COMMON.format(
+            real=str(real),
+            module=module,
+            switch=SWITCH,
+            side_switch=SIDE_SWITCH,
+            calls=CALIBRATION_CALLS,
+        )
         mine = [w for w in workloads if module_for(w) == module]
         if module == "fusion":
             for w in mine:

@@ -64,18 +64,25 @@ class RunSpec:
     def with_env(self, **extra: str) -> RunSpec:
         return dataclasses.replace(self, env=tuple({**dict(self.env), **extra}.items()))
 
-    def environment(self, *, inductor_cache: Path | None = None, scratch: Path | str | None = None,
-                    record: Path | None = None) -> dict:
+    def environment(
+        self,
+        *,
+        inductor_cache: Path | None = None,
+        scratch: Path | str | None = None,
+        record: Path | None = None,
+    ) -> dict:
         """The environment asv runs the suites in: this interpreter behind asv's launcher, the
         mode (sizes and grids, quick), the run's fixed thread count, a fixed hash seed unless the
         caller set one, the run's private inductor cache, where the run record is being written
         (instruction counts keep their tables there) and a scratch folder the run removes."""
         from harness.runs import asv
 
-        extra = {settings.FULL.name: settings.FULL.encode(self.full),
-                 settings.QUICK.name: settings.QUICK.encode(self.quick),
-                 settings.THREADS.name: str(self.run_threads),
-                 "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED") or HASH_SEED}
+        extra = {
+            settings.FULL.name: settings.FULL.encode(self.full),
+            settings.QUICK.name: settings.QUICK.encode(self.quick),
+            settings.THREADS.name: str(self.run_threads),
+            "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED") or HASH_SEED,
+        }
         if inductor_cache is not None:
             extra["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache)
         if scratch is not None:
@@ -85,5 +92,7 @@ class RunSpec:
         if self.benches:  # one valgrind process counts every instruction row: only the selected
             from harness.measure.workloads import instructions
 
-            extra[settings.INSTRUCTION_WORKLOADS.name] = ",".join(instructions.matching(list(self.benches))) or "none"
+            extra[settings.INSTRUCTION_WORKLOADS.name] = (
+                ",".join(instructions.matching(list(self.benches))) or "none"
+            )
         return asv.environment({**extra, **dict(self.env)})

@@ -16,12 +16,16 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.runs.worker")
     sub = parser.add_subparsers(dest="job", required=True)
-    step = sub.add_parser("gpu-check-step", help="one step of the GPU proof kit (harness.runs.gpucheck)")
+    step = sub.add_parser(
+        "gpu-check-step", help="one step of the GPU proof kit (harness.runs.gpucheck)"
+    )
     step.add_argument("name")
     step.add_argument("--out", required=True)
     step.add_argument("--work", required=True)
     step.add_argument("--device", required=True)
-    sub.add_parser("fingerprint", help="harness.core.env.fingerprint() of this interpreter, as JSON")
+    sub.add_parser(
+        "fingerprint", help="harness.core.env.fingerprint() of this interpreter, as JSON"
+    )
     args = parser.parse_args(argv)
     if args.job == "fingerprint":
         from harness.core.env import fingerprint
@@ -31,8 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     from harness.core import exits
     from harness.runs import gpucheck
 
-    return exits.guarded(f"gpu-check step {args.name}",
-                         lambda: gpucheck.run_step(args.name, args.out, args.work, args.device))
+    return exits.guarded(
+        f"gpu-check step {args.name}",
+        lambda: gpucheck.run_step(args.name, args.out, args.work, args.device),
+    )
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ HELPS, HURTS, NO_EFFECT, NA = "helps", "hurts", "no measurable effect", "n/a her
 
 # ---- what each case was measured on (sizes from the workloads' own definitions) ----
 
+
 def _zoo(model: str, full: bool) -> str:
     from harness.core.zoo import get_model
 
@@ -56,23 +57,28 @@ def _zoo_sizes(params: dict, full: bool) -> str:
 def _fusion_sizes(params: dict, full: bool) -> str:
     rows, dim = sizes.norm_activation(full)
     logits, classes = sizes.cross_entropy(full)
-    return {"PointwiseChain": f"x.cos().cos() on 2^{sizes.pointwise_elements(full).bit_length() - 1} float32",
-            "NormActivationBlock": f"LayerNorm+GELU on {rows}x{dim} float32",
-            "SmallModelTrainingStep": "training step of " + _zoo("mlp", full),
-            "CompiledCrossEntropyLoss": f"nn.CrossEntropyLoss forward+backward on {logits}x{classes} logits",
-            }.get(params["benchmark"], "sizes as in harness/core/sizes.py")
+    return {
+        "PointwiseChain": f"x.cos().cos() on 2^{sizes.pointwise_elements(full).bit_length() - 1} float32",
+        "NormActivationBlock": f"LayerNorm+GELU on {rows}x{dim} float32",
+        "SmallModelTrainingStep": "training step of " + _zoo("mlp", full),
+        "CompiledCrossEntropyLoss": f"nn.CrossEntropyLoss forward+backward on {logits}x{classes} logits",
+    }.get(params["benchmark"], "sizes as in harness/core/sizes.py")
 
 
 def _optimizer_sizes(params: dict, full: bool) -> str:
     s = sizes.optimizer(full)
-    return (f"one {params.get('optimizer', '').strip(chr(39))} step over {2 * s['layers']} parameter "
-            f"tensors ({s['layers']} Linear {s['width']}x{s['width']})")
+    return (
+        f"one {params.get('optimizer', '').strip(chr(39))} step over {2 * s['layers']} parameter "
+        f"tensors ({s['layers']} Linear {s['width']}x{s['width']})"
+    )
 
 
 def _attention_sizes(params: dict, full: bool) -> str:
     s = sizes.attention(full)
-    return (f"float32 batch {s['batch']}, {s['heads']} heads, {s['seq']} tokens, head dim "
-            f"{s['head_dim']}" + (", causal" if params.get("causal") == "True" else ""))
+    return (
+        f"float32 batch {s['batch']}, {s['heads']} heads, {s['seq']} tokens, head dim "
+        f"{s['head_dim']}" + (", causal" if params.get("causal") == "True" else "")
+    )
 
 
 def _batch(full: bool) -> str:
@@ -80,7 +86,9 @@ def _batch(full: bool) -> str:
 
 
 def _copy_sizes(params: dict, full: bool) -> str:
-    return _batch(full) + (" (uint8 or float32)" if "payload" not in params else f" ({params['payload']})")
+    return _batch(full) + (
+        " (uint8 or float32)" if "payload" not in params else f" ({params['payload']})"
+    )
 
 
 def _non_blocking_sizes(params: dict, full: bool) -> str:
@@ -89,8 +97,10 @@ def _non_blocking_sizes(params: dict, full: bool) -> str:
 
 def _loader_sizes(params: dict, full: bool) -> str:
     s = sizes.dataloader(full)
-    return (f"{params['num_workers']} workers, batch {params['batch_size']}, {s['length']} JPEG images "
-            f"of {s['image']} px per epoch, feeding " + _zoo("alexnet", full))
+    return (
+        f"{params['num_workers']} workers, batch {params['batch_size']}, {s['length']} JPEG images "
+        f"of {s['image']} px per epoch, feeding " + _zoo("alexnet", full)
+    )
 
 
 def _loop_sizes(params: dict, full: bool) -> str:
@@ -99,15 +109,16 @@ def _loop_sizes(params: dict, full: bool) -> str:
 
 # ---- the tip table: the one place that says which row measures which advice ----
 
+
 @dataclasses.dataclass(frozen=True)
 class Tip:
     name: str
-    advice: str            # what the advice tells you to do
-    benchmark: str         # regular expression, matched in full against benchmark names
-    reading: str           # the ratio, advice side first (time ratio: < 1 means the advice helps)
+    advice: str  # what the advice tells you to do
+    benchmark: str  # regular expression, matched in full against benchmark names
+    reading: str  # the ratio, advice side first (time ratio: < 1 means the advice helps)
     sizes: Callable[[dict, bool], str]
     where: tuple[tuple[str, str], ...] = ()  # only the cases with these parameter values
-    needs_cuda: str = ""   # why the tip means nothing without CUDA ("" if it applies on CPU)
+    needs_cuda: str = ""  # why the tip means nothing without CUDA ("" if it applies on CPU)
 
     @property
     def suite(self) -> str:
@@ -115,64 +126,142 @@ class Tip:
 
 
 TIPS = (
-    Tip("torch.compile", "compile the model or function with torch.compile (inductor)",
-        r"fusion\.\w+\.track_compiled_over_eager", "compiled / eager time", _fusion_sizes),
-    Tip("pinned memory", "copy to the GPU from pinned (page-locked) host memory",
-        r"transfer\.PinnedOverPageable\.track_pinned_over_pageable", "pinned / pageable copy time",
-        _copy_sizes, needs_cuda="pinned memory only speeds up copies to a GPU"),
-    Tip("non_blocking", "copy with .to(device, non_blocking=True)",
+    Tip(
+        "torch.compile",
+        "compile the model or function with torch.compile (inductor)",
+        r"fusion\.\w+\.track_compiled_over_eager",
+        "compiled / eager time",
+        _fusion_sizes,
+    ),
+    Tip(
+        "pinned memory",
+        "copy to the GPU from pinned (page-locked) host memory",
+        r"transfer\.PinnedOverPageable\.track_pinned_over_pageable",
+        "pinned / pageable copy time",
+        _copy_sizes,
+        needs_cuda="pinned memory only speeds up copies to a GPU",
+    ),
+    Tip(
+        "non_blocking",
+        "copy with .to(device, non_blocking=True)",
         r"transfer\.NonBlockingOverBlocking\.track_non_blocking_over_blocking",
-        "non_blocking / blocking copy-and-use time", _non_blocking_sizes,
-        needs_cuda="non_blocking only matters for copies to a GPU"),
-    Tip("uint8 transfer", "send images as uint8 and convert to float on the GPU",
+        "non_blocking / blocking copy-and-use time",
+        _non_blocking_sizes,
+        needs_cuda="non_blocking only matters for copies to a GPU",
+    ),
+    Tip(
+        "uint8 transfer",
+        "send images as uint8 and convert to float on the GPU",
         r"transfer\.Uint8ThenConvertOverFloat32\.track_uint8_over_float32",
-        "uint8 copy + convert / float32 copy time", _copy_sizes,
-        needs_cuda="the host-to-device copy it shrinks exists only with a GPU"),
-    Tip("DataLoader workers", "load data in worker processes (num_workers > 0)",
+        "uint8 copy + convert / float32 copy time",
+        _copy_sizes,
+        needs_cuda="the host-to-device copy it shrinks exists only with a GPU",
+    ),
+    Tip(
+        "DataLoader workers",
+        "load data in worker processes (num_workers > 0)",
         r"dataloader\.WorkersOverNoWorkers\.track_workers_over_no_workers",
-        "epoch time with N workers / with none", _loader_sizes, (("persistent_workers", "False"),)),
-    Tip("persistent workers", "keep DataLoader workers alive across epochs (persistent_workers=True)",
+        "epoch time with N workers / with none",
+        _loader_sizes,
+        (("persistent_workers", "False"),),
+    ),
+    Tip(
+        "persistent workers",
+        "keep DataLoader workers alive across epochs (persistent_workers=True)",
         r"dataloader\.PersistentOverFreshWorkers\.track_persistent_over_fresh_workers",
-        "epoch time, persistent / fresh workers", _loader_sizes),
-    Tip("AMP bf16", "train under torch.autocast with bfloat16",
-        r"amp\.AutocastOverFp32\.track_autocast_over_fp32", "bf16 autocast / fp32 step time",
-        _zoo_sizes, (("precision", "bf16"),)),
-    Tip("AMP fp16", "train under torch.autocast with float16 and a GradScaler",
-        r"amp\.AutocastOverFp32\.track_autocast_over_fp32", "fp16 autocast / fp32 step time",
-        _zoo_sizes, (("precision", "fp16"),), needs_cuda="fp16 autocast with GradScaler is a GPU recipe"),
-    Tip("channels_last", "use torch.channels_last memory format for conv nets",
+        "epoch time, persistent / fresh workers",
+        _loader_sizes,
+    ),
+    Tip(
+        "AMP bf16",
+        "train under torch.autocast with bfloat16",
+        r"amp\.AutocastOverFp32\.track_autocast_over_fp32",
+        "bf16 autocast / fp32 step time",
+        _zoo_sizes,
+        (("precision", "bf16"),),
+    ),
+    Tip(
+        "AMP fp16",
+        "train under torch.autocast with float16 and a GradScaler",
+        r"amp\.AutocastOverFp32\.track_autocast_over_fp32",
+        "fp16 autocast / fp32 step time",
+        _zoo_sizes,
+        (("precision", "fp16"),),
+        needs_cuda="fp16 autocast with GradScaler is a GPU recipe",
+    ),
+    Tip(
+        "channels_last",
+        "use torch.channels_last memory format for conv nets",
         r"models\.ChannelsLastOverContiguous\.track_channels_last_over_contiguous",
-        "channels_last / contiguous time", _zoo_sizes),
-    Tip("cudnn.benchmark", "set torch.backends.cudnn.benchmark = True for fixed input shapes",
+        "channels_last / contiguous time",
+        _zoo_sizes,
+    ),
+    Tip(
+        "cudnn.benchmark",
+        "set torch.backends.cudnn.benchmark = True for fixed input shapes",
         r"models\.CudnnBenchmarkOnOverOff\.track_cudnn_benchmark_on_over_off",
-        "benchmark on / off time", _zoo_sizes, needs_cuda="cudnn.benchmark tunes cuDNN, a CUDA library"),
-    Tip("no_grad", "run inference under torch.no_grad()",
+        "benchmark on / off time",
+        _zoo_sizes,
+        needs_cuda="cudnn.benchmark tunes cuDNN, a CUDA library",
+    ),
+    Tip(
+        "no_grad",
+        "run inference under torch.no_grad()",
         r"training_loop\.EvalForward\.track_no_grad_over_grad_enabled",
-        "no_grad / grad-enabled eval forward time", _zoo_sizes),
-    Tip("inference_mode", "run inference under torch.inference_mode()",
+        "no_grad / grad-enabled eval forward time",
+        _zoo_sizes,
+    ),
+    Tip(
+        "inference_mode",
+        "run inference under torch.inference_mode()",
         r"training_loop\.EvalForward\.track_inference_mode_over_grad_enabled",
-        "inference_mode / grad-enabled eval forward time", _zoo_sizes),
-    Tip("inference_mode over no_grad", "prefer torch.inference_mode() to torch.no_grad()",
+        "inference_mode / grad-enabled eval forward time",
+        _zoo_sizes,
+    ),
+    Tip(
+        "inference_mode over no_grad",
+        "prefer torch.inference_mode() to torch.no_grad()",
         r"training_loop\.EvalForward\.track_inference_mode_over_no_grad",
-        "inference_mode / no_grad eval forward time", _zoo_sizes),
-    Tip("zero_grad(set_to_none=True)", "reset gradients with zero_grad(set_to_none=True)",
+        "inference_mode / no_grad eval forward time",
+        _zoo_sizes,
+    ),
+    Tip(
+        "zero_grad(set_to_none=True)",
+        "reset gradients with zero_grad(set_to_none=True)",
         r"training_loop\.ZeroGrad\.track_set_to_none_over_zero_fill",
-        "set_to_none=True / False training-step time", _zoo_sizes),
-    Tip("foreach / fused optimizer", "use the foreach=True or fused=True optimizer implementation",
+        "set_to_none=True / False training-step time",
+        _zoo_sizes,
+    ),
+    Tip(
+        "foreach / fused optimizer",
+        "use the foreach=True or fused=True optimizer implementation",
         r"fusion\.OptimizerStepOverForLoop\.track_step_over_for_loop",
-        "foreach or fused step / for-loop step time", _optimizer_sizes),
-    Tip("fused attention (SDPA)", "call F.scaled_dot_product_attention instead of softmax(QK^T)V",
+        "foreach or fused step / for-loop step time",
+        _optimizer_sizes,
+    ),
+    Tip(
+        "fused attention (SDPA)",
+        "call F.scaled_dot_product_attention instead of softmax(QK^T)V",
         r"fusion\.AttentionOverHandWritten\.track_sdpa_over_hand_written",
-        "SDPA (one backend forced) / hand-written attention time", _attention_sizes),
-    Tip("no .item() per step", "sum the logged loss on the device; call .item() once, not every step",
+        "SDPA (one backend forced) / hand-written attention time",
+        _attention_sizes,
+    ),
+    Tip(
+        "no .item() per step",
+        "sum the logged loss on the device; call .item() once, not every step",
         r"training_loop\.LossLogging\.track_accumulated_over_item_each_step",
-        "on-device sum / .item() each step, loop time", _loop_sizes),
+        "on-device sum / .item() each step, loop time",
+        _loop_sizes,
+    ),
 )
 
 
 # ---- statistics ----
 
-def median_ci(samples: list[float], confidence: float = CONFIDENCE) -> tuple[float, float | None, float | None, float]:
+
+def median_ci(
+    samples: list[float], confidence: float = CONFIDENCE
+) -> tuple[float, float | None, float | None, float]:
     """(median, low, high, coverage): an order-statistic confidence interval for the median.
     low/high are None with one sample; coverage is what the interval reaches (it can be below
     `confidence` when there are too few samples, e.g. 0.9375 for [min, max] of 5)."""
@@ -194,7 +283,9 @@ def median_ci(samples: list[float], confidence: float = CONFIDENCE) -> tuple[flo
     return med, x[best - 1], x[n - best], coverage
 
 
-def judge(median: float, low: float | None, high: float | None, tolerance: float = TOLERANCE) -> str:
+def judge(
+    median: float, low: float | None, high: float | None, tolerance: float = TOLERANCE
+) -> str:
     """helps / hurts / no measurable effect for a time ratio (advice over habit)."""
     if low is None or high is None:
         return NA
@@ -214,6 +305,7 @@ def effect_text(median: float) -> str:
 
 
 # ---- reading a run ----
+
 
 @dataclasses.dataclass
 class Line:
@@ -237,7 +329,9 @@ class Line:
             return ""
         if self.low is None:
             return f"{self.median:.3g} (1 round)"
-        return f"{self.median:.3g} [{self.low:.3g}, {self.high:.3g}] {self.coverage:.0%}, n={self.n}"
+        return (
+            f"{self.median:.3g} [{self.low:.3g}, {self.high:.3g}] {self.coverage:.0%}, n={self.n}"
+        )
 
 
 @dataclasses.dataclass
@@ -271,14 +365,27 @@ def run_info(rs: ResultSet) -> dict:
     from harness.verdict.bands import device_of
 
     fp = fingerprint_of(rs) or {}
-    return {"path": str(rs.path), "run_id": fp.get("run_id"), "machine": rs.machine,
-            "commit": rs.commit, "device": device_of(rs), "threads": fp.get("torch_threads"),
-            "mode": fp.get("mode"), "quick": fp.get("quick"), "torch": fp.get("torch"),
-            "cpu": fp.get("cpu"), "gpu": fp.get("gpu")}
+    return {
+        "path": str(rs.path),
+        "run_id": fp.get("run_id"),
+        "machine": rs.machine,
+        "commit": rs.commit,
+        "device": device_of(rs),
+        "threads": fp.get("torch_threads"),
+        "mode": fp.get("mode"),
+        "quick": fp.get("quick"),
+        "torch": fp.get("torch"),
+        "cpu": fp.get("cpu"),
+        "gpu": fp.get("gpu"),
+    }
 
 
-def advise(rs: ResultSet, tolerance: float = TOLERANCE, confidence: float = CONFIDENCE,
-           tips: tuple[Tip, ...] = TIPS) -> Advice:
+def advise(
+    rs: ResultSet,
+    tolerance: float = TOLERANCE,
+    confidence: float = CONFIDENCE,
+    tips: tuple[Tip, ...] = TIPS,
+) -> Advice:
     info = run_info(rs)
     full = info["mode"] == "full"
     names = _param_names(rs)
@@ -301,10 +408,15 @@ def _tip_lines(rs, tip: Tip, info: dict, full: bool, names, tolerance, confidenc
                 found.append((bench, params, entry))
     if not found:
         ran_suite = any(name.startswith(tip.suite + ".") for name in rs.entries)
-        why = (f"not in this run: its {tip.suite} suite ran without this benchmark (older suite code); "
-               if ran_suite else "not in this run: ")
+        why = (
+            f"not in this run: its {tip.suite} suite ran without this benchmark (older suite code); "
+            if ran_suite
+            else "not in this run: "
+        )
         return [Line(tip.name, "", NA, reason=why + f"run `harness bench --suite {tip.suite}`")]
-    several = len({bench for bench, _, _ in found}) > 1  # e.g. torch.compile: one class per workload
+    several = (
+        len({bench for bench, _, _ in found}) > 1
+    )  # e.g. torch.compile: one class per workload
     out, skipped = [], []
     for bench, params, entry in found:
         shown = [f"{k}={v}" for k, v in params.items() if k not in dict(tip.where)]
@@ -312,17 +424,37 @@ def _tip_lines(rs, tip: Tip, info: dict, full: bool, names, tolerance, confidenc
         if entry.skipped:
             skipped.append(label or bench)
         else:
-            out.append(_case_line(tip, bench, params, entry, label, threads, full, tolerance, confidence))
+            out.append(
+                _case_line(tip, bench, params, entry, label, threads, full, tolerance, confidence)
+            )
     if skipped and not out:
-        return [Line(tip.name, "", NA, reason=f"every case was skipped (n/a) in this run "
-                     f"({'; '.join(skipped)}); the bench log gives asv's reason")]
+        return [
+            Line(
+                tip.name,
+                "",
+                NA,
+                reason=f"every case was skipped (n/a) in this run "
+                f"({'; '.join(skipped)}); the bench log gives asv's reason",
+            )
+        ]
     if skipped:
-        out[-1].reason = "; ".join(filter(None, [out[-1].reason, f"also n/a here: {'; '.join(skipped)}"]))
+        out[-1].reason = "; ".join(
+            filter(None, [out[-1].reason, f"also n/a here: {'; '.join(skipped)}"])
+        )
     return out
 
 
-def _case_line(tip: Tip, bench: str, params: dict, entry, label: str, threads, full: bool,
-               tolerance: float, confidence: float) -> Line:
+def _case_line(
+    tip: Tip,
+    bench: str,
+    params: dict,
+    entry,
+    label: str,
+    threads,
+    full: bool,
+    tolerance: float,
+    confidence: float,
+) -> Line:
     try:
         sizes = tip.sizes({**params, "benchmark": bench.split(".")[1]}, full)
     except (KeyError, ValueError) as exc:  # parameters renamed since: say so, keep the verdict
@@ -343,6 +475,7 @@ def _case_line(tip: Tip, bench: str, params: dict, entry, label: str, threads, f
 
 
 # ---- output ----
+
 
 def measured_on(line: Line) -> str:
     if line.verdict == NA and line.median is None:
@@ -371,21 +504,40 @@ HEADERS = ("tip", "case", "effect", "ratio (median [CI], n)", "verdict", "measur
 def header(advice: Advice) -> str:
     r = advice.run
     mode = f"{r['mode'] or '?'}{' quick' if r['quick'] else ''}"
-    return (f"What the advice is worth on {r['machine']} ({r['device']}, {r['cpu'] or '?'}"
-            f"{', ' + r['gpu'] if r['gpu'] else ''}; torch {r['torch'] or '?'}; {_threads(r['threads'])}; "
-            f"{mode} run {r['run_id'] or r['path']}).\n"
-            f"Each ratio is advice / the habit it replaces, time ratios of paired rounds: "
-            f"< 1 saves time. Verdict: the {advice.confidence:.0%} order-statistic interval of the "
-            f"median excludes 1 and the median moves more than {advice.tolerance:.0%}; otherwise "
-            f"no measurable effect." + (
-                "\nA fast run: small sizes; `harness bench --full` (or `harness nightly`) measures the "
-                "full sizes with every core." if r["mode"] != "full" else ""))
+    return (
+        f"What the advice is worth on {r['machine']} ({r['device']}, {r['cpu'] or '?'}"
+        f"{', ' + r['gpu'] if r['gpu'] else ''}; torch {r['torch'] or '?'}; {_threads(r['threads'])}; "
+        f"{mode} run {r['run_id'] or r['path']}).\n"
+        f"Each ratio is advice / the habit it replaces, time ratios of paired rounds: "
+        f"< 1 saves time. Verdict: the {advice.confidence:.0%} order-statistic interval of the "
+        f"median excludes 1 and the median moves more than {advice.tolerance:.0%}; otherwise "
+        f"no measurable effect."
+        + (
+            "\nA fast run: small sizes; `harness bench --full` (or `harness nightly`) measures the "
+            "full sizes with every core."
+            if r["mode"] != "full"
+            else ""
+        )
+    )
 
 
 def to_json(advice: Advice) -> dict:
-    return {"run": advice.run, "tolerance": advice.tolerance, "confidence": advice.confidence,
-            "tips": [{"tip": tip.name, "advice": tip.advice, "benchmark": tip.benchmark,
-                      "reading": tip.reading,
-                      "lines": [dataclasses.asdict(line) | {"measured_on": measured_on(line)}
-                                for line in advice.lines if line.tip == tip.name]}
-                     for tip in advice.tips]}
+    return {
+        "run": advice.run,
+        "tolerance": advice.tolerance,
+        "confidence": advice.confidence,
+        "tips": [
+            {
+                "tip": tip.name,
+                "advice": tip.advice,
+                "benchmark": tip.benchmark,
+                "reading": tip.reading,
+                "lines": [
+                    dataclasses.asdict(line) | {"measured_on": measured_on(line)}
+                    for line in advice.lines
+                    if line.tip == tip.name
+                ],
+            }
+            for tip in advice.tips
+        ],
+    }

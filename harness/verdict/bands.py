@@ -23,11 +23,11 @@ from harness.verdict.summary import cases, value_of
 @dataclasses.dataclass(frozen=True)
 class Band:
     key: str
-    device: str        # "cuda" or "cpu": where the published figure was measured
-    low: float         # time ratio range (lower is better)
+    device: str  # "cuda" or "cpu": where the published figure was measured
+    low: float  # time ratio range (lower is better)
     high: float
-    published: str     # the figure as the source states it
-    source: str        # title and address of the source
+    published: str  # the figure as the source states it
+    source: str  # title and address of the source
 
     def judge(self, value: float | None) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -41,33 +41,68 @@ class Band:
         return f"{self.low:.3g} .. {self.high:.3g}"
 
 
-AMP_RECIPE = ("PyTorch recipe 'Automatic Mixed Precision', "
-              "https://pytorch.org/tutorials/recipes/recipes/amp_recipe.html")
-MEMORY_FORMAT = ("PyTorch tutorial '(beta) Channels Last Memory Format in PyTorch', "
-                 "https://pytorch.org/tutorials/intermediate/memory_format_tutorial.html")
+AMP_RECIPE = (
+    "PyTorch recipe 'Automatic Mixed Precision', "
+    "https://pytorch.org/tutorials/recipes/recipes/amp_recipe.html"
+)
+MEMORY_FORMAT = (
+    "PyTorch tutorial '(beta) Channels Last Memory Format in PyTorch', "
+    "https://pytorch.org/tutorials/intermediate/memory_format_tutorial.html"
+)
 PT2_ANNOUNCEMENT = "PyTorch 2.0 announcement, https://pytorch.org/get-started/pytorch-2.0/"
-PIN_MEMORY = ("PyTorch tutorial 'A guide on good usage of non_blocking and pin_memory() in PyTorch', "
-              "https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html")
+PIN_MEMORY = (
+    "PyTorch tutorial 'A guide on good usage of non_blocking and pin_memory() in PyTorch', "
+    "https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html"
+)
 
 BANDS = (
     # "significant (2-3X) speedup" on tensor-core GPUs (Volta, Turing, Ampere): time 1/3 .. 1/2
-    Band("amp", "cuda", 1 / 3, 1 / 2, "2-3x faster training on tensor-core GPUs (Volta, Turing, Ampere)",
-         AMP_RECIPE),
+    Band(
+        "amp",
+        "cuda",
+        1 / 3,
+        1 / 2,
+        "2-3x faster training on tensor-core GPUs (Volta, Turing, Ampere)",
+        AMP_RECIPE,
+    ),
     # channels_last: 8%-35% across conv nets on Volta GPUs; time 1/1.35 .. 1/1.08
-    Band("channels_last", "cuda", 1 / 1.35, 1 / 1.08, "8-35% faster conv nets on Volta GPUs",
-         MEMORY_FORMAT),
+    Band(
+        "channels_last",
+        "cuda",
+        1 / 1.35,
+        1 / 1.08,
+        "8-35% faster conv nets on Volta GPUs",
+        MEMORY_FORMAT,
+    ),
     # channels_last on Intel Ice Lake Xeon CPUs: 26%-76%; time 1/1.76 .. 1/1.26
-    Band("channels_last", "cpu", 1 / 1.76, 1 / 1.26, "26-76% faster conv nets on Ice Lake Xeon CPUs",
-         MEMORY_FORMAT),
+    Band(
+        "channels_last",
+        "cpu",
+        1 / 1.76,
+        1 / 1.26,
+        "26-76% faster conv nets on Ice Lake Xeon CPUs",
+        MEMORY_FORMAT,
+    ),
     # torch.compile training on A100 over 163 models: 43% faster on average, fp32 +21%,
     # AMP +51% (geometric means): time 1/1.51 .. 1/1.21
-    Band("compile_training", "cuda", 1 / 1.51, 1 / 1.21,
-         "training 21% (fp32) to 51% (AMP) faster on A100, 43% on average over 163 models",
-         PT2_ANNOUNCEMENT),
+    Band(
+        "compile_training",
+        "cuda",
+        1 / 1.51,
+        1 / 1.21,
+        "training 21% (fp32) to 51% (AMP) faster on A100, 43% on average over 163 models",
+        PT2_ANNOUNCEMENT,
+    ),
     # t.pin_memory().to(dev, non_blocking=True) "can be up to 2x slower" than a plain .to(dev):
     # pinning has its own cost, so pin-then-copy is slower than pageable, at most 2x
-    Band("pin_then_copy", "cuda", 1.0, 2.0,
-         "pin_memory() then copy can be up to 2x slower than copying pageable memory", PIN_MEMORY),
+    Band(
+        "pin_then_copy",
+        "cuda",
+        1.0,
+        2.0,
+        "pin_memory() then copy can be up to 2x slower than copying pageable memory",
+        PIN_MEMORY,
+    ),
 )
 
 LABELS = {
@@ -94,23 +129,25 @@ class Measured:
 
 
 def device_of(rs: ResultSet) -> str:
-    """"cuda" when the run's fingerprint (else its machine name, `<host>-<GPU>`) names a GPU."""
+    """ "cuda" when the run's fingerprint (else its machine name, `<host>-<GPU>`) names a GPU."""
     fp = fingerprint_of(rs)
     if fp is not None and "cuda_available" in fp:
         return "cuda" if fp.get("cuda_available") else "cpu"
     return "cpu" if rs.machine.endswith("-cpu") else "cuda"
 
 
-def _pairs(rs: ResultSet, benchmark: str, index: int, on: str, off: str) -> list[tuple[tuple, float]]:
+def _pairs(
+    rs: ResultSet, benchmark: str, index: int, on: str, off: str
+) -> list[tuple[tuple, float]]:
     """(other params, value(on) / value(off)) for a parameter at `index` switched on vs off."""
     by = {params: value_of(e) for params, e in cases(rs, benchmark)}
     out = []
     for params, v in sorted(by.items()):
         if len(params) <= index or params[index] != on or not v:
             continue
-        base = by.get(params[:index] + (off,) + params[index + 1:])
+        base = by.get(params[:index] + (off,) + params[index + 1 :])
         if base:
-            out.append((params[:index] + params[index + 1:], v / base))
+            out.append((params[:index] + params[index + 1 :], v / base))
     return out
 
 
@@ -138,11 +175,27 @@ def rows(items: list[Measured], device: str) -> list[tuple[str, str, str, str, s
     for m in items:
         band = band_for(m.key, device)
         if band is None:
-            out.append((LABELS[m.key], m.case, f"{m.value:.3g}", "none published for " + device,
-                        "not judged", ""))
+            out.append(
+                (
+                    LABELS[m.key],
+                    m.case,
+                    f"{m.value:.3g}",
+                    "none published for " + device,
+                    "not judged",
+                    "",
+                )
+            )
             continue
-        out.append((LABELS[m.key], m.case, f"{m.value:.3g}", f"{band.range_text} ({band.published})",
-                    band.judge(m.value), band.source))
+        out.append(
+            (
+                LABELS[m.key],
+                m.case,
+                f"{m.value:.3g}",
+                f"{band.range_text} ({band.published})",
+                band.judge(m.value),
+                band.source,
+            )
+        )
     return out
 
 
@@ -151,5 +204,9 @@ def judge_figure(key: str, value: float | None, device: str) -> dict:
     band = band_for(key, device)
     if band is None:
         return {"band": None, "verdict": f"no published range for {key} on {device}"}
-    return {"band": [round(band.low, 4), round(band.high, 4)], "published": band.published,
-            "source": band.source, "verdict": band.judge(value)}
+    return {
+        "band": [round(band.low, 4), round(band.high, 4)],
+        "published": band.published,
+        "source": band.source,
+        "verdict": band.judge(value),
+    }

@@ -121,7 +121,9 @@ def _worse(ratio: float, higher_is_better: bool) -> float:
     return ratio
 
 
-def significance(a: list[float], b: list[float], alpha: float = DEFAULT_ALPHA) -> tuple[bool, float | None, str]:
+def significance(
+    a: list[float], b: list[float], alpha: float = DEFAULT_ALPHA
+) -> tuple[bool, float | None, str]:
     """(significant, p or None, how it was decided): Mann-Whitney where the sample sizes can
     reach alpha, else asv's non-overlap of 99% confidence intervals."""
     n, m = len(a), len(b)
@@ -140,8 +142,15 @@ def _not_judged(name, unit, bv, hv, ratio, why: str) -> Row:
     return Row(name, unit, bv, hv, ratio, NOT_JUDGED, why)
 
 
-def _instructions(name: str, unit: str, bv: float, hv: float, ratio: float, tolerance: float,
-                  info: tuple[dict | None, dict | None]) -> Row:
+def _instructions(
+    name: str,
+    unit: str,
+    bv: float,
+    hv: float,
+    ratio: float,
+    tolerance: float,
+    info: tuple[dict | None, dict | None],
+) -> Row:
     """An instruction row: a counter with a relative tolerance, between comparable counts. The
     tolerance widens to LAYOUT_SIGMAS standard errors of the difference where the memory layouts
     a row was counted in spread widely (functions.layout_error)."""
@@ -153,19 +162,28 @@ def _instructions(name: str, unit: str, bv: float, hv: float, ratio: float, tole
     widened = error is not None and LAYOUT_SIGMAS * error > tolerance
     if widened:
         tolerance = LAYOUT_SIGMAS * error
-    verdict = REGRESSION if ratio > 1 + tolerance else IMPROVED if ratio < 1 / (1 + tolerance) else OK
+    verdict = (
+        REGRESSION if ratio > 1 + tolerance else IMPROVED if ratio < 1 / (1 + tolerance) else OK
+    )
     note = f"instructions: {change}, tolerance {tolerance:.2%}" + (
-        f" ({LAYOUT_SIGMAS:g} x the memory layouts' standard error {error:.2%})" if widened else "")
+        f" ({LAYOUT_SIGMAS:g} x the memory layouts' standard error {error:.2%})" if widened else ""
+    )
     if verdict != OK:
         where = functions.explain(*info)
         note += f"; self counts: {where}" if where else ""
     return Row(name, unit, bv, hv, ratio, verdict, note, threshold=tolerance)
 
 
-def compare_entry(b: Entry, h: Entry, threshold: float = DEFAULT_THRESHOLD,
-                  alpha: float = DEFAULT_ALPHA, band: float | None = None, *,
-                  instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE,
-                  info: tuple[dict | None, dict | None] = (None, None)) -> Row:
+def compare_entry(
+    b: Entry,
+    h: Entry,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+    band: float | None = None,
+    *,
+    instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE,
+    info: tuple[dict | None, dict | None] = (None, None),
+) -> Row:
     """One row's verdict; `band` is the row's calibrated noise band (None: not calibrated);
     `info`: an instruction row's stored summaries (base, head) from the run records."""
     name = h.name
@@ -175,13 +193,26 @@ def compare_entry(b: Entry, h: Entry, threshold: float = DEFAULT_THRESHOLD,
     except KeyError as exc:
         return Row(name, str(h.unit), None, None, None, BAD, f"{exc.args[0]} (benchmark {name})")
     if b.unit != h.unit:
-        return Row(name, h.unit, None, None, None, BAD,
-                   f"unit changed from {b.unit!r} to {h.unit!r}; record a new baseline")
+        return Row(
+            name,
+            h.unit,
+            None,
+            None,
+            None,
+            BAD,
+            f"unit changed from {b.unit!r} to {h.unit!r}; record a new baseline",
+        )
     if b.failed or h.failed:
         side = "both sides" if b.failed and h.failed else ("base" if b.failed else "head")
-        return Row(name, h.unit, central(b) if not b.failed else None,
-                   central(h) if not h.failed else None, None, FAILED,
-                   f"benchmark failed on {side}; see asv's output for that run")
+        return Row(
+            name,
+            h.unit,
+            central(b) if not b.failed else None,
+            central(h) if not h.failed else None,
+            None,
+            FAILED,
+            f"benchmark failed on {side}; see asv's output for that run",
+        )
     if b.skipped or h.skipped:
         if b.skipped and h.skipped:
             return Row(name, h.unit, None, None, None, SKIPPED, "skipped on both sides (n/a here)")
@@ -201,16 +232,25 @@ def compare_entry(b: Entry, h: Entry, threshold: float = DEFAULT_THRESHOLD,
     if kind.kind == metrics.MEMORY:
         tol = metrics.MEMORY_TOLERANCE
         verdict = REGRESSION if worse > 1 + tol else IMPROVED if worse < 1 / (1 + tol) else OK
-        return Row(name, h.unit, bv, hv, ratio, verdict, f"memory, tolerance {tol:.0%}", threshold=tol)
+        return Row(
+            name, h.unit, bv, hv, ratio, verdict, f"memory, tolerance {tol:.0%}", threshold=tol
+        )
 
     # raw times and throughputs: only below a calibrated noise band (DECISIONS §3)
     if kind.raw:
         if band is None:
-            return _not_judged(name, h.unit, bv, hv, ratio,
-                               f"{kind.label}: no calibrated noise band")
+            return _not_judged(
+                name, h.unit, bv, hv, ratio, f"{kind.label}: no calibrated noise band"
+            )
         if band >= threshold:
-            return _not_judged(name, h.unit, bv, hv, ratio,
-                               f"{kind.label}: noise band {band:.0%} >= threshold {threshold:.0%}")
+            return _not_judged(
+                name,
+                h.unit,
+                bv,
+                hv,
+                ratio,
+                f"{kind.label}: noise band {band:.0%} >= threshold {threshold:.0%}",
+            )
         why = f"{kind.label}, noise band {band:.1%}"
     elif kind.kind == metrics.NORMALISED and band is None:
         # measured deviation from DECISIONS §3 (see the module docstring)
@@ -222,9 +262,17 @@ def compare_entry(b: Entry, h: Entry, threshold: float = DEFAULT_THRESHOLD,
             why += f", drift allowance {drift:.0%}"
         threshold = max(threshold, band or 0.0, drift or 0.0)
     if not (b.samples and h.samples):
-        side = "either side" if not (b.samples or h.samples) else ("base" if not b.samples else "head")
-        return _not_judged(name, h.unit, bv, hv, ratio,
-                           f"{why}: no samples on {side}; a bare number cannot be tested")
+        side = (
+            "either side" if not (b.samples or h.samples) else ("base" if not b.samples else "head")
+        )
+        return _not_judged(
+            name,
+            h.unit,
+            bv,
+            hv,
+            ratio,
+            f"{why}: no samples on {side}; a bare number cannot be tested",
+        )
     significant, p, how = significance(b.samples, h.samples, alpha)
     beyond = worse > 1 + threshold
     better = worse < 1 / (1 + threshold)
@@ -239,10 +287,15 @@ def compare_entry(b: Entry, h: Entry, threshold: float = DEFAULT_THRESHOLD,
     return Row(name, h.unit, bv, hv, ratio, verdict, note, p=p, threshold=threshold)
 
 
-def compare(base: ResultSet, head: ResultSet, threshold: float = DEFAULT_THRESHOLD,
-            alpha: float = DEFAULT_ALPHA, noise: dict[str, float] | None = None,
-            only: list[str] | None = None,
-            instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE) -> list[Row]:
+def compare(
+    base: ResultSet,
+    head: ResultSet,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+    noise: dict[str, float] | None = None,
+    only: list[str] | None = None,
+    instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE,
+) -> list[Row]:
     """One Row per benchmark in either set (or in `only`), sorted by name."""
     noise = noise or {}
     names = sorted(set(base.entries) | set(head.entries))
@@ -254,14 +307,41 @@ def compare(base: ResultSet, head: ResultSet, threshold: float = DEFAULT_THRESHO
         if b is None or h is None:
             e = b or h
             side = "head" if b else "base"
-            rows.append(Row(name, e.unit or "?", central(b) if b else None, central(h) if h else None,
-                            None, MISSING, f"not in {side} ({(head if b else base).path})"))
+            rows.append(
+                Row(
+                    name,
+                    e.unit or "?",
+                    central(b) if b else None,
+                    central(h) if h else None,
+                    None,
+                    MISSING,
+                    f"not in {side} ({(head if b else base).path})",
+                )
+            )
             continue
         if b.version and h.version and b.version != h.version:
-            rows.append(Row(name, h.unit, central(b), central(h), None, CHANGED,
-                            "benchmark changed, not compared (asv version differs)"))
+            rows.append(
+                Row(
+                    name,
+                    h.unit,
+                    central(b),
+                    central(h),
+                    None,
+                    CHANGED,
+                    "benchmark changed, not compared (asv version differs)",
+                )
+            )
             continue
         band = noise.get(name, noise.get(name.split("(")[0]))
-        rows.append(compare_entry(b, h, threshold, alpha, band, instruction_tolerance=instruction_tolerance,
-                                  info=(base.instructions.get(name), head.instructions.get(name))))
+        rows.append(
+            compare_entry(
+                b,
+                h,
+                threshold,
+                alpha,
+                band,
+                instruction_tolerance=instruction_tolerance,
+                info=(base.instructions.get(name), head.instructions.get(name)),
+            )
+        )
     return rows

@@ -38,7 +38,9 @@ class Change:
 def short_name(function: str) -> str:
     """`libtorch_cpu.so:at::native::add_kernel(at::TensorIteratorBase&)` -> the function without
     its library and argument list, cut to a readable length."""
-    name = function.split(":", 1)[1] if ":" in function and not function.startswith("::") else function
+    name = (
+        function.split(":", 1)[1] if ":" in function and not function.startswith("::") else function
+    )
     name = _without_arguments(name)
     return name if len(name) <= 70 else name[:67] + "..."
 
@@ -67,8 +69,10 @@ def not_comparable(base: dict | None, head: dict | None) -> str | None:
     """Why two rows' counts do not compare (their fingerprints differ), or None."""
     if not base or not head:
         side = "either side" if not (base or head) else ("base" if not base else "head")
-        return (f"no instruction fingerprint on {side} (the run record written by harness keeps "
-                "it beside the count)")
+        return (
+            f"no instruction fingerprint on {side} (the run record written by harness keeps "
+            "it beside the count)"
+        )
     fb, fh = base.get("fingerprint") or {}, head.get("fingerprint") or {}
     diffs = [f"{k} {fb.get(k)} vs {fh.get(k)}" for k in COMPARABLE_KEYS if fb.get(k) != fh.get(k)]
     return "; ".join(diffs) or None
@@ -97,16 +101,26 @@ def changes(base: dict, head: dict) -> list[Change]:
     out = []
     for name in set(b) | set(h):
         fb, fh = b.get(name), h.get(name)
-        out.append(Change(name, (fb or fh).get("group", "other"), float(fb["self"]) if fb else 0.0,
-                          float(fh["self"]) if fh else 0.0, fb is None or fh is None))
+        out.append(
+            Change(
+                name,
+                (fb or fh).get("group", "other"),
+                float(fb["self"]) if fb else 0.0,
+                float(fh["self"]) if fh else 0.0,
+                fb is None or fh is None,
+            )
+        )
     return sorted(out, key=lambda c: (-abs(c.delta), c.function))
 
 
 def group_changes(base: dict, head: dict) -> list[tuple[str, float, float]]:
     """(group, base, head) self counts per call for every library group that moved."""
     gb, gh = base.get("groups") or {}, head.get("groups") or {}
-    return [(g, float(gb.get(g, 0)), float(gh.get(g, 0))) for g in sorted(set(gb) | set(gh))
-            if gb.get(g, 0) != gh.get(g, 0)]
+    return [
+        (g, float(gb.get(g, 0)), float(gh.get(g, 0)))
+        for g in sorted(set(gb) | set(gh))
+        if gb.get(g, 0) != gh.get(g, 0)
+    ]
 
 
 def explain(base: dict | None, head: dict | None, top: int = 3) -> str:

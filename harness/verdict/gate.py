@@ -29,12 +29,25 @@ from harness.core import exits
 from harness.core.table import render
 from harness.core.units import format_ratio, format_value
 from harness.verdict import compare, metrics
-from harness.verdict.results import (BadInput, ResultSet, environment_differences, load, load_noise,
-                                     noise_path, not_comparable, resolve, results_root,
-                                     same_runner)
+from harness.verdict.results import (
+    BadInput,
+    ResultSet,
+    environment_differences,
+    load,
+    load_noise,
+    noise_path,
+    not_comparable,
+    resolve,
+    results_root,
+    same_runner,
+)
 
-CODE_OF = {compare.REGRESSION: exits.REGRESSION, compare.FAILED: exits.FAILED,
-           compare.MISSING: exits.FAILED, compare.BAD: exits.BAD_INPUT}
+CODE_OF = {
+    compare.REGRESSION: exits.REGRESSION,
+    compare.FAILED: exits.FAILED,
+    compare.MISSING: exits.FAILED,
+    compare.BAD: exits.BAD_INPUT,
+}
 HEADER = ("benchmark", "base", "head", "ratio", "verdict", "note")
 ALIGN = ("left", "right", "right", "right", "center", "left")
 CALM = (compare.OK, compare.SKIPPED, compare.IMPROVED, compare.CHANGED, compare.NOT_JUDGED)
@@ -45,8 +58,16 @@ def table(rows: list[compare.Row], fmt: str = "text", title: str = "", footer: s
     cells = []
     for r in rows:
         verdict = r.verdict if fmt == "text" or r.verdict in CALM else f"**{r.verdict}**"
-        cells.append((r.name, format_value(r.base, r.unit), format_value(r.head, r.unit),
-                      format_ratio(r.ratio), verdict, r.note))
+        cells.append(
+            (
+                r.name,
+                format_value(r.base, r.unit),
+                format_value(r.head, r.unit),
+                format_ratio(r.ratio),
+                verdict,
+                r.note,
+            )
+        )
     body = render(HEADER, cells, fmt, ALIGN)
     head = (f"### {title}\n\n" if fmt == "markdown" else f"{title}\n") if title else ""
     tail = ("\n" if fmt == "markdown" else "") + footer + "\n" if footer else ""
@@ -67,8 +88,10 @@ class Outcome:
         for r in self.rows:
             counts[r.verdict] = counts.get(r.verdict, 0) + 1
         parts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-        return (f"gate: exit {self.code} ({exits.MEANING[self.code]}); {len(self.rows)} benchmarks: "
-                f"{parts or 'none'}")
+        return (
+            f"gate: exit {self.code} ({exits.MEANING[self.code]}); {len(self.rows)} benchmarks: "
+            f"{parts or 'none'}"
+        )
 
     @property
     def title(self) -> str:
@@ -84,8 +107,11 @@ class Outcome:
             footer = self.summary() + (f"\n{self.message}" if self.message else "")
         env = ""
         if self.env_diff:
-            env = ("environment differences (from each run's fingerprint):\n"
-                   + render(["setting", "base", "head"], self.env_diff, fmt) + "\n")
+            env = (
+                "environment differences (from each run's fingerprint):\n"
+                + render(["setting", "base", "head"], self.env_diff, fmt)
+                + "\n"
+            )
         return env + table(self.rows, fmt, self.title, footer)
 
 
@@ -93,11 +119,19 @@ def exit_code(rows: list[compare.Row]) -> int:
     return max([CODE_OF.get(r.verdict, exits.PASS) for r in rows], default=exits.PASS)
 
 
-def run_gate(base_spec: str, head_spec: str, *, root=None, machine: str | None = None,
-             threshold: float = compare.DEFAULT_THRESHOLD, alpha: float = compare.DEFAULT_ALPHA,
-             noise_file: str | None = None, only: list[str] | None = None,
-             allow_env_change: bool = False,
-             instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE) -> Outcome:
+def run_gate(
+    base_spec: str,
+    head_spec: str,
+    *,
+    root=None,
+    machine: str | None = None,
+    threshold: float = compare.DEFAULT_THRESHOLD,
+    alpha: float = compare.DEFAULT_ALPHA,
+    noise_file: str | None = None,
+    only: list[str] | None = None,
+    allow_env_change: bool = False,
+    instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE,
+) -> Outcome:
     """Resolve, load and compare; bad input comes back as an Outcome with code 3, not raised."""
     try:
         root = results_root(root)
@@ -105,41 +139,55 @@ def run_gate(base_spec: str, head_spec: str, *, root=None, machine: str | None =
         head = load(head_file)
         base_file = resolve(base_spec, root, machine or head.machine)
         if pathlib.Path(base_file).resolve() == pathlib.Path(head_file).resolve():
-            raise BadInput(f"BASE {base_spec!r} and HEAD {head_spec!r} name the same run ({head_file}): a "
-                           "run compared with itself cannot fail; name two runs")
+            raise BadInput(
+                f"BASE {base_spec!r} and HEAD {head_spec!r} name the same run ({head_file}): a "
+                "run compared with itself cannot fail; name two runs"
+            )
         base = load(base_file)
         same_runner(base, head)
         why = not_comparable(base, head)
         if why and not allow_env_change:
-            raise BadInput(f"not comparable: {'; '.join(why)} (base {base.path}, head {head.path}); "
-                           "timings do not compare across these (--allow-env-change to compare anyway)")
+            raise BadInput(
+                f"not comparable: {'; '.join(why)} (base {base.path}, head {head.path}); "
+                "timings do not compare across these (--allow-env-change to compare anyway)"
+            )
         npath = pathlib.Path(noise_file) if noise_file else noise_path(root, head.machine)
         noise = load_noise(npath)
         if only:
             known = set(base.entries) | set(head.entries)
             unknown = [o for o in only if not any(n == o or n.startswith(o + "(") for n in known)]
             if unknown:
-                raise BadInput(f"unknown benchmark name(s): {', '.join(unknown)}; neither "
-                               f"{base.path} nor {head.path} has them")
+                raise BadInput(
+                    f"unknown benchmark name(s): {', '.join(unknown)}; neither "
+                    f"{base.path} nor {head.path} has them"
+                )
     except BadInput as exc:
         return Outcome(exits.BAD_INPUT, [], message=str(exc))
     rows = compare.compare(base, head, threshold, alpha, noise, only, instruction_tolerance)
     code = exit_code(rows)
     message = ""
     if all(r.verdict == compare.SKIPPED for r in rows):
-        code, message = exits.BAD_INPUT, "nothing was compared: every benchmark was skipped on both sides"
-    wide = [r for r in rows if r.threshold and r.unit not in ("bytes", "instructions")
-            and r.threshold > 2 * threshold]
+        code, message = (
+            exits.BAD_INPUT,
+            "nothing was compared: every benchmark was skipped on both sides",
+        )
+    wide = [
+        r
+        for r in rows
+        if r.threshold and r.unit not in ("bytes", "instructions") and r.threshold > 2 * threshold
+    ]
     # a built-in drift allowance is the row's own, measured; a wide calibrated band is the machine's
     built_in = [r.name for r in wide if metrics.drift_allowance(r.name) == r.threshold]
     banded = [r.name for r in wide if r.name not in built_in]
     if banded:
         message = (message + "\n" if message else "") + (
             f"warning: calibrated noise bands above {2 * threshold:.0%} hide smaller timing changes "
-            f"for: {', '.join(banded)} (counters are still exact); recalibrate on a quieter machine")
+            f"for: {', '.join(banded)} (counters are still exact); recalibrate on a quieter machine"
+        )
     if built_in:
         message = (message + "\n" if message else "") + (
             f"note: built-in drift allowances above {2 * threshold:.0%} (harness.verdict.metrics."
             f"DRIFT_ALLOWANCE: these ratios move that much between identical runs) hide smaller "
-            f"timing changes for: {', '.join(built_in)} (counters are still exact)")
+            f"timing changes for: {', '.join(built_in)} (counters are still exact)"
+        )
     return Outcome(code, rows, base, head, message, environment_differences(base, head))

@@ -54,12 +54,11 @@ from harness.core import exits, records
 from harness.core.exits import BadInput
 from harness.verdict import functions, metrics, operators
 from harness.verdict.compare import DEFAULT_THRESHOLD, central, mann_whitney_p
-from harness.verdict.results import (ResultSet, environment_differences, load, load_noise,
-                                     noise_path)
+from harness.verdict.results import ResultSet, environment_differences, load, load_noise, noise_path
 
-MIN_SIDE = 4      # runs needed on each side of a step before it is confirmed
-WINDOW = 8        # at most this many runs on each side enter the medians and the test
-ALPHA = 0.05      # Mann-Whitney over per-run values; 4 vs 4 perfectly separated gives p = 0.029
+MIN_SIDE = 4  # runs needed on each side of a step before it is confirmed
+WINDOW = 8  # at most this many runs on each side enter the medians and the test
+ALPHA = 0.05  # Mann-Whitney over per-run values; 4 vs 4 perfectly separated gives p = 0.029
 ACK_FILE = "history-acknowledged.json"
 CONFIRMED, POSSIBLE = "confirmed", "possible"
 
@@ -76,16 +75,16 @@ class Step:
     benchmark: str
     unit: str
     kind: str
-    status: str             # confirmed | possible
-    position: int           # 1-based position of the first run after the step in the series
-    run_id: str             # the first run after the step (the first bad night)
-    last_before: str        # the last run before it
-    before: float           # median of the runs before
-    after: float            # median of the runs after
-    size: float             # after / before - 1
-    direction: str          # worse | better
+    status: str  # confirmed | possible
+    position: int  # 1-based position of the first run after the step in the series
+    run_id: str  # the first run after the step (the first bad night)
+    last_before: str  # the last run before it
+    before: float  # median of the runs before
+    after: float  # median of the runs after
+    size: float  # after / before - 1
+    direction: str  # worse | better
     evidence: str
-    acknowledged: str | None = None   # the reason, when acknowledged
+    acknowledged: str | None = None  # the reason, when acknowledged
     environment: list = dataclasses.field(default_factory=list)  # (setting, before, after)
     explanation: list = dataclasses.field(default_factory=list)  # further lines
     # counter steps: [{op, before, after, delta}] (harness.verdict.operators.count_changes); None
@@ -107,6 +106,7 @@ class Step:
 
 # ---- series ----
 
+
 class _Loader:
     """Result sets of run records, loaded once each."""
 
@@ -123,7 +123,9 @@ class _Loader:
         return self.cache[f]
 
 
-def series(runs: list[records.RunRecord], loader: _Loader) -> tuple[dict[str, list[Point]], dict[str, str]]:
+def series(
+    runs: list[records.RunRecord], loader: _Loader
+) -> tuple[dict[str, list[Point]], dict[str, str]]:
     """Benchmark name -> its points in run order (failed and skipped results left out), and
     benchmark name -> unit."""
     out: dict[str, list[Point]] = {}
@@ -143,6 +145,7 @@ def series(runs: list[records.RunRecord], loader: _Loader) -> tuple[dict[str, li
 
 # ---- segmentation ----
 
+
 def _run_lengths(values: list[float], tolerance: float = 0.0) -> list[tuple[int, int]]:
     """Runs of equal values; with `tolerance`, of values within it of the run's first."""
     segs, start = [], 0
@@ -157,7 +160,9 @@ def _moved(a: float, b: float, tolerance: float) -> bool:
     return a != b if not tolerance else abs(_size(a, b)) > tolerance
 
 
-def _potts_segments(values: list[float], threshold: float, min_side: int = MIN_SIDE) -> list[tuple[int, int]]:
+def _potts_segments(
+    values: list[float], threshold: float, min_side: int = MIN_SIDE
+) -> list[tuple[int, int]]:
     """Segments of the L1 piecewise-constant fit (asv.step_detect.solve_potts_approx). The
     penalty per segment is what a step of the threshold's size saves over half of min_side runs:
     asv's automatic penalty (detect_steps) missed a 10% step over 2% noise in 20 runs."""
@@ -179,15 +184,22 @@ def _size(before: float, after: float) -> float:
     return after / before - 1
 
 
-def find_steps(values: list[float], exact: bool, threshold: float, min_side: int = MIN_SIDE,
-               tolerance: float = 0.0) -> list[dict]:
+def find_steps(
+    values: list[float],
+    exact: bool,
+    threshold: float,
+    min_side: int = MIN_SIDE,
+    tolerance: float = 0.0,
+) -> list[dict]:
     """Steps in one series: dicts with index (0-based, first point after), status, before,
     after, size, p. Pure function of the values, for tests. `min_side`: runs needed on each side
     (MIN_SIDE unless `harness history --min-side` says otherwise); `tolerance` (with `exact`): a
     counter that steps only beyond it (instruction counts)."""
     if len(values) < 2:
         return []
-    segs = _run_lengths(values, tolerance) if exact else _potts_segments(values, threshold, min_side)
+    segs = (
+        _run_lengths(values, tolerance) if exact else _potts_segments(values, threshold, min_side)
+    )
     longs = [s for s in segs if s[1] - s[0] >= min_side]
     found = []
 
@@ -206,32 +218,55 @@ def find_steps(values: list[float], exact: bool, threshold: float, min_side: int
         return abs(size) >= threshold and p < ALPHA, p, size
 
     for left, right in zip(longs, longs[1:]):
-        bv = values[max(left[0], left[1] - WINDOW):left[1]]
-        av = values[right[0]:min(right[1], right[0] + WINDOW)]
+        bv = values[max(left[0], left[1] - WINDOW) : left[1]]
+        av = values[right[0] : min(right[1], right[0] + WINDOW)]
         ok, p, size = significant(bv, av)
         if ok:
-            found.append(dict(index=first_after(left[1], right[0], _median(bv), _median(av)),
-                              status=CONFIRMED, before=_median(bv), after=_median(av), size=size,
-                              p=p, n_before=len(bv), n_after=len(av), last_before=left[1] - 1))
+            found.append(
+                dict(
+                    index=first_after(left[1], right[0], _median(bv), _median(av)),
+                    status=CONFIRMED,
+                    before=_median(bv),
+                    after=_median(av),
+                    size=size,
+                    p=p,
+                    n_before=len(bv),
+                    n_after=len(av),
+                    last_before=left[1] - 1,
+                )
+            )
     if longs and longs[-1][1] < len(values):  # the newest runs left the last long level
         left = longs[-1]
-        bv = values[max(left[0], left[1] - WINDOW):left[1]]
-        av = values[left[1]:]
+        bv = values[max(left[0], left[1] - WINDOW) : left[1]]
+        av = values[left[1] :]
         b, a = _median(bv), _median(av)
         size = _size(b, a)
         same_side = all(v > b for v in av) or all(v < b for v in av)
         if same_side and (_moved(b, a, tolerance) if exact else abs(size) >= threshold):
-            found.append(dict(index=left[1], status=POSSIBLE, before=b, after=a, size=size, p=None,
-                              n_before=len(bv), n_after=len(av), last_before=left[1] - 1))
+            found.append(
+                dict(
+                    index=left[1],
+                    status=POSSIBLE,
+                    before=b,
+                    after=a,
+                    size=size,
+                    p=None,
+                    n_before=len(bv),
+                    n_after=len(av),
+                    last_before=left[1] - 1,
+                )
+            )
     return found
 
 
 # ---- the command ----
 
+
 def run_start(rec: records.RunRecord) -> datetime.datetime | None:
     try:
         return datetime.datetime.strptime(rec.run_id[:16], "%Y%m%dT%H%M%SZ").replace(
-            tzinfo=datetime.timezone.utc)
+            tzinfo=datetime.timezone.utc
+        )
     except ValueError:
         return None
 
@@ -240,7 +275,9 @@ def parse_since(text: str) -> datetime.datetime:
     try:
         d = datetime.datetime.fromisoformat(text)
     except ValueError:
-        raise BadInput(f"--since {text!r}: not a date; give e.g. 2026-11-30 or 2026-11-30T18:00") from None
+        raise BadInput(
+            f"--since {text!r}: not a date; give e.g. 2026-11-30 or 2026-11-30T18:00"
+        ) from None
     return d if d.tzinfo else d.replace(tzinfo=datetime.timezone.utc)
 
 
@@ -249,8 +286,10 @@ def load_acknowledged(root: pathlib.Path) -> dict[tuple[str, str], str]:
     path = pathlib.Path(root) / ACK_FILE
     if not path.exists():
         return {}
-    fix = (f'; expected {{"acknowledged": [{{"benchmark": NAME, "run": RUN_ID, "reason": TEXT}}]}}'
-           f" — fix {path} or restore it from git")
+    fix = (
+        f'; expected {{"acknowledged": [{{"benchmark": NAME, "run": RUN_ID, "reason": TEXT}}]}}'
+        f" — fix {path} or restore it from git"
+    )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -260,8 +299,11 @@ def load_acknowledged(root: pathlib.Path) -> dict[tuple[str, str], str]:
         raise BadInput(f"{path}: no 'acknowledged' list{fix}")
     out = {}
     for i, item in enumerate(items):
-        if not (isinstance(item, dict) and isinstance(item.get("benchmark"), str)
-                and isinstance(item.get("run"), str)):
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("benchmark"), str)
+            and isinstance(item.get("run"), str)
+        ):
             raise BadInput(f"{path}: entry {i} needs string 'benchmark' and 'run'{fix}")
         out[(item["benchmark"], item["run"])] = str(item.get("reason", ""))
     return out
@@ -278,8 +320,10 @@ def select(names: list[str], patterns: list[str] | None) -> list[str]:
             raise BadInput(f"--bench {pat!r}: not a regular expression ({exc})") from None
         hit = [n for n in names if rx.search(n)]
         if not hit:
-            raise BadInput(f"--bench {pat!r} matches no benchmark in the runs; names look like "
-                           + ", ".join(sorted(names)[:5]))
+            raise BadInput(
+                f"--bench {pat!r} matches no benchmark in the runs; names look like "
+                + ", ".join(sorted(names)[:5])
+            )
         picked.update(hit)
     return sorted(picked)
 
@@ -306,18 +350,25 @@ def explain(step: Step, points: list[Point], idx: int, last_before: int, loader:
     rb, ra = loader(before.run), loader(after.run)
     step.environment = environment_differences(rb, ra)
     if before.version != after.version:
-        step.explanation.append("the benchmark's code changed between these runs (asv version "
-                                f"{before.version} -> {after.version})")
+        step.explanation.append(
+            "the benchmark's code changed between these runs (asv version "
+            f"{before.version} -> {after.version})"
+        )
     if step.kind == metrics.COUNTER:
         delta = after.value - before.value
-        step.explanation.append(f"{delta:+g} {step.unit} per call ({before.value:g} -> {after.value:g})")
+        step.explanation.append(
+            f"{delta:+g} {step.unit} per call ({before.value:g} -> {after.value:g})"
+        )
     if step.unit in ("ops", "kernels"):
-        step.operators, lines = operators.explain_counter(step.benchmark, before.run, after.run,
-                                                          (before.value, after.value))
+        step.operators, lines = operators.explain_counter(
+            step.benchmark, before.run, after.run, (before.value, after.value)
+        )
         step.explanation += lines
     if step.kind == metrics.INSTRUCTIONS:
-        step.explanation.append(f"{after.value - before.value:+,.0f} instructions per call "
-                                f"({before.value:,.0f} -> {after.value:,.0f})")
+        step.explanation.append(
+            f"{after.value - before.value:+,.0f} instructions per call "
+            f"({before.value:,.0f} -> {after.value:,.0f})"
+        )
         step.explanation += _explain_instructions(step.benchmark, before.run, after.run)
         return
     if step.kind not in (metrics.COUNTER, metrics.MEMORY):
@@ -325,7 +376,9 @@ def explain(step: Step, points: list[Point], idx: int, last_before: int, loader:
         step.explanation += lines
 
 
-def _explain_instructions(name: str, before: records.RunRecord, after: records.RunRecord) -> list[str]:
+def _explain_instructions(
+    name: str, before: records.RunRecord, after: records.RunRecord
+) -> list[str]:
     b, a = before.instructions().get(name), after.instructions().get(name)
     if not (b and a):
         missing = before.run_id if not b else after.run_id
@@ -343,16 +396,23 @@ def _explain_instructions(name: str, before: records.RunRecord, after: records.R
     return lines
 
 
-def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
-           since: datetime.datetime | None = None, min_side: int = MIN_SIDE) -> History:
+def detect(
+    root: pathlib.Path,
+    machine: str,
+    patterns: list[str] | None = None,
+    since: datetime.datetime | None = None,
+    min_side: int = MIN_SIDE,
+) -> History:
     if min_side < 2:
         raise BadInput(f"--min-side {min_side}: a step needs at least 2 runs on each side")
     runs = records.list_runs(root, machine)
     merged = records.merged_into_others(runs)  # shards count once, through their merged record
     runs = [r for r in runs if f"{r.machine}/{r.run_id}" not in merged]
     if not runs:
-        raise BadInput(f"no run records in {records.runs_dir(root) / machine}; run `harness bench` "
-                       f"(with --machine {machine}) first")
+        raise BadInput(
+            f"no run records in {records.runs_dir(root) / machine}; run `harness bench` "
+            f"(with --machine {machine}) first"
+        )
     loader = _Loader()
     by_name, units = series(runs, loader)
     acknowledged = load_acknowledged(root)
@@ -370,33 +430,55 @@ def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
         if kind.raw:
             band = noise.get(name, noise.get(name.split("(")[0]))
             if band is None or band >= threshold:
-                not_judged[name] = (f"{kind.label}: " + ("no calibrated noise band" if band is None
-                                    else f"noise band {band:.0%} >= threshold {threshold:.0%}"))
+                not_judged[name] = f"{kind.label}: " + (
+                    "no calibrated noise band"
+                    if band is None
+                    else f"noise band {band:.0%} >= threshold {threshold:.0%}"
+                )
                 continue
             threshold = max(threshold, band)
         for f in find_steps([p.value for p in points], counter, threshold, min_side, tolerance):
             idx = f["index"]
             worse = f["size"] < 0 if kind.higher_is_better else f["size"] > 0
             if tolerance:
-                evidence = (f"instructions: {f['before']:,.0f} in {f['n_before']} runs before, "
-                            f"{f['after']:,.0f} in {f['n_after']} after ({f['size']:+.2%}, "
-                            f"tolerance {tolerance:.1%})")
+                evidence = (
+                    f"instructions: {f['before']:,.0f} in {f['n_before']} runs before, "
+                    f"{f['after']:,.0f} in {f['n_after']} after ({f['size']:+.2%}, "
+                    f"tolerance {tolerance:.1%})"
+                )
             elif kind.exact:
-                evidence = (f"exact counter: {f['before']:g} in {f['n_before']} runs before, "
-                            f"{f['after']:g} in {f['n_after']} after")
+                evidence = (
+                    f"exact counter: {f['before']:g} in {f['n_before']} runs before, "
+                    f"{f['after']:g} in {f['n_after']} after"
+                )
             elif f["p"] is None:
-                evidence = (f"{f['size']:+.1%} over {f['n_after']} run(s) after; needs {min_side} "
-                            f"to confirm")
+                evidence = (
+                    f"{f['size']:+.1%} over {f['n_after']} run(s) after; needs {min_side} "
+                    f"to confirm"
+                )
             else:
-                evidence = (f"{f['size']:+.1%} (threshold {threshold:.0%}), Mann-Whitney p={f['p']:.2g} "
-                            f"over {f['n_before']} runs before vs {f['n_after']} after")
+                evidence = (
+                    f"{f['size']:+.1%} (threshold {threshold:.0%}), Mann-Whitney p={f['p']:.2g} "
+                    f"over {f['n_before']} runs before vs {f['n_after']} after"
+                )
             if f["status"] == POSSIBLE and counter:
                 evidence += f"; possible until {min_side} runs follow"
             run = points[idx].run
-            step = Step(name, units[name], kind.kind, f["status"], idx + 1, run.run_id,
-                        points[f["last_before"]].run.run_id, f["before"], f["after"], f["size"],
-                        "worse" if worse else "better", evidence,
-                        acknowledged=acknowledged.get((name, run.run_id)))
+            step = Step(
+                name,
+                units[name],
+                kind.kind,
+                f["status"],
+                idx + 1,
+                run.run_id,
+                points[f["last_before"]].run.run_id,
+                f["before"],
+                f["after"],
+                f["size"],
+                "worse" if worse else "better",
+                evidence,
+                acknowledged=acknowledged.get((name, run.run_id)),
+            )
             if since and (run_start(run) or since) < since:
                 continue
             explain(step, points, idx, f["last_before"], loader)
@@ -406,6 +488,7 @@ def detect(root: pathlib.Path, machine: str, patterns: list[str] | None = None,
 
 # ---- rendering ----
 
+
 def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
@@ -413,10 +496,33 @@ def _fmt(v: float) -> str:
 def table(h: History, fmt: str = "text") -> str:
     from harness.core.table import render
 
-    rows = [(s.benchmark, f"{s.run_id} (#{s.position})", s.status + (" (acknowledged)" if s.acknowledged else ""),
-             f"{s.size:+.1%}", _fmt(s.before), _fmt(s.after), s.direction, s.evidence) for s in h.steps]
-    return render(["benchmark", "first run after (position)", "status", "size", "median before",
-                   "median after", "direction", "evidence"], rows, fmt)
+    rows = [
+        (
+            s.benchmark,
+            f"{s.run_id} (#{s.position})",
+            s.status + (" (acknowledged)" if s.acknowledged else ""),
+            f"{s.size:+.1%}",
+            _fmt(s.before),
+            _fmt(s.after),
+            s.direction,
+            s.evidence,
+        )
+        for s in h.steps
+    ]
+    return render(
+        [
+            "benchmark",
+            "first run after (position)",
+            "status",
+            "size",
+            "median before",
+            "median after",
+            "direction",
+            "evidence",
+        ],
+        rows,
+        fmt,
+    )
 
 
 def explanations(h: History, fmt: str = "text") -> list[str]:
@@ -434,14 +540,18 @@ def explanations(h: History, fmt: str = "text") -> list[str]:
 
 def render_text(h: History) -> str:
     new = sum(s.new for s in h.steps)
-    out = [f"history: {h.machine}, {h.runs} runs; {new} new step(s), "
-           f"{sum(s.status == POSSIBLE for s in h.steps)} possible, "
-           f"{sum(s.acknowledged is not None for s in h.steps)} acknowledged "
-           f"(a step needs {h.min_side} runs on each side)"]
+    out = [
+        f"history: {h.machine}, {h.runs} runs; {new} new step(s), "
+        f"{sum(s.status == POSSIBLE for s in h.steps)} possible, "
+        f"{sum(s.acknowledged is not None for s in h.steps)} acknowledged "
+        f"(a step needs {h.min_side} runs on each side)"
+    ]
     if h.steps:
         out += [table(h).rstrip(), ""] + explanations(h)
     if h.not_judged:
-        out.append("not judged: " + "; ".join(f"{n} ({why})" for n, why in sorted(h.not_judged.items())))
+        out.append(
+            "not judged: " + "; ".join(f"{n} ({why})" for n, why in sorted(h.not_judged.items()))
+        )
     out.append(f"exit {h.code} ({exits.MEANING[h.code]})")
     return "\n".join(out) + "\n"
 
@@ -449,14 +559,25 @@ def render_text(h: History) -> str:
 def render_markdown(h: History) -> str:
     """A summary fit for an issue or a chat message: the new steps and what changed with them."""
     new = [s for s in h.steps if s.new]
-    lines = [f"# New step(s) in the benchmark history of {h.machine}", "",
-             f"{len(new)} new step(s) over {h.runs} runs (a step needs {h.min_side} runs on each side).", ""]
+    lines = [
+        f"# New step(s) in the benchmark history of {h.machine}",
+        "",
+        f"{len(new)} new step(s) over {h.runs} runs (a step needs {h.min_side} runs on each side).",
+        "",
+    ]
     sub = History(h.machine, h.runs, new, {}, h.min_side)
     lines += [table(sub, "markdown"), ""] + explanations(sub, "markdown") + [""]
     return "\n".join(lines)
 
 
 def as_json(h: History) -> dict:
-    return {"machine": h.machine, "runs": h.runs, "min_side": h.min_side, "window": WINDOW,
-            "alpha": ALPHA, "exit_code": h.code, "steps": [s.as_json() for s in h.steps],
-            "not_judged": h.not_judged}
+    return {
+        "machine": h.machine,
+        "runs": h.runs,
+        "min_side": h.min_side,
+        "window": WINDOW,
+        "alpha": ALPHA,
+        "exit_code": h.code,
+        "steps": [s.as_json() for s in h.steps],
+        "not_judged": h.not_judged,
+    }

@@ -36,8 +36,10 @@ def rows(sets: list[ResultSet]) -> tuple[list[str], list[list[str]], dict[str, l
         per_machine.append(col)
     labels = list(dict.fromkeys(label for col in per_machine for label in col))
     header = ["key ratio"] + [rs.machine for rs in sets]
-    table = [["device"] + [bands.device_of(rs) for rs in sets],
-             ["commit"] + [rs.commit[:8] for rs in sets]]
+    table = [
+        ["device"] + [bands.device_of(rs) for rs in sets],
+        ["commit"] + [rs.commit[:8] for rs in sets],
+    ]
     table += [[label] + [col.get(label, NA) for col in per_machine] for label in labels]
     return header, table, numbers
 
@@ -57,8 +59,12 @@ def plot(sets: list[ResultSet], numbers: dict[str, list[float | None]], path: pa
     for i, rs in enumerate(sets):
         ys = [j + i * height for j in range(len(labels))]
         vals = [numbers[label][i] for label in labels]
-        ax.barh([y for y, v in zip(ys, vals) if v is not None], [v for v in vals if v is not None],
-                height=height, label=f"{rs.machine} ({rs.commit[:8]})")
+        ax.barh(
+            [y for y, v in zip(ys, vals) if v is not None],
+            [v for v in vals if v is not None],
+            height=height,
+            label=f"{rs.machine} ({rs.commit[:8]})",
+        )
     ax.set_yticks([j + 0.4 - height / 2 for j in range(len(labels))], labels, fontsize=7)
     ax.axvline(1.0, color="black", linewidth=1, linestyle="--")
     ax.set_xlabel("ratio (×; time ratios: < 1 faster; workers scaling: > 1 faster)")
@@ -78,8 +84,11 @@ def write_machines_report(sets: list[ResultSet], out: pathlib.Path) -> tuple[pat
     header, table, numbers = rows(sets)
     lines = [f"# Benchmark report: {len(sets)} machines side by side", ""]
     lines += [f"- {rs.machine}: commit {rs.commit[:8]}, `{rs.path}`" for rs in sets] + [""]
-    lines += ["Ratios only: each is measured within one machine (raw times of different devices are "
-              "not comparable); n/a: not run, failed or not applicable on that machine.", ""]
+    lines += [
+        "Ratios only: each is measured within one machine (raw times of different devices are "
+        "not comparable); n/a: not run, failed or not applicable on that machine.",
+        "",
+    ]
     if numbers:
         png = out / "machines-key-ratios.png"
         plot(sets, numbers, png)

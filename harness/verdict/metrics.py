@@ -61,9 +61,15 @@ class MetricKind:
         """How the gate's table names the kind when it says why a row is (not) judged."""
         if self.name:
             return self.name
-        return {TIMING: "raw time", THROUGHPUT: "raw throughput", RATIO: "paired ratio",
-                NORMALISED: "normalised time", COUNTER: "exact counter", MEMORY: "memory",
-                INSTRUCTIONS: "instructions"}[self.kind]
+        return {
+            TIMING: "raw time",
+            THROUGHPUT: "raw throughput",
+            RATIO: "paired ratio",
+            NORMALISED: "normalised time",
+            COUNTER: "exact counter",
+            MEMORY: "memory",
+            INSTRUCTIONS: "instructions",
+        }[self.kind]
 
 
 UNITS = {
@@ -91,7 +97,9 @@ UNITS = {
     "efficiency": MetricKind(RATIO, higher_is_better=True),
     # per round, a workload's GB/s over a plain device copy's in the same round: higher is better;
     # the copy is a reference, not the same work (see the module docstring)
-    "fraction of copy bandwidth": MetricKind(NORMALISED, higher_is_better=True, name="normalised bandwidth"),
+    "fraction of copy bandwidth": MetricKind(
+        NORMALISED, higher_is_better=True, name="normalised bandwidth"
+    ),
 }
 
 
@@ -136,4 +144,6 @@ def kind_of(unit: str | None) -> MetricKind:
     try:
         return UNITS[unit]
     except KeyError:
-        raise KeyError(f"unknown benchmark unit {unit!r}; known units: {', '.join(UNITS)}") from None
+        raise KeyError(
+            f"unknown benchmark unit {unit!r}; known units: {', '.join(UNITS)}"
+        ) from None

@@ -22,7 +22,7 @@ import pathlib
 
 from harness.core.exits import BadInput
 from harness.core.records import PYTEST_BENCHMARK_KEY as MACHINE_INFO_KEY
-from harness.verdict.metrics import UNITS, COUNTER
+from harness.verdict.metrics import COUNTER, UNITS
 
 RUNNER = "pytest-benchmark"
 
@@ -53,16 +53,24 @@ def load(path: pathlib.Path, data: dict):
     info = data.get("machine_info") if isinstance(data.get("machine_info"), dict) else {}
     ours = info.get(MACHINE_INFO_KEY) if isinstance(info.get(MACHINE_INFO_KEY), dict) else {}
     machine = ours.get("machine") or info.get("node")
-    commit = (data.get("commit_info") or {}).get("id") if isinstance(data.get("commit_info"), dict) else None
+    commit = (
+        (data.get("commit_info") or {}).get("id")
+        if isinstance(data.get("commit_info"), dict)
+        else None
+    )
     if not isinstance(machine, str) or not isinstance(commit, str) or not commit:
-        raise BadInput(f"{path}: no machine name or commit id in this pytest-benchmark file "
-                       "(machine_info, commit_info.id); save it again from a git checkout")
+        raise BadInput(
+            f"{path}: no machine name or commit id in this pytest-benchmark file "
+            "(machine_info, commit_info.id); save it again from a git checkout"
+        )
     entries: dict[str, Entry] = {}
     for i, bench in enumerate(data["benchmarks"]):
         name = bench.get("fullname") if isinstance(bench, dict) else None
         if not isinstance(name, str):
-            raise BadInput(f"{path}: benchmarks[{i}] has no fullname; the file is damaged — "
-                           "rerun pytest-benchmark")
+            raise BadInput(
+                f"{path}: benchmarks[{i}] has no fullname; the file is damaged — "
+                "rerun pytest-benchmark"
+            )
         where = f"{path}: benchmark {name!r}"
         stats = bench.get("stats")
         if not isinstance(stats, dict):
@@ -78,11 +86,21 @@ def load(path: pathlib.Path, data: dict):
         for counter in sorted(extra):
             if UNITS.get(counter) is None or UNITS[counter].kind != COUNTER:
                 continue  # other extra_info (labels, notes) is shown by pytest-benchmark only
-            entries[f"{name}.{counter}"] = Entry(f"{name}.{counter}", counter,
-                                                 _number(extra[counter], f"{where} {counter}"), None)
+            entries[f"{name}.{counter}"] = Entry(
+                f"{name}.{counter}", counter, _number(extra[counter], f"{where} {counter}"), None
+            )
     if not entries:
-        raise BadInput(f"{path}: holds no benchmark results (was the run saved with "
-                       "--benchmark-only?)")
+        raise BadInput(
+            f"{path}: holds no benchmark results (was the run saved with --benchmark-only?)"
+        )
     fp = ours.get("fingerprint") if isinstance(ours.get("fingerprint"), dict) else None
-    return ResultSet(path, machine, commit, RUNNER, _date_ms(data.get("datetime")), entries,
-                     runner=RUNNER, fingerprint=fp)
+    return ResultSet(
+        path,
+        machine,
+        commit,
+        RUNNER,
+        _date_ms(data.get("datetime")),
+        entries,
+        runner=RUNNER,
+        fingerprint=fp,
+    )

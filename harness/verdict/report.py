@@ -16,23 +16,33 @@ import pathlib
 import re
 import statistics
 
+from harness.core import records
 from harness.core.files import write_atomic
 from harness.core.table import render
 from harness.core.units import scale
-from harness.core import records
 from harness.verdict import bands
 from harness.verdict.results import BadInput, ResultSet, load
 from harness.verdict.summary import COMPUTE_BOUND_BELOW, bandwidth_view, cases, workers_scaling
 
 SUITES = {
-    "fusion": ("fused / unfused time (compiled/eager, fused/eager, SDPA/hand-written, "
-               "foreach or fused/for-loop; checkpointed/plain)",
-               "lower is better; < 1: the fused side is faster"),
-    "transfer": ("time ratio (pinned/pageable, uint8+convert/float32)", "lower is better; < 1: faster"),
+    "fusion": (
+        "fused / unfused time (compiled/eager, fused/eager, SDPA/hand-written, "
+        "foreach or fused/for-loop; checkpointed/plain)",
+        "lower is better; < 1: the fused side is faster",
+    ),
+    "transfer": (
+        "time ratio (pinned/pageable, uint8+convert/float32)",
+        "lower is better; < 1: faster",
+    ),
     "amp": ("AMP / fp32 training-step time", "lower is better; < 1: AMP is faster"),
-    "dataloader": ("samples/s with N workers / with 0 workers", "higher is better; > 1: workers help"),
-    "training_loop": ("advice / habit time (no_grad, inference_mode, set_to_none, loss summed on device)",
-                      "lower is better; < 1: the advice is faster"),
+    "dataloader": (
+        "samples/s with N workers / with 0 workers",
+        "higher is better; > 1: workers help",
+    ),
+    "training_loop": (
+        "advice / habit time (no_grad, inference_mode, set_to_none, loss summed on device)",
+        "lower is better; < 1: the advice is faster",
+    ),
 }
 
 
@@ -60,7 +70,9 @@ def speedups(rs: ResultSet) -> dict[str, list[Bar]]:
         if suite in out and e.unit == "ratio" and _ok(e.value):
             out[suite].append(Bar(_short(name), e.value))
     for label, value in workers_scaling(rs):
-        out["dataloader"].append(Bar(label.replace(" samples/s", "").replace("pin=", "pin_memory="), value))
+        out["dataloader"].append(
+            Bar(label.replace(" samples/s", "").replace("pin=", "pin_memory="), value)
+        )
     return out
 
 
@@ -99,7 +111,9 @@ def _save(fig, path: pathlib.Path) -> None:
     write_atomic(path, buf.getvalue())
 
 
-def history(root: pathlib.Path, machine: str, name: str) -> list[tuple[str, str, float, float, float]]:
+def history(
+    root: pathlib.Path, machine: str, name: str
+) -> list[tuple[str, str, float, float, float]]:
     """(commit, run id, median, q25, q75) per run holding `name` on `machine`, in the order the
     runs started: every run is a point, also reruns of one commit."""
     points = []
@@ -132,11 +146,16 @@ def torch_versions(root: pathlib.Path, machine: str, points) -> list[str]:
 
 def torch_changes(versions: list[str]) -> list[tuple[int, str, str]]:
     """(index, previous version, new version) wherever the torch version changes between points."""
-    return [(i, versions[i - 1], versions[i]) for i in range(1, len(versions)) if versions[i] != versions[i - 1]]
+    return [
+        (i, versions[i - 1], versions[i])
+        for i in range(1, len(versions))
+        if versions[i] != versions[i - 1]
+    ]
 
 
-def plot_history(name: str, unit: str, points, path: pathlib.Path,
-                 changes: list[tuple[int, str, str]] = ()) -> None:
+def plot_history(
+    name: str, unit: str, points, path: pathlib.Path, changes: list[tuple[int, str, str]] = ()
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -148,7 +167,9 @@ def plot_history(name: str, unit: str, points, path: pathlib.Path,
     lo = [(p[2] - p[3]) / factor for p in points]
     hi = [(p[4] - p[2]) / factor for p in points]
     fig, ax = plt.subplots(figsize=(8, 4))
-    ax.errorbar(xs, med, yerr=[lo, hi], marker="o", capsize=3, label="median (bars: 25th–75th percentile)")
+    ax.errorbar(
+        xs, med, yerr=[lo, hi], marker="o", capsize=3, label="median (bars: 25th–75th percentile)"
+    )
     ax.set_xticks(xs, [p[0] for p in points], rotation=45, ha="right", fontsize=8)
     ax.set_xlabel("run, by start time (labelled with its commit)")
     quantity = {"seconds": "time per call", "bytes": "memory"}.get(unit, unit)
@@ -156,8 +177,15 @@ def plot_history(name: str, unit: str, points, path: pathlib.Path,
     ax.set_ylim(bottom=0)
     for i, _old, new in changes:  # a torch upgrade explains many steps: mark it on the plot
         ax.axvline(i - 0.5, color="tab:red", linestyle=":", linewidth=1)
-        ax.text(i - 0.5, ax.get_ylim()[1], f" torch {new}", color="tab:red", fontsize=7,
-                rotation=90, va="top")
+        ax.text(
+            i - 0.5,
+            ax.get_ylim()[1],
+            f" torch {new}",
+            color="tab:red",
+            fontsize=7,
+            rotation=90,
+            va="top",
+        )
     ax.set_title(f"history: {name}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -171,11 +199,18 @@ def sanity_section(rs: ResultSet) -> list[str]:
     found = bands.rows(bands.measured(rs), device)
     if not found:
         return lines + ["None of the ratios with a published range is in this set.", ""]
-    lines.append("A ratio outside its published range is a prompt to check the set-up (model size, "
-                 "GPU generation, CPU), not a failure.")
+    lines.append(
+        "A ratio outside its published range is a prompt to check the set-up (model size, "
+        "GPU generation, CPU), not a failure."
+    )
     lines.append("")
-    return lines + [render(["ratio", "case", "measured", "published range (time ratio)", "verdict",
-                            "source"], found, "markdown")]
+    return lines + [
+        render(
+            ["ratio", "case", "measured", "published range (time ratio)", "verdict", "source"],
+            found,
+            "markdown",
+        )
+    ]
 
 
 def advice_section(rs: ResultSet) -> list[str]:
@@ -183,12 +218,19 @@ def advice_section(rs: ResultSet) -> list[str]:
     from harness.verdict import advice
 
     result = advice.advise(rs)
-    return ["## Advice: what each tip is worth on this machine", "", advice.header(result), "",
-            render(advice.HEADERS, advice.rows(result), "markdown")]
+    return [
+        "## Advice: what each tip is worth on this machine",
+        "",
+        advice.header(result),
+        "",
+        render(advice.HEADERS, advice.rows(result), "markdown"),
+    ]
 
 
-SEED_CLAIM = ("The seed: `x.cos().cos()` eager makes 4 global memory passes (read x, write t, read t, "
-              "write y), fused 2, \"so fusion will speed it up by 2x\".")
+SEED_CLAIM = (
+    "The seed: `x.cos().cos()` eager makes 4 global memory passes (read x, write t, read t, "
+    'write y), fused 2, "so fusion will speed it up by 2x".'
+)
 
 
 def claim_verdict(bytes_ratio: float, measured: float, compute_bound: bool) -> str:
@@ -196,11 +238,18 @@ def claim_verdict(bytes_ratio: float, measured: float, compute_bound: bool) -> s
     25%), and what explains it where it is not."""
     if abs(measured / bytes_ratio - 1) <= 0.25:
         return f"holds: {measured:.2f}x measured, {bytes_ratio:.2f}x predicted by bytes"
-    why = ("the kernels are compute-bound, so bytes do not set the time" if compute_bound
-           else "memory-bound, yet the fused kernel does not reach the eager kernels' bandwidth")
+    why = (
+        "the kernels are compute-bound, so bytes do not set the time"
+        if compute_bound
+        else "memory-bound, yet the fused kernel does not reach the eager kernels' bandwidth"
+    )
     if measured > bytes_ratio:
-        why = ("the fused kernel computes faster (inductor's own vectorised code), beyond what "
-               "the saved bytes explain" if compute_bound else why)
+        why = (
+            "the fused kernel computes faster (inductor's own vectorised code), beyond what "
+            "the saved bytes explain"
+            if compute_bound
+            else why
+        )
     return f"does not hold: {measured:.2f}x measured vs {bytes_ratio:.2f}x predicted; {why}"
 
 
@@ -209,34 +258,69 @@ def bandwidth_section(rs: ResultSet) -> list[str]:
     view = bandwidth_view(rs)
     lines = ["## fusion: the 2x claim vs memory bandwidth", "", SEED_CLAIM, ""]
     if not view:
-        return lines + ["No fusion.MemoryBandwidth results in this set (not run, failed or n/a).", ""]
-    small = [e.value for _, e in cases(rs, "fusion.PointwiseChain.track_compiled_over_eager")
-             if _ok(e.value) and e.value > 0]
+        return lines + [
+            "No fusion.MemoryBandwidth results in this set (not run, failed or n/a).",
+            "",
+        ]
+    small = [
+        e.value
+        for _, e in cases(rs, "fusion.PointwiseChain.track_compiled_over_eager")
+        if _ok(e.value) and e.value > 0
+    ]
     if small:
-        lines += [f"At the suite's small size (in cache), eager/compiled time for the chain: "
-                  f"{1 / small[0]:.2f}x.", ""]
-    lines += ["Beyond the last-level cache, eager vs fused (torch.compile), a plain device copy timed "
-              "in the same rounds as the limit (fraction of its GB/s in brackets); a kernel below "
-              f"{COMPUTE_BOUND_BELOW:.0%} of it is called compute-bound:", ""]
+        lines += [
+            f"At the suite's small size (in cache), eager/compiled time for the chain: "
+            f"{1 / small[0]:.2f}x.",
+            "",
+        ]
+    lines += [
+        "Beyond the last-level cache, eager vs fused (torch.compile), a plain device copy timed "
+        "in the same rounds as the limit (fraction of its GB/s in brackets); a kernel below "
+        f"{COMPUTE_BOUND_BELOW:.0%} of it is called compute-bound:",
+        "",
+    ]
     rows = []
     for b in view:
         ratio, measured = b.bytes_eager / b.bytes_fused, 1 / b.fused_over_eager
-        rows.append((b.workload, f"{b.bytes_eager / 2**20:.0f} MiB", f"{b.bytes_fused / 2**20:.0f} MiB",
-                     f"{measured:.2f}x", f"{b.gbps_eager:.3g} ({b.fraction_eager:.2f})",
-                     f"{b.gbps_fused:.3g} ({b.fraction_fused:.2f})", f"{b.gbps_copy:.3g}",
-                     b.bound.split(" (")[0], claim_verdict(ratio, measured, b.compute_bound)))
-    lines.append(render(["workload", "bytes/call eager", "fused", "eager/fused time", "GB/s eager",
-                         "GB/s fused", "GB/s copy", "eager is", "2x claim (bytes ratio as the prediction)"],
-                        rows, "markdown"))
+        rows.append(
+            (
+                b.workload,
+                f"{b.bytes_eager / 2**20:.0f} MiB",
+                f"{b.bytes_fused / 2**20:.0f} MiB",
+                f"{measured:.2f}x",
+                f"{b.gbps_eager:.3g} ({b.fraction_eager:.2f})",
+                f"{b.gbps_fused:.3g} ({b.fraction_fused:.2f})",
+                f"{b.gbps_copy:.3g}",
+                b.bound.split(" (")[0],
+                claim_verdict(ratio, measured, b.compute_bound),
+            )
+        )
+    lines.append(
+        render(
+            [
+                "workload",
+                "bytes/call eager",
+                "fused",
+                "eager/fused time",
+                "GB/s eager",
+                "GB/s fused",
+                "GB/s copy",
+                "eager is",
+                "2x claim (bytes ratio as the prediction)",
+            ],
+            rows,
+            "markdown",
+        )
+    )
     return lines + [""]
 
 
-def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
-                 history_names: list[str] | None = None) -> pathlib.Path:
+def write_report(
+    rs: ResultSet, out: pathlib.Path, root: pathlib.Path, history_names: list[str] | None = None
+) -> pathlib.Path:
     """Write report.md and its PNGs into `out`; returns the Markdown path."""
     out.mkdir(parents=True, exist_ok=True)
-    lines = [f"# Benchmark report: {rs.commit[:8]} on {rs.machine}", "",
-             f"Source: `{rs.path}`", ""]
+    lines = [f"# Benchmark report: {rs.commit[:8]} on {rs.machine}", "", f"Source: `{rs.path}`", ""]
     for suite, bars in speedups(rs).items():
         xlabel, hint = SUITES[suite]
         lines += [f"## {suite}: {xlabel}", ""]
@@ -246,16 +330,24 @@ def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
         png = out / f"speedups-{suite}.png"
         plot_speedups(suite, bars, png)
         lines += [f"![{suite} ratios]({png.name})", ""]
-        lines += [render(["case", f"ratio ({hint})"], [(b.label, f"{b.value:.3g}") for b in bars],
-                         "markdown", ("left", "right"))]
+        lines += [
+            render(
+                ["case", f"ratio ({hint})"],
+                [(b.label, f"{b.value:.3g}") for b in bars],
+                "markdown",
+                ("left", "right"),
+            )
+        ]
     lines += bandwidth_section(rs)
     lines += sanity_section(rs)
     lines += advice_section(rs)
     for name in history_names or []:
         e = rs.entries.get(name)
         if e is None:
-            raise BadInput(f"unknown benchmark {name!r} for --history: not in {rs.path}; "
-                           "names look like " + ", ".join(sorted(rs.entries)[:3]))
+            raise BadInput(
+                f"unknown benchmark {name!r} for --history: not in {rs.path}; "
+                "names look like " + ", ".join(sorted(rs.entries)[:3])
+            )
         points = history(root, rs.machine, name)
         lines += [f"## History: {name}", ""]
         if not points:
@@ -266,12 +358,32 @@ def write_report(rs: ResultSet, out: pathlib.Path, root: pathlib.Path,
         changes = torch_changes(versions)
         plot_history(name, e.unit, points, png, changes)
         lines += [f"![history of {name}]({png.name})", ""]
-        lines += ["torch changed: " + ", ".join(f"{old} -> {new} at run {points[i][1]}"
-                                                   for i, old, new in changes), ""] if changes else []
+        lines += (
+            [
+                "torch changed: "
+                + ", ".join(f"{old} -> {new} at run {points[i][1]}" for i, old, new in changes),
+                "",
+            ]
+            if changes
+            else []
+        )
         changed = {i for i, *_ in changes}
-        lines += [render(["run", "commit", "torch", f"median ({e.unit})"],
-                         [(p[1], p[0], versions[i] + (" (changed)" if i in changed else ""), f"{p[2]:.4g}")
-                          for i, p in enumerate(points)], "markdown", ("left", "left", "left", "right"))]
+        lines += [
+            render(
+                ["run", "commit", "torch", f"median ({e.unit})"],
+                [
+                    (
+                        p[1],
+                        p[0],
+                        versions[i] + (" (changed)" if i in changed else ""),
+                        f"{p[2]:.4g}",
+                    )
+                    for i, p in enumerate(points)
+                ],
+                "markdown",
+                ("left", "left", "left", "right"),
+            )
+        ]
     md = out / "report.md"
     write_atomic(md, "\n".join(lines))
     return md

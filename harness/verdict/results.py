@@ -16,11 +16,10 @@ import math
 import os
 import pathlib
 
-from harness.core import records
+from harness.core import records, settings
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.verdict.resultset import Entry, ResultSet  # noqa: F401 (results.Entry, results.ResultSet)
-from harness.core import settings
 
 SKIP_FILES = {"machine.json", "benchmarks.json"}
 
@@ -56,8 +55,10 @@ def _load_json(path: pathlib.Path, what: str) -> dict:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise BadInput(f"{path}: corrupt or truncated JSON ({exc}); rerun the benchmarks "
-                       "that wrote it or restore the file from git") from None
+        raise BadInput(
+            f"{path}: corrupt or truncated JSON ({exc}); rerun the benchmarks "
+            "that wrote it or restore the file from git"
+        ) from None
     if not isinstance(data, dict):
         raise BadInput(f"{path}: expected a JSON object in {what}")
     return data
@@ -68,16 +69,19 @@ def find_benchmarks_json(result_file: pathlib.Path) -> pathlib.Path:
     for d in (result_file.parent, result_file.parent.parent):
         if (d / "benchmarks.json").is_file():
             return d / "benchmarks.json"
-    raise BadInput(f"{result_file}: no benchmarks.json beside it or one level up; asv writes it "
-                   "to results_dir on every run — copy it next to the result file")
+    raise BadInput(
+        f"{result_file}: no benchmarks.json beside it or one level up; asv writes it "
+        "to results_dir on every run — copy it next to the result file"
+    )
 
 
 def _check_number(x, where: str) -> None:
     if not isinstance(x, (int, float)) or isinstance(x, bool):
         raise BadInput(f"{where}: not a number: {x!r}")
     if math.isnan(x) or math.isinf(x):
-        raise BadInput(f"{where}: sample is {x} — the benchmark produced an invalid timing; "
-                       "fix it and rerun")
+        raise BadInput(
+            f"{where}: sample is {x} — the benchmark produced an invalid timing; fix it and rerun"
+        )
 
 
 def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = None) -> ResultSet:
@@ -104,9 +108,11 @@ def same_runner(base: ResultSet, head: ResultSet) -> None:
     nothing in them lines up, so comparing them is bad input (exit 3), not a list of
     benchmarks missing on one side."""
     if base.runner != head.runner:
-        raise BadInput(f"cannot compare results of different runners: base is {base.runner} "
-                       f"({base.path}), head is {head.runner} ({head.path}); gate two "
-                       f"{base.runner} results or two {head.runner} results")
+        raise BadInput(
+            f"cannot compare results of different runners: base is {base.runner} "
+            f"({base.path}), head is {head.runner} ({head.path}); gate two "
+            f"{base.runner} results or two {head.runner} results"
+        )
 
 
 def _load_asv(path: pathlib.Path, benchmarks_json) -> ResultSet:
@@ -130,8 +136,10 @@ def _load_asv(path: pathlib.Path, benchmarks_json) -> ResultSet:
     for key in sorted(res.get_all_result_keys()):
         info = benchmarks.get(key)
         if not isinstance(info, dict):
-            raise BadInput(f"{path}: benchmark {key!r} is not in {bpath}; use the benchmarks.json "
-                           "written by the same asv run")
+            raise BadInput(
+                f"{path}: benchmark {key!r} is not in {bpath}; use the benchmarks.json "
+                "written by the same asv run"
+            )
         unit = info.get("unit")
         try:
             params = res.get_result_params(key) or []
@@ -141,26 +149,39 @@ def _load_asv(path: pathlib.Path, benchmarks_json) -> ResultSet:
                 values, samples = [values], [samples]
             rows = list(unroll_result(key, params, values, samples))
         except Exception as exc:
-            raise BadInput(f"{path}: benchmark {key!r} is malformed ({type(exc).__name__}: {exc})") from None
+            raise BadInput(
+                f"{path}: benchmark {key!r} is malformed ({type(exc).__name__}: {exc})"
+            ) from None
         for name, value, samp in rows:
             where = f"{path}: benchmark {name!r}"
             if value is not None:
-                if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isinf(value):
+                if (
+                    not isinstance(value, (int, float))
+                    or isinstance(value, bool)
+                    or math.isinf(value)
+                ):
                     raise BadInput(f"{where}: result is {value!r}, not a number")
             if samp is not None:
                 if not isinstance(samp, list):
                     raise BadInput(f"{where}: samples are not a list")
                 if not samp:
-                    raise BadInput(f"{where}: empty sample list — the benchmark ran no iterations; "
-                                   "rerun it")
+                    raise BadInput(
+                        f"{where}: empty sample list — the benchmark ran no iterations; rerun it"
+                    )
                 for x in samp:
                     _check_number(x, where)
                 if value is not None and math.isnan(value):
-                    raise BadInput(f"{where}: result is NaN but it has samples; the file is "
-                                   "inconsistent — rerun the benchmark")
-            entries[name] = Entry(name, unit, None if value is None else float(value),
-                                  [float(x) for x in samp] if samp is not None else None,
-                                  info.get("version"))
+                    raise BadInput(
+                        f"{where}: result is NaN but it has samples; the file is "
+                        "inconsistent — rerun the benchmark"
+                    )
+            entries[name] = Entry(
+                name,
+                unit,
+                None if value is None else float(value),
+                [float(x) for x in samp] if samp is not None else None,
+                info.get("version"),
+            )
     if not entries:
         raise BadInput(f"{path}: holds no benchmark results")
     return ResultSet(path, machine, res.commit_hash, res.env_name, res.date, entries)
@@ -176,6 +197,7 @@ def _legacy_newest(files: list[pathlib.Path]) -> pathlib.Path:
     pytest-benchmark saves (`0001_<commit>_<date>.json`): the highest counter."""
     if all(p.name[:4].isdigit() and p.name[4:5] == "_" for p in files):
         return max(files, key=lambda p: p.name)
+
     def key(p):
         try:
             with open(p, encoding="utf-8") as f:
@@ -184,6 +206,7 @@ def _legacy_newest(files: list[pathlib.Path]) -> pathlib.Path:
         except (OSError, ValueError):
             date = None  # a corrupt file is reported when it is loaded, not skipped silently
         return (date if isinstance(date, (int, float)) else 0, p.stat().st_mtime)
+
     return max(files, key=key)
 
 
@@ -192,25 +215,34 @@ def _pick_machine(names: list[str], where: pathlib.Path, machine: str | None, sp
         return machine
     if len(names) == 1:
         return names[0]
-    raise BadInput(f"{spec!r}: cannot tell which machine under {where} "
-                   f"(found: {', '.join(names) or 'none'}); pass --machine NAME")
+    raise BadInput(
+        f"{spec!r}: cannot tell which machine under {where} "
+        f"(found: {', '.join(names) or 'none'}); pass --machine NAME"
+    )
 
 
 def _asv_machine_dirs(d: pathlib.Path) -> list[str]:
-    return sorted(p.name for p in d.iterdir() if (p / "machine.json").is_file()) if d.is_dir() else []
+    return (
+        sorted(p.name for p in d.iterdir() if (p / "machine.json").is_file()) if d.is_dir() else []
+    )
 
 
 def _newest_baseline(root: pathlib.Path, name: str, spec: str) -> pathlib.Path:
     """Baselines are copies of run records (newest wins); a plain asv tree there still works."""
     d = baselines_dir(root) / name
-    runs = sorted(p for p in d.iterdir() if p.is_dir() and (p / records.RUN_JSON).is_file()) \
-        if d.is_dir() else []
+    runs = (
+        sorted(p for p in d.iterdir() if p.is_dir() and (p / records.RUN_JSON).is_file())
+        if d.is_dir()
+        else []
+    )
     if runs:
         return records.load_record(runs[-1]).result_file()
     files = result_files(d) if d.is_dir() else []
     if not files:
-        raise BadInput(f"{spec!r}: no baseline for machine {name!r} in {d}; record one with "
-                       "`harness nightly --save-baseline` on that machine and commit it")
+        raise BadInput(
+            f"{spec!r}: no baseline for machine {name!r} in {d}; record one with "
+            "`harness nightly --save-baseline` on that machine and commit it"
+        )
     return _legacy_newest(files)
 
 
@@ -240,7 +272,11 @@ def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathli
     if p.is_dir():
         if (p / records.RUN_JSON).is_file():
             return records.load_record(p).result_file()
-        runs = [r for r in records.list_runs(p.parent.parent, p.name)] if p.parent.name == "runs" else []
+        runs = (
+            [r for r in records.list_runs(p.parent.parent, p.name)]
+            if p.parent.name == "runs"
+            else []
+        )
         if runs:
             return runs[-1].result_file()
         if (p / "machine.json").is_file() or result_files(p):
@@ -266,35 +302,54 @@ def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathli
     if spec == "latest":
         return runs[-1].result_file
     if spec.startswith("commit:"):
-        prefix, by_run = spec[len("commit:"):], []
+        prefix, by_run = spec[len("commit:") :], []
     else:
         prefix, by_run = spec, [r for r in runs if r.run_id.startswith(spec)]
     hexish = len(prefix) >= 4 and all(c in "0123456789abcdefABCDEF" for c in prefix)
     by_commit = _by_commit(runs, prefix) if hexish else []
     commits = sorted({r.commit for r in by_commit})
     if by_run and commits:
-        raise BadInput(f"{spec!r} is both a run-id prefix and a commit prefix in {where}; write "
-                       f"commit:{spec} or a longer run id")
+        raise BadInput(
+            f"{spec!r} is both a run-id prefix and a commit prefix in {where}; write "
+            f"commit:{spec} or a longer run id"
+        )
     if by_run:
         if len(by_run) > 1:
-            raise BadInput(f"{spec!r} matches several runs in {where}: "
-                           f"{', '.join(r.run_id for r in by_run[:6])}; give more of the run id")
+            raise BadInput(
+                f"{spec!r} matches several runs in {where}: "
+                f"{', '.join(r.run_id for r in by_run[:6])}; give more of the run id"
+            )
         return by_run[0].result_file
     if len(commits) > 1:
-        raise BadInput(f"{spec!r} matches several commits in {where}: {', '.join(c[:12] for c in commits)}; "
-                       "give more of the hash")
+        raise BadInput(
+            f"{spec!r} matches several commits in {where}: {', '.join(c[:12] for c in commits)}; "
+            "give more of the hash"
+        )
     if not commits:
         known = ", ".join(sorted({r.commit[:8] for r in runs})) or "none"
-        raise BadInput(f"{spec!r}: no run of that commit (or run id) in {where} "
-                       f"(commits with runs: {known}; run ids look like {runs[-1].run_id})")
+        raise BadInput(
+            f"{spec!r}: no run of that commit (or run id) in {where} "
+            f"(commits with runs: {known}; run ids look like {runs[-1].run_id})"
+        )
     return by_commit[-1].result_file
 
 
 # ---- the environment fingerprint saved with each run (harness.runs.bench) ----
 
 # What the gate lists above its table when the two sides differ (DECISIONS §2).
-FINGERPRINT_KEYS = ("torch", "torchvision", "cuda_build", "cudnn", "driver", "gpu", "cpu",
-                    "torch_threads", "python_hash_seed", "python", "commit")
+FINGERPRINT_KEYS = (
+    "torch",
+    "torchvision",
+    "cuda_build",
+    "cudnn",
+    "driver",
+    "gpu",
+    "cpu",
+    "torch_threads",
+    "python_hash_seed",
+    "python",
+    "commit",
+)
 
 
 def fingerprint_of(rs: ResultSet) -> dict | None:
@@ -304,8 +359,10 @@ def fingerprint_of(rs: ResultSet) -> dict | None:
     if rs.fingerprint is not None:
         return rs.fingerprint
     rec = records.record_of(rs.path)
-    candidates = ([rec.fingerprint_path] if rec else []) + [rs.path.parent / "fingerprint.json",
-                                                            records.legacy_fingerprint(rs.path)]
+    candidates = ([rec.fingerprint_path] if rec else []) + [
+        rs.path.parent / "fingerprint.json",
+        records.legacy_fingerprint(rs.path),
+    ]
     for path in candidates:
         if path.is_file():
             return _load_json(path, "fingerprint")
@@ -336,18 +393,30 @@ def environment_differences(base: ResultSet, head: ResultSet) -> list[tuple[str,
     fb, fh = fingerprint_of(base), fingerprint_of(head)
     if fb is None or fh is None:
         missing = [side for side, fp in (("base", fb), ("head", fh)) if fp is None]
-        return [("fingerprint", "missing" if fb is None else "saved",
-                 "missing" if fh is None else "saved")] if missing else []
+        return (
+            [
+                (
+                    "fingerprint",
+                    "missing" if fb is None else "saved",
+                    "missing" if fh is None else "saved",
+                )
+            ]
+            if missing
+            else []
+        )
     return fingerprint_differences(fb, fh)
 
 
-def fingerprint_differences(fb: dict, fh: dict, keys=FINGERPRINT_KEYS) -> list[tuple[str, str, str]]:
+def fingerprint_differences(
+    fb: dict, fh: dict, keys=FINGERPRINT_KEYS
+) -> list[tuple[str, str, str]]:
     """(setting, base value, head value) for each of `keys` whose values differ (`harness check
     --against` passes every key of both fingerprints)."""
     return [(k, str(fb.get(k)), str(fh.get(k))) for k in keys if fb.get(k) != fh.get(k)]
 
 
 # ---- noise bands (written by `harness calibrate`, read by the gate) ----
+
 
 def noise_path(root: pathlib.Path, machine: str) -> pathlib.Path:
     return root / "noise" / f"{machine}.json"
@@ -361,9 +430,16 @@ def load_noise(path: pathlib.Path) -> dict[str, float]:
     out = {}
     for name, rec in (data.get("benchmarks") or {}).items():
         band = rec.get("band") if isinstance(rec, dict) else None
-        if not isinstance(band, (int, float)) or isinstance(band, bool) or not math.isfinite(band) or band < 0:
-            raise BadInput(f"{path}: benchmark {name!r} has no valid `band`; rerun "
-                           "`harness calibrate` for it or delete its entry")
+        if (
+            not isinstance(band, (int, float))
+            or isinstance(band, bool)
+            or not math.isfinite(band)
+            or band < 0
+        ):
+            raise BadInput(
+                f"{path}: benchmark {name!r} has no valid `band`; rerun "
+                "`harness calibrate` for it or delete its entry"
+            )
         out[name] = float(band)
     return out
 

@@ -16,20 +16,43 @@ KEY_RATIOS = [
     ("compiled/eager, pointwise chain", "fusion.PointwiseChain.track_compiled_over_eager"),
     ("compiled/eager, norm + activation", "fusion.NormActivationBlock.track_compiled_over_eager"),
     ("compiled/eager, training step", "fusion.SmallModelTrainingStep.track_compiled_over_eager"),
-    ("compiled/eager, cross-entropy loss", "fusion.CompiledCrossEntropyLoss.track_compiled_over_eager"),
+    (
+        "compiled/eager, cross-entropy loss",
+        "fusion.CompiledCrossEntropyLoss.track_compiled_over_eager",
+    ),
     ("fused/eager beyond the cache (bandwidth)", "fusion.MemoryBandwidth.track_fused_over_eager"),
-    ("foreach or fused / for-loop optimizer step", "fusion.OptimizerStepOverForLoop.track_step_over_for_loop"),
-    ("SDPA backend / hand-written attention", "fusion.AttentionOverHandWritten.track_sdpa_over_hand_written"),
-    ("checkpointed/plain training step", "fusion.GradientCheckpointing.track_checkpointed_over_plain"),
+    (
+        "foreach or fused / for-loop optimizer step",
+        "fusion.OptimizerStepOverForLoop.track_step_over_for_loop",
+    ),
+    (
+        "SDPA backend / hand-written attention",
+        "fusion.AttentionOverHandWritten.track_sdpa_over_hand_written",
+    ),
+    (
+        "checkpointed/plain training step",
+        "fusion.GradientCheckpointing.track_checkpointed_over_plain",
+    ),
     ("pinned/pageable copy", "transfer.PinnedOverPageable.track_pinned_over_pageable"),
     ("uint8+convert/float32 copy", "transfer.Uint8ThenConvertOverFloat32.track_uint8_over_float32"),
     ("AMP/fp32 training step", "amp.AutocastOverFp32.track_autocast_over_fp32"),
-    ("DDP step/single process", "distributed.DistributedStepOverSingleProcess.track_step_time_over_single_process"),
-    ("DDP no_sync/sync every micro-batch", "distributed.NoSyncAccumulation.track_no_sync_over_sync_every_micro_batch"),
-    ("DataParallel/DDP step", "distributed.DataParallelOverDistributed.track_data_parallel_over_distributed"),
+    (
+        "DDP step/single process",
+        "distributed.DistributedStepOverSingleProcess.track_step_time_over_single_process",
+    ),
+    (
+        "DDP no_sync/sync every micro-batch",
+        "distributed.NoSyncAccumulation.track_no_sync_over_sync_every_micro_batch",
+    ),
+    (
+        "DataParallel/DDP step",
+        "distributed.DataParallelOverDistributed.track_data_parallel_over_distributed",
+    ),
 ]
 WORKERS_BENCH = "dataloader.LoadSyntheticImages.track_samples_per_second"
-DDP_SCALING_BENCH = "distributed.DistributedStepOverSingleProcess.track_step_time_over_single_process"
+DDP_SCALING_BENCH = (
+    "distributed.DistributedStepOverSingleProcess.track_step_time_over_single_process"
+)
 ALL_REDUCE_BENCH = "distributed.AllReduceOfGradientSizedTensor.track_bandwidth"
 BANDWIDTH = "fusion.MemoryBandwidth."
 # Below this fraction of a plain copy's bandwidth, a kernel is limited by its arithmetic, not by
@@ -50,21 +73,28 @@ def cases(rs: ResultSet, benchmark: str) -> list[tuple[tuple[str, ...], Entry]]:
         if name == benchmark:
             out.append(((), e))
         elif name.startswith(benchmark + "(") and name.endswith(")"):
-            out.append((tuple(name[len(benchmark) + 1:-1].split(", ")), e))
+            out.append((tuple(name[len(benchmark) + 1 : -1].split(", ")), e))
     return out
 
 
 def workers_scaling(rs: ResultSet) -> list[tuple[str, float]]:
     """samples/s with N workers over samples/s with 0 workers, the other settings equal (a
     persistent pool needs workers, so its baseline is the non-persistent 0-worker case)."""
-    by = {params: e.value for params, e in cases(rs, WORKERS_BENCH)
-          if len(params) == 4 and not e.failed and not e.skipped}
+    by = {
+        params: e.value
+        for params, e in cases(rs, WORKERS_BENCH)
+        if len(params) == 4 and not e.failed and not e.skipped
+    }
     rows = []
     for (workers, pin, batch, persistent), value in sorted(by.items()):
         base = by.get(("0", pin, batch, "False"))
         if workers != "0" and base:
-            rows.append((f"workers {workers}/0 samples/s (pin={pin}, batch={batch}, persistent={persistent})",
-                         value / base))
+            rows.append(
+                (
+                    f"workers {workers}/0 samples/s (pin={pin}, batch={batch}, persistent={persistent})",
+                    value / base,
+                )
+            )
     return rows
 
 
@@ -75,10 +105,17 @@ def distributed_rows(rs: ResultSet) -> list[tuple[str, float]]:
     for (world,), e in cases(rs, DDP_SCALING_BENCH):
         ratios = [s for s in (e.samples or [e.value]) if s and not e.failed and not e.skipped]
         if ratios:
-            rows.append((f"DDP scaling efficiency, world size {world}", statistics.median(1 / r for r in ratios)))
+            rows.append(
+                (
+                    f"DDP scaling efficiency, world size {world}",
+                    statistics.median(1 / r for r in ratios),
+                )
+            )
     for (world,), e in cases(rs, ALL_REDUCE_BENCH):
         if not e.failed and not e.skipped:
-            rows.append((f"all-reduce GB/s, gradient-sized tensor, world size {world}", e.value / 1e9))
+            rows.append(
+                (f"all-reduce GB/s, gradient-sized tensor, world size {world}", e.value / 1e9)
+            )
     return rows
 
 
@@ -106,6 +143,7 @@ def key_ratio_rows(rs: ResultSet) -> list[tuple[str, str]]:
 @dataclasses.dataclass
 class Bandwidth:
     """One workload of fusion.MemoryBandwidth: medians of its rows."""
+
     workload: str
     bytes_eager: float
     bytes_fused: float
@@ -122,8 +160,11 @@ class Bandwidth:
 
     @property
     def bound(self) -> str:
-        return (f"compute-bound (eager at {self.fraction_eager:.0%} of copy bandwidth)" if self.compute_bound
-                else f"memory-bound (eager at {self.fraction_eager:.0%} of copy bandwidth)")
+        return (
+            f"compute-bound (eager at {self.fraction_eager:.0%} of copy bandwidth)"
+            if self.compute_bound
+            else f"memory-bound (eager at {self.fraction_eager:.0%} of copy bandwidth)"
+        )
 
 
 def value_of(e: Entry | None) -> float | None:
@@ -136,29 +177,50 @@ def value_of(e: Entry | None) -> float | None:
 
 def bandwidth_view(rs: ResultSet) -> list[Bandwidth]:
     """Per workload of fusion.MemoryBandwidth with every row present, its medians."""
-    fields = {"bytes_eager": "track_bytes_per_call_eager", "bytes_fused": "track_bytes_per_call_fused",
-              "gbps_eager": "track_gbps_eager", "gbps_fused": "track_gbps_fused",
-              "gbps_copy": "track_gbps_copy", "fraction_eager": "track_fraction_of_copy_bandwidth_eager",
-              "fraction_fused": "track_fraction_of_copy_bandwidth_fused",
-              "fused_over_eager": "track_fused_over_eager"}
+    fields = {
+        "bytes_eager": "track_bytes_per_call_eager",
+        "bytes_fused": "track_bytes_per_call_fused",
+        "gbps_eager": "track_gbps_eager",
+        "gbps_fused": "track_gbps_fused",
+        "gbps_copy": "track_gbps_copy",
+        "fraction_eager": "track_fraction_of_copy_bandwidth_eager",
+        "fraction_fused": "track_fraction_of_copy_bandwidth_fused",
+        "fused_over_eager": "track_fused_over_eager",
+    }
     by: dict[str, dict[str, float | None]] = {}
     for field, method in fields.items():
         for params, e in cases(rs, BANDWIDTH + method):
             if len(params) == 1:
                 by.setdefault(params[0].strip("'\""), {})[field] = value_of(e)
-    return [Bandwidth(w, **vals) for w, vals in by.items()
-            if len(vals) == len(fields) and None not in vals.values()]
+    return [
+        Bandwidth(w, **vals)
+        for w, vals in by.items()
+        if len(vals) == len(fields) and None not in vals.values()
+    ]
 
 
 def bandwidth_rows(rs: ResultSet) -> list[tuple]:
-    return [(b.workload, f"{b.bytes_eager / 2**20:.0f} -> {b.bytes_fused / 2**20:.0f} MiB",
-             f"{1 / b.fused_over_eager:.2f}x", f"{b.gbps_eager:.3g} / {b.gbps_fused:.3g} / {b.gbps_copy:.3g}",
-             f"{b.fraction_eager:.2f} / {b.fraction_fused:.2f}", b.bound.split(" (")[0])
-            for b in bandwidth_view(rs)]
+    return [
+        (
+            b.workload,
+            f"{b.bytes_eager / 2**20:.0f} -> {b.bytes_fused / 2**20:.0f} MiB",
+            f"{1 / b.fused_over_eager:.2f}x",
+            f"{b.gbps_eager:.3g} / {b.gbps_fused:.3g} / {b.gbps_copy:.3g}",
+            f"{b.fraction_eager:.2f} / {b.fraction_fused:.2f}",
+            b.bound.split(" (")[0],
+        )
+        for b in bandwidth_view(rs)
+    ]
 
 
-BANDWIDTH_HEADERS = ["workload", "bytes/call eager -> fused", "eager/fused time",
-                     "GB/s eager / fused / copy", "fraction of copy eager / fused", "eager is"]
+BANDWIDTH_HEADERS = [
+    "workload",
+    "bytes/call eager -> fused",
+    "eager/fused time",
+    "GB/s eager / fused / copy",
+    "fraction of copy eager / fused",
+    "eager is",
+]
 
 
 def summary_table(rs: ResultSet) -> str:
@@ -166,11 +228,18 @@ def summary_table(rs: ResultSet) -> str:
     bw = bandwidth_rows(rs)
     if not rows and not bw:
         return "key ratios: none of the summarised benchmarks ran in these suites"
-    out = ("key ratios (lower is better for time ratios; workers scaling, scaling efficiency and "
-           "GB/s: higher is better)\n"
-           + render(["key ratio", "value"], rows).rstrip("\n")) if rows else ""
+    out = (
+        (
+            "key ratios (lower is better for time ratios; workers scaling, scaling efficiency and "
+            "GB/s: higher is better)\n" + render(["key ratio", "value"], rows).rstrip("\n")
+        )
+        if rows
+        else ""
+    )
     if bw:
-        out += (("\n\n" if out else "") + "memory bandwidth beyond the cache (fusion.MemoryBandwidth; "
-                f"compute-bound: eager below {COMPUTE_BOUND_BELOW:.0%} of a plain copy's GB/s)\n"
-                + render(BANDWIDTH_HEADERS, bw).rstrip("\n"))
+        out += (
+            ("\n\n" if out else "") + "memory bandwidth beyond the cache (fusion.MemoryBandwidth; "
+            f"compute-bound: eager below {COMPUTE_BOUND_BELOW:.0%} of a plain copy's GB/s)\n"
+            + render(BANDWIDTH_HEADERS, bw).rstrip("\n")
+        )
     return out

@@ -31,15 +31,18 @@ class TrainingStep:
 
     def track_step_time(self, model, precision):
         return timing.asv_samples(timing.measure(self.step, self.dev))
+
     track_step_time.unit = "seconds"
 
     def track_step_time_over_reference(self, model, precision):
         return timing.asv_samples(timing.measure_over_reference(self.step, self.dev))
+
     track_step_time_over_reference.unit = "relative"
 
 
 class AutocastOverFp32:
     """Paired (timing.measure_paired): the autocast step's time over the fp32 step's, same model, same rounds."""
+
     params = (list(wl.MODELS), ["bf16", "fp16"])
     param_names = ["model", "precision"]
     timeout = 300
@@ -54,4 +57,5 @@ class AutocastOverFp32:
 
     def track_autocast_over_fp32(self, model, precision):
         return timing.asv_samples(timing.measure_paired(self.amp, self.fp32, self.dev))
+
     track_autocast_over_fp32.unit = "ratio"

@@ -22,9 +22,9 @@ Four views of the same chain:
 
 from harness.measure.workloads.instructions import InstructionWorkload
 
-N = 1 << 16          # floats per tensor: ~0.4 ms per chain on one core
+N = 1 << 16  # floats per tensor: ~0.4 ms per chain on one core
 WARMUP = 50
-SAMPLES = 400        # per-call samples per run (~0.15 s) for the gate's Mann-Whitney test
+SAMPLES = 400  # per-call samples per run (~0.15 s) for the gate's Mann-Whitney test
 BUDGET_S = 2.0
 INSTRUCTIONS_ROW = "canary.Canary.track_instructions"
 
@@ -81,15 +81,21 @@ class Canary:
     def track_time(self):
         from harness.measure import timing
 
-        return timing.asv_samples(timing.measure(self.fn, "cpu", warmup=WARMUP, samples=SAMPLES,
-                                                 budget_s=BUDGET_S))
+        return timing.asv_samples(
+            timing.measure(self.fn, "cpu", warmup=WARMUP, samples=SAMPLES, budget_s=BUDGET_S)
+        )
+
     track_time.unit = "seconds"
 
     def track_time_over_reference(self):
         from harness.measure import timing
 
-        return timing.asv_samples(timing.measure_paired(self.fn, self.reference, "cpu", warmup=WARMUP,
-                                                        samples=SAMPLES, budget_s=BUDGET_S))
+        return timing.asv_samples(
+            timing.measure_paired(
+                self.fn, self.reference, "cpu", warmup=WARMUP, samples=SAMPLES, budget_s=BUDGET_S
+            )
+        )
+
     track_time_over_reference.unit = "ratio"
 
     def track_instructions(self):
@@ -100,12 +106,15 @@ class Canary:
         from harness.measure import instructions
         from harness.measure.workloads import NotApplicable
 
-        counts = instructions.count_rows([instructions.Target(INSTRUCTIONS_ROW, __file__, "canary")])
+        counts = instructions.count_rows(
+            [instructions.Target(INSTRUCTIONS_ROW, __file__, "canary")]
+        )
         try:
             return instructions.row_value(counts, INSTRUCTIONS_ROW)
         except NotApplicable as exc:  # n/a, as a setup's NotImplementedError would be
             print(f"asv: skipped: {exc}", file=sys.stderr)
             raise SkipNotImplemented(str(exc)) from None
+
     track_instructions.unit = "instructions"
     track_instructions.timeout = 1800
 
@@ -114,4 +123,5 @@ class Canary:
         from harness.measure import timing
 
         return timing.ops_per_call(self.fn, "cpu")
+
     track_ops.unit = "ops"

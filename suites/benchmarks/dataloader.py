@@ -22,7 +22,9 @@ class LoadSyntheticImages:
 
     def setup(self, num_workers, pin_memory, batch_size, persistent_workers):
         self.dev = device()
-        self.loader = wl.build_loader(num_workers, pin_memory, batch_size, persistent_workers, self.dev)
+        self.loader = wl.build_loader(
+            num_workers, pin_memory, batch_size, persistent_workers, self.dev
+        )
         self.step = wl.build_step(self.dev)
 
     def teardown(self, *params):
@@ -30,17 +32,23 @@ class LoadSyntheticImages:
         self.__dict__.pop("loader", None)  # shuts persistent workers down
 
     def track_samples_per_second(self, *params):
-        return {"samples": wl.run_epochs(self.loader, self.step, self.dev).samples_per_s, "number": 1}
+        return {
+            "samples": wl.run_epochs(self.loader, self.step, self.dev).samples_per_s,
+            "number": 1,
+        }
+
     track_samples_per_second.unit = "samples/s"
 
     def track_compute_efficiency(self, *params):
         return {"samples": wl.run_epochs(self.loader, self.step, self.dev).efficiency, "number": 1}
+
     track_compute_efficiency.unit = "efficiency"
 
 
 class WorkersOverNoWorkers:
     """Per round, an epoch's time with N loader workers over an epoch with none (same pin_memory
     and batch size; the 0-worker side is never persistent). Lower is better."""
+
     params = (grid([2], [1, 2, 4, 8]), [False, True], grid([16], [32, 128]), [False, True])
     param_names = ["num_workers", "pin_memory", "batch_size", "persistent_workers"]
     timeout = 600
@@ -48,7 +56,9 @@ class WorkersOverNoWorkers:
 
     def setup(self, num_workers, pin_memory, batch_size, persistent_workers):
         self.dev = device()
-        self.workers = wl.build_loader(num_workers, pin_memory, batch_size, persistent_workers, self.dev)
+        self.workers = wl.build_loader(
+            num_workers, pin_memory, batch_size, persistent_workers, self.dev
+        )
         self.none = wl.build_loader(0, pin_memory, batch_size, False, self.dev)
         self.step = wl.build_step(self.dev)
 
@@ -56,11 +66,17 @@ class WorkersOverNoWorkers:
         self.__dict__.pop("workers", None)
 
     def track_workers_over_no_workers(self, *params):
-        ratios = timing.measure_paired(lambda: wl.epoch(self.workers, self.step, self.dev),
-                                       lambda: wl.epoch(self.none, self.step, self.dev), self.dev,
-                                       warmup=1, samples=10 if full_mode() else self.rounds,
-                                       budget_s=float("inf"), clock="wall")  # workers: other processes
+        ratios = timing.measure_paired(
+            lambda: wl.epoch(self.workers, self.step, self.dev),
+            lambda: wl.epoch(self.none, self.step, self.dev),
+            self.dev,
+            warmup=1,
+            samples=10 if full_mode() else self.rounds,
+            budget_s=float("inf"),
+            clock="wall",
+        )  # workers: other processes
         return timing.asv_samples(ratios)
+
     track_workers_over_no_workers.unit = "ratio"
 
 
@@ -68,6 +84,7 @@ class PersistentOverFreshWorkers:
     """Per round, an epoch with persistent_workers=True over an epoch whose loader starts its N
     workers afresh (persistent_workers=False), same workers, pin_memory and batch size, feeding
     the same model. Lower is better."""
+
     params = (grid([2], [2, 4]), [False, True], grid([16], [32, 128]))
     param_names = ["num_workers", "pin_memory", "batch_size"]
     timeout = 600
@@ -83,9 +100,15 @@ class PersistentOverFreshWorkers:
         self.__dict__.pop("persistent", None)  # shuts the persistent workers down
 
     def track_persistent_over_fresh_workers(self, *params):
-        ratios = timing.measure_paired(lambda: wl.epoch(self.persistent, self.step, self.dev),
-                                       lambda: wl.epoch(self.fresh, self.step, self.dev), self.dev,
-                                       warmup=1, samples=10 if full_mode() else self.rounds,
-                                       budget_s=float("inf"), clock="wall")  # workers: other processes
+        ratios = timing.measure_paired(
+            lambda: wl.epoch(self.persistent, self.step, self.dev),
+            lambda: wl.epoch(self.fresh, self.step, self.dev),
+            self.dev,
+            warmup=1,
+            samples=10 if full_mode() else self.rounds,
+            budget_s=float("inf"),
+            clock="wall",
+        )  # workers: other processes
         return timing.asv_samples(ratios)
+
     track_persistent_over_fresh_workers.unit = "ratio"

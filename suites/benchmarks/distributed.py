@@ -56,6 +56,7 @@ class _OneLaunch:
 
     def setup_cache(self):
         return _launch_all()
+
     setup_cache.timeout = CACHE_TIMEOUT_S
 
     @staticmethod
@@ -72,6 +73,7 @@ def _samples(values):
 class DistributedStepOverSingleProcess(_OneLaunch):
     """Per round: DDP training step of every rank over one process's step of the same model and
     per-process batch (weak scaling: 1.0 is perfect; scaling efficiency = 1 / ratio)."""
+
     params = WORLD_SIZES
     param_names = ["world_size"]
 
@@ -80,20 +82,24 @@ class DistributedStepOverSingleProcess(_OneLaunch):
 
     def track_step_time_over_single_process(self, cache, world_size):
         return _samples(self.scaling["ratios"])
+
     track_step_time_over_single_process.unit = "ratio"
 
     def track_distributed_step_time(self, cache, world_size):
         return _samples(self.scaling["ddp_step_s"])
+
     track_distributed_step_time.unit = "seconds"
 
     def track_single_process_step_time(self, cache, world_size):
         return _samples(self.scaling["single_step_s"])
+
     track_single_process_step_time.unit = "seconds"
 
 
 class AllReduceOfGradientSizedTensor(_OneLaunch):
     """dist.all_reduce of a float32 tensor as large as the model's gradients: tensor bytes per
     second of all-reduce time (algorithm bandwidth), one sample per call."""
+
     params = WORLD_SIZES
     param_names = ["world_size"]
 
@@ -102,12 +108,14 @@ class AllReduceOfGradientSizedTensor(_OneLaunch):
 
     def track_bandwidth(self, cache, world_size):
         return _samples(self.result["bytes_per_s"])
+
     track_bandwidth.unit = "bytes/s"
 
 
 class BucketCapOverDefault(_OneLaunch):
     """Per round: DDP step with gradient buckets of bucket_cap_mb over the default 25 MB
     (smaller buckets start all-reducing earlier in backward, but pay more calls)."""
+
     params = wl.bucket_caps_mb()
     param_names = ["bucket_cap_mb"]
 
@@ -116,6 +124,7 @@ class BucketCapOverDefault(_OneLaunch):
 
     def track_step_time_over_default_bucket_cap(self, cache, bucket_cap_mb):
         return _samples(self.ratios)
+
     track_step_time_over_default_bucket_cap.unit = "ratio"
 
 
@@ -128,12 +137,14 @@ class GradientAsBucketView(_OneLaunch):
 
     def track_step_time_with_over_without_bucket_view(self, cache):
         return _samples(self.ratios)
+
     track_step_time_with_over_without_bucket_view.unit = "ratio"
 
 
 class NoSyncAccumulation(_OneLaunch):
     """Per round: gradient accumulation over K micro-batches with no_sync() on all but the last
     (one all-reduce) over syncing every micro-batch (K all-reduces); one optimizer step each."""
+
     params = wl.micro_batch_counts()
     param_names = ["micro_batches"]
 
@@ -142,6 +153,7 @@ class NoSyncAccumulation(_OneLaunch):
 
     def track_no_sync_over_sync_every_micro_batch(self, cache, micro_batches):
         return _samples(self.ratios)
+
     track_no_sync_over_sync_every_micro_batch.unit = "ratio"
 
 
@@ -160,4 +172,5 @@ class DataParallelOverDistributed(_OneLaunch):
 
     def track_data_parallel_over_distributed(self, cache):
         return _samples(self.ratios)
+
     track_data_parallel_over_distributed.unit = "ratio"

@@ -23,7 +23,10 @@ class InstructionsPerCall:
 
     def setup_cache(self):
         names = instructions.selected(list(wl.WORKLOADS))
-        return instructions.count_rows([instructions.Target(wl.row(n), wl.__name__, n) for n in names])
+        return instructions.count_rows(
+            [instructions.Target(wl.row(n), wl.__name__, n) for n in names]
+        )
+
     setup_cache.timeout = instructions.TIMEOUT_S + 300
 
     def setup(self, counts, workload):
@@ -31,4 +34,5 @@ class InstructionsPerCall:
 
     def track_instructions(self, counts, workload):
         return self.value
+
     track_instructions.unit = "instructions"

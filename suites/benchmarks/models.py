@@ -7,11 +7,11 @@ CompiledOverEager (torch.compile per model), ChannelsLastOverContiguous and
 CudnnBenchmarkOnOverOff. Inference and TrainingStep keep the raw times and their
 reference-normalised companions."""
 
+from harness.core.zoo import get_model, model_names
 from harness.measure import timing
 from harness.measure.threads import fix_threads
 from harness.measure.workloads import NotApplicable, device, grid
 from harness.measure.workloads import models as wl
-from harness.core.zoo import get_model, model_names
 
 _GRID = (model_names(), [False, True], [False, True])
 _NAMES = ["model", "cudnn_benchmark", "channels_last"]
@@ -46,10 +46,12 @@ class Inference(_ModelTiming):
 
     def track_inference_time(self, *params):
         return timing.asv_samples(timing.measure(self.fn, self.dev))
+
     track_inference_time.unit = "seconds"
 
     def track_inference_time_over_reference(self, *params):
         return timing.asv_samples(timing.measure_over_reference(self.fn, self.dev))
+
     track_inference_time_over_reference.unit = "relative"
 
 
@@ -58,10 +60,12 @@ class TrainingStep(_ModelTiming):
 
     def track_step_time(self, *params):
         return timing.asv_samples(timing.measure(self.fn, self.dev))
+
     track_step_time.unit = "seconds"
 
     def track_step_time_over_reference(self, *params):
         return timing.asv_samples(timing.measure_over_reference(self.fn, self.dev))
+
     track_step_time_over_reference.unit = "relative"
 
 
@@ -71,6 +75,7 @@ def _image_models():
 
 class ChannelsLastOverContiguous:
     """Paired (timing.measure_paired): the channels_last call's time over the contiguous one's (image models)."""
+
     params = (_image_models(), _MODES)
     param_names = ["model", "mode"]
     timeout = 300
@@ -84,7 +89,10 @@ class ChannelsLastOverContiguous:
         return {"channels_last": self.channels_last, "contiguous": self.contiguous}
 
     def track_channels_last_over_contiguous(self, model, mode):
-        return timing.asv_samples(timing.measure_paired(self.channels_last, self.contiguous, self.dev))
+        return timing.asv_samples(
+            timing.measure_paired(self.channels_last, self.contiguous, self.dev)
+        )
+
     track_channels_last_over_contiguous.unit = "ratio"
 
 
@@ -95,6 +103,7 @@ class CompiledOverEager:
     model. AlexNet is full only: its compiled and eager calls respond differently to a shared
     host's memory state, so on the 2-core CI VM under load its ratio moved 5-8% between
     processes (3 of 5 A/A pairs flagged), against 0.993-1.010 for the word LM (0 of 10)."""
+
     params = (grid(["word_lm"], model_names()),)
     param_names = ["model"]
     timeout = 600
@@ -114,11 +123,13 @@ class CompiledOverEager:
     def track_compiled_over_eager(self, model):
         # measure_paired's warm-up call compiles; compilation is never inside a sample
         return timing.asv_samples(timing.measure_paired(self.compiled, self.eager, self.dev))
+
     track_compiled_over_eager.unit = "ratio"
 
 
 class CudnnBenchmarkOnOverOff:
     """Paired (timing.measure_paired): the call's time with cudnn.benchmark on over off (image models, CUDA)."""
+
     params = (_image_models(), _MODES)
     param_names = ["model", "mode"]
     timeout = 300
@@ -126,7 +137,9 @@ class CudnnBenchmarkOnOverOff:
     def setup(self, model, mode):
         self.dev = device()
         if self.dev.type != "cuda":
-            raise NotApplicable(f"cudnn.benchmark only affects CUDA; this machine runs on {self.dev.type}")
+            raise NotApplicable(
+                f"cudnn.benchmark only affects CUDA; this machine runs on {self.dev.type}"
+            )
         self.on = wl.with_cudnn_benchmark(wl.build(model, mode, True, False, self.dev), True)
         self.off = wl.with_cudnn_benchmark(wl.build(model, mode, False, False, self.dev), False)
 
@@ -138,11 +151,13 @@ class CudnnBenchmarkOnOverOff:
 
     def track_cudnn_benchmark_on_over_off(self, model, mode):
         return timing.asv_samples(timing.measure_paired(self.on, self.off, self.dev))
+
     track_cudnn_benchmark_on_over_off.unit = "ratio"
 
 
 class PeakMemory:
     """Peak memory while building the model and running one inference and one training step."""
+
     params = (model_names(), [False, True])
     param_names = ["model", "channels_last"]
     timeout = 300
@@ -156,4 +171,5 @@ class PeakMemory:
         # with glibc's reuse of freed pages: ResNet-18's peak RSS moved 5.7% between two identical
         # quick runs under load, beyond the gate's 2% memory tolerance (an A/A false alarm).
         return timing.peak_tensor_bytes(self.run, self.dev)
+
     track_peak_memory.unit = "bytes"

@@ -29,15 +29,18 @@ class HostToDeviceCopy:
 
     def track_copy_time(self, memory, non_blocking, payload):
         return timing.asv_samples(timing.measure(self.copy, self.dev))
+
     track_copy_time.unit = "seconds"
 
     def track_copy_time_over_reference(self, memory, non_blocking, payload):
         return timing.asv_samples(timing.measure_over_reference(self.copy, self.dev))
+
     track_copy_time_over_reference.unit = "relative"
 
 
 class PinnedOverPageable:
     """Paired (timing.measure_paired): a copy from pinned memory over the same copy from pageable memory."""
+
     params = ([False, True], list(wl.PAYLOADS))
     param_names = ["non_blocking", "payload"]
 
@@ -51,11 +54,13 @@ class PinnedOverPageable:
 
     def track_pinned_over_pageable(self, non_blocking, payload):
         return timing.asv_samples(timing.measure_paired(self.pinned, self.pageable, self.dev))
+
     track_pinned_over_pageable.unit = "ratio"
 
 
 class Uint8ThenConvertOverFloat32:
     """Paired (timing.measure_paired): sending uint8 and converting on the device over sending float32."""
+
     params = (list(wl.MEMORY),)
     param_names = ["host_memory"]
 
@@ -69,12 +74,14 @@ class Uint8ThenConvertOverFloat32:
 
     def track_uint8_over_float32(self, memory):
         return timing.asv_samples(timing.measure_paired(self.uint8, self.float32, self.dev))
+
     track_uint8_over_float32.unit = "ratio"
 
 
 class NonBlockingOverBlocking:
     """Paired (timing.measure_paired): copies made with non_blocking=True over the same copies made blocking, each
     batch used on the device right after its copy (see transfer.copy_then_compute)."""
+
     params = (["pageable", "pinned"],)
     param_names = ["host_memory"]
 
@@ -85,4 +92,5 @@ class NonBlockingOverBlocking:
 
     def track_non_blocking_over_blocking(self, memory):
         return timing.asv_samples(timing.measure_paired(self.non_blocking, self.blocking, self.dev))
+
     track_non_blocking_over_blocking.unit = "ratio"

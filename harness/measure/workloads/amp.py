@@ -18,8 +18,10 @@ def check(precision: str, device: torch.device) -> None:
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose from {PRECISIONS}")
     if precision == "fp16" and device.type != "cuda":
-        raise NotApplicable("fp16 autocast with GradScaler is measured on CUDA only; "
-                            f"on {device.type} the AMP case is bf16")
+        raise NotApplicable(
+            "fp16 autocast with GradScaler is measured on CUDA only; "
+            f"on {device.type} the AMP case is bf16"
+        )
 
 
 def build(model_name: str, precision: str, device: torch.device) -> Callable[[], object]:
@@ -54,6 +56,8 @@ def build(model_name: str, precision: str, device: torch.device) -> Callable[[],
         except RuntimeError as e:
             if "primitive" not in str(e):
                 raise
-            raise NotApplicable(f"{model_name} has no {precision} training step on this CPU "
-                                f"(oneDNN: {str(e).splitlines()[0]})") from e
+            raise NotApplicable(
+                f"{model_name} has no {precision} training step on this CPU "
+                f"(oneDNN: {str(e).splitlines()[0]})"
+            ) from e
     return step

@@ -23,8 +23,10 @@ from harness.measure.workloads import NotApplicable, full_mode
 
 IMPLS = ("hand_written", "math", "flash", "efficient", "cudnn")
 BACKENDS = IMPLS[1:]
-_CUDA_ONLY = {"efficient": "the memory-efficient attention kernel",
-              "cudnn": "the cuDNN attention kernel"}
+_CUDA_ONLY = {
+    "efficient": "the memory-efficient attention kernel",
+    "cudnn": "the cuDNN attention kernel",
+}
 
 
 def sizes(full: bool | None = None) -> dict:
@@ -45,8 +47,12 @@ def hand_written(q, k, v, causal: bool):
 def _backend(name: str):
     from torch.nn.attention import SDPBackend
 
-    return {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
-            "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[name]
+    return {
+        "math": SDPBackend.MATH,
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+    }[name]
 
 
 def inputs(device: torch.device, s: dict | None = None) -> tuple:
@@ -57,18 +63,26 @@ def inputs(device: torch.device, s: dict | None = None) -> tuple:
     return tuple(torch.randn(shape, generator=gen).to(device, dtype) for _ in range(3))
 
 
-def build(impl: str, causal: bool, device: torch.device, s: dict | None = None) -> Callable[[], object]:
+def build(
+    impl: str, causal: bool, device: torch.device, s: dict | None = None
+) -> Callable[[], object]:
     """One attention call (no grad) with `impl`; NotApplicable where the backend cannot run."""
     if impl not in IMPLS:
-        raise ValueError(f"unknown attention implementation {impl!r}; choose from {', '.join(IMPLS)}")
+        raise ValueError(
+            f"unknown attention implementation {impl!r}; choose from {', '.join(IMPLS)}"
+        )
     if impl in _CUDA_ONLY and device.type != "cuda":
-        raise NotApplicable(f"SDPA backend {impl!r} is {_CUDA_ONLY[impl]}, CUDA only; this machine "
-                            f"runs on {device.type} (on CPU the fused kernel is 'flash')")
+        raise NotApplicable(
+            f"SDPA backend {impl!r} is {_CUDA_ONLY[impl]}, CUDA only; this machine "
+            f"runs on {device.type} (on CPU the fused kernel is 'flash')"
+        )
     q, k, v = inputs(device, s)
     if impl == "hand_written":
+
         def call():
             with torch.no_grad():
                 return hand_written(q, k, v, causal)
+
         return call
     from torch.nn.attention import sdpa_kernel
 
@@ -83,6 +97,10 @@ def build(impl: str, causal: bool, device: torch.device, s: dict | None = None) 
         try:
             call()
         except RuntimeError as e:
-            why = "; ".join(str(w.message).splitlines()[0] for w in caught) or str(e).splitlines()[0]
-            raise NotApplicable(f"SDPA backend {impl!r} cannot run these inputs on {device.type}: {why}") from e
+            why = (
+                "; ".join(str(w.message).splitlines()[0] for w in caught) or str(e).splitlines()[0]
+            )
+            raise NotApplicable(
+                f"SDPA backend {impl!r} cannot run these inputs on {device.type}: {why}"
+            ) from e
     return call

@@ -96,11 +96,16 @@ def eager_bytes(fn: Callable[[], object]) -> int:
 def fused_bytes(chain: Chain) -> int:
     """Traffic of one kernel for the whole region: inputs and parameters read once, outputs
     written once (shapes from an eager call)."""
-    params = list(chain.target.parameters()) + list(chain.target.buffers()) \
-        if isinstance(chain.target, nn.Module) else []
+    params = (
+        list(chain.target.parameters()) + list(chain.target.buffers())
+        if isinstance(chain.target, nn.Module)
+        else []
+    )
     with torch.no_grad():
         outputs = chain.eager()()
-    return sum(map(traffic.nbytes, [*traffic.tensors(chain.args), *params, *traffic.tensors(outputs)]))
+    return sum(
+        map(traffic.nbytes, [*traffic.tensors(chain.args), *params, *traffic.tensors(outputs)])
+    )
 
 
 def copy_reference(like: torch.Tensor) -> tuple[Callable[[], object], int]:
@@ -123,12 +128,19 @@ def measure(name: str, device: torch.device, n: int | None = None) -> dict:
         del chain, eager, fused, copy
     times = {"eager": t_eager, "fused": t_fused}
     copy_gbps = [copy_bytes / t / GB for t in t_copy]
-    out = {"numel": n or numel(), "copy_bytes": copy_bytes, "copy_gbps": copy_gbps,
-           "fused_over_eager": [f / e for f, e in zip(t_fused, t_eager)]}
+    out = {
+        "numel": n or numel(),
+        "copy_bytes": copy_bytes,
+        "copy_gbps": copy_gbps,
+        "fused_over_eager": [f / e for f, e in zip(t_fused, t_eager)],
+    }
     for mode, ts in times.items():
         gbps = [moved[mode] / t / GB for t in ts]
-        out[mode] = {"bytes": moved[mode], "gbps": gbps,
-                     "fraction": [g / c for g, c in zip(gbps, copy_gbps)]}
+        out[mode] = {
+            "bytes": moved[mode],
+            "gbps": gbps,
+            "fraction": [g / c for g, c in zip(gbps, copy_gbps)],
+        }
     return out
 
 

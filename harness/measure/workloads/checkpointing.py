@@ -47,8 +47,9 @@ def checkpoint_layers(model: nn.Module) -> nn.Module:
     return model
 
 
-def build(mode: str, device: torch.device, cfg: dict | None = None
-          ) -> tuple[Callable[[], torch.Tensor], nn.Module]:
+def build(
+    mode: str, device: torch.device, cfg: dict | None = None
+) -> tuple[Callable[[], torch.Tensor], nn.Module]:
     """(one training step: zero_grad, forward, loss, backward; the model). No optimizer: it
     is the same for both modes and would only dilute the difference."""
     from harness.core.zoo import get_model

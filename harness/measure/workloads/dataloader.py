@@ -31,7 +31,9 @@ NUM_CLASSES = 10
 def _quiet_io():
     """torchvision 0.29 deprecates its image codecs (in favour of TorchCodec) on every call."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The image decoding and encoding", category=DeprecationWarning)
+        warnings.filterwarnings(
+            "ignore", message="The image decoding and encoding", category=DeprecationWarning
+        )
         yield
 
 
@@ -43,15 +45,22 @@ class SyntheticJpegDataset(torch.utils.data.Dataset):
         gen = torch.Generator().manual_seed(seed)
         src = int(image * 1.25)
         with _quiet_io():
-            self.encoded = [encode_jpeg(torch.randint(0, 256, (3, src, src), dtype=torch.uint8, generator=gen),
-                                        quality=90) for _ in range(distinct)]
+            self.encoded = [
+                encode_jpeg(
+                    torch.randint(0, 256, (3, src, src), dtype=torch.uint8, generator=gen),
+                    quality=90,
+                )
+                for _ in range(distinct)
+            ]
         self.length = length
-        self.transform = v2.Compose([
-            v2.RandomResizedCrop(image, antialias=True),
-            v2.RandomHorizontalFlip(),
-            v2.ToDtype(torch.float32, scale=True),
-            v2.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
-        ])
+        self.transform = v2.Compose(
+            [
+                v2.RandomResizedCrop(image, antialias=True),
+                v2.RandomHorizontalFlip(),
+                v2.ToDtype(torch.float32, scale=True),
+                v2.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+            ]
+        )
 
     def __len__(self):
         return self.length
@@ -70,10 +79,14 @@ class EpochStats:
     efficiency: list[float]
 
 
-def check(num_workers: int, pin_memory: bool, persistent_workers: bool, device: torch.device) -> None:
+def check(
+    num_workers: int, pin_memory: bool, persistent_workers: bool, device: torch.device
+) -> None:
     if pin_memory and device.type != "cuda":
-        raise NotApplicable("pin_memory needs CUDA (pinned host memory only speeds up copies to a GPU); "
-                            f"this machine runs on {device.type}")
+        raise NotApplicable(
+            "pin_memory needs CUDA (pinned host memory only speeds up copies to a GPU); "
+            f"this machine runs on {device.type}"
+        )
     if persistent_workers and num_workers == 0:
         raise NotApplicable("persistent_workers needs num_workers > 0")
 
@@ -83,14 +96,25 @@ def sizes(full: bool | None = None) -> dict:
     return core_sizes.dataloader(full_mode() if full is None else full)
 
 
-def build_loader(num_workers: int, pin_memory: bool, batch_size: int, persistent_workers: bool,
-                 device: torch.device):
+def build_loader(
+    num_workers: int,
+    pin_memory: bool,
+    batch_size: int,
+    persistent_workers: bool,
+    device: torch.device,
+):
     check(num_workers, pin_memory, persistent_workers, device)
     s = sizes()
     ds = SyntheticJpegDataset(s["length"], s["image"])
-    return torch.utils.data.DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
-                                       pin_memory=pin_memory, persistent_workers=persistent_workers,
-                                       shuffle=False, drop_last=False)
+    return torch.utils.data.DataLoader(
+        ds,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        persistent_workers=persistent_workers,
+        shuffle=False,
+        drop_last=False,
+    )
 
 
 def build_step(device: torch.device):
@@ -129,13 +153,21 @@ def epoch(loader, step, device: torch.device) -> tuple[int, float]:
     return n, computing
 
 
-def run_epochs(loader, step, device: torch.device, epochs: int | None = None, warmup_epochs: int = 1) -> EpochStats:
+def run_epochs(
+    loader, step, device: torch.device, epochs: int | None = None, warmup_epochs: int = 1
+) -> EpochStats:
     """`warmup_epochs` (>= 1) + `epochs` passes, each epoch one sample of harness.measure.timing."""
     from harness.measure import timing
 
     epochs = sizes()["epochs"] if epochs is None else epochs
-    times, returned = timing.measure_returning(lambda: epoch(loader, step, device), device,
-                                               warmup=max(warmup_epochs, 1), samples=epochs,
-                                               budget_s=float("inf"))
-    return EpochStats([n / t for t, (n, _) in zip(times, returned)],
-                      [min(c / t, 1.0) for t, (_, c) in zip(times, returned)])
+    times, returned = timing.measure_returning(
+        lambda: epoch(loader, step, device),
+        device,
+        warmup=max(warmup_epochs, 1),
+        samples=epochs,
+        budget_s=float("inf"),
+    )
+    return EpochStats(
+        [n / t for t, (n, _) in zip(times, returned)],
+        [min(c / t, 1.0) for t, (_, c) in zip(times, returned)],
+    )

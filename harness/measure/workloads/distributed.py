@@ -57,10 +57,24 @@ from harness.core.env import default_device_name
 SECTIONS = ("scaling", "all_reduce", "bucket_cap", "bucket_view", "no_sync", "data_parallel")
 DEFAULT_BUCKET_CAP_MB = 25  # DDP's default
 SIZES = {  # the MLP and the timing rounds per mode
-    "fast": {"batch": 16, "features": 256, "hidden": 768, "layers": 3, "classes": 10,
-             "rounds": 12, "warmup": 2},  # 1.4 M parameters: 5.6 MB of gradients
-    "full": {"batch": 64, "features": 1024, "hidden": 2048, "layers": 4, "classes": 100,
-             "rounds": 40, "warmup": 3},
+    "fast": {
+        "batch": 16,
+        "features": 256,
+        "hidden": 768,
+        "layers": 3,
+        "classes": 10,
+        "rounds": 12,
+        "warmup": 2,
+    },  # 1.4 M parameters: 5.6 MB of gradients
+    "full": {
+        "batch": 64,
+        "features": 1024,
+        "hidden": 2048,
+        "layers": 4,
+        "classes": 100,
+        "rounds": 40,
+        "warmup": 3,
+    },
 }
 LAUNCH_TIMEOUT_S = {"fast": 300, "full": 1800}
 TIMEOUT_ENV = settings.DISTRIBUTED_TIMEOUT_S.name  # overrides LAUNCH_TIMEOUT_S (a slow machine)
@@ -70,9 +84,9 @@ TIMEOUT_ENV = settings.DISTRIBUTED_TIMEOUT_S.name  # overrides LAUNCH_TIMEOUT_S 
 class Plan:
     """Everything a worker needs to know, passed as JSON on its command line."""
 
-    device: str = "cpu"                      # "cpu" or "cuda" (rank r uses cuda:r)
-    threads: int = 1                         # torch CPU threads per worker
-    batch: int = 16                          # per worker, per (micro-)step
+    device: str = "cpu"  # "cpu" or "cuda" (rank r uses cuda:r)
+    threads: int = 1  # torch CPU threads per worker
+    batch: int = 16  # per worker, per (micro-)step
     features: int = 256
     hidden: int = 768
     layers: int = 3
@@ -83,26 +97,39 @@ class Plan:
     micro_batches: list = dataclasses.field(default_factory=lambda: [4])
     sections: list = dataclasses.field(default_factory=lambda: list(SECTIONS))
     seed: int = 0
-    collective_timeout_s: float = 300.0      # a stuck collective raises in the worker after this
+    collective_timeout_s: float = 300.0  # a stuck collective raises in the worker after this
 
     @property
     def backend(self) -> str:
         return "nccl" if self.device == "cuda" else "gloo"
 
-    def check(self) -> "Plan":
+    def check(self) -> Plan:
         unknown = [s for s in self.sections if s not in SECTIONS]
         if unknown:
             raise ValueError(f"unknown distributed section(s) {unknown}; choose from {SECTIONS}")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"distributed device must be 'cpu' or 'cuda', got {self.device!r}")
-        for name in ("threads", "batch", "features", "hidden", "layers", "classes", "rounds", "warmup"):
+        for name in (
+            "threads",
+            "batch",
+            "features",
+            "hidden",
+            "layers",
+            "classes",
+            "rounds",
+            "warmup",
+        ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"distributed plan: {name} must be a whole number >= 1, "
-                                 f"got {getattr(self, name)!r}")
+                raise ValueError(
+                    f"distributed plan: {name} must be a whole number >= 1, "
+                    f"got {getattr(self, name)!r}"
+                )
         if any(not (isinstance(c, (int, float)) and c > 0) for c in self.bucket_caps_mb):
             raise ValueError(f"bucket_cap_mb values must be > 0, got {self.bucket_caps_mb}")
         if any(not isinstance(k, int) or k < 2 for k in self.micro_batches):
-            raise ValueError(f"micro-batch counts must be whole numbers >= 2, got {self.micro_batches}")
+            raise ValueError(
+                f"micro-batch counts must be whole numbers >= 2, got {self.micro_batches}"
+            )
         return self
 
 
@@ -125,7 +152,9 @@ def world_sizes() -> list[int]:
     CUDA one process per GPU (full mode also every power of two below the GPU count)."""
     if torch.cuda.is_available() and default_device_name().startswith("cuda"):
         n = torch.cuda.device_count()
-        sizes = {n} | ({2 ** k for k in range(1, n.bit_length()) if 2 ** k < n} if settings.FULL.get() else set())
+        sizes = {n} | (
+            {2**k for k in range(1, n.bit_length()) if 2**k < n} if settings.FULL.get() else set()
+        )
         return sorted(sizes)
     cores = os.cpu_count() or 2
     return sorted({2} | ({cores} if settings.FULL.get() and cores > 2 else set()))
@@ -148,7 +177,9 @@ def launch_timeout_s() -> float:
     if seconds is None:
         return float(LAUNCH_TIMEOUT_S[mode()])
     if not (seconds > 0 and math.isfinite(seconds)):
-        raise BadInput(f"${TIMEOUT_ENV} must be a positive number of seconds, got {settings.DISTRIBUTED_TIMEOUT_S.raw()!r}")
+        raise BadInput(
+            f"${TIMEOUT_ENV} must be a positive number of seconds, got {settings.DISTRIBUTED_TIMEOUT_S.raw()!r}"
+        )
     return seconds
 
 
@@ -156,9 +187,14 @@ def plan_for(world_size: int) -> Plan:
     from harness.measure.threads import run_threads
 
     sizes = SIZES[mode()]
-    return Plan(device=device_type(), threads=max(1, run_threads() // world_size),
-                bucket_caps_mb=bucket_caps_mb(), micro_batches=micro_batch_counts(),
-                collective_timeout_s=launch_timeout_s(), **sizes).check()
+    return Plan(
+        device=device_type(),
+        threads=max(1, run_threads() // world_size),
+        bucket_caps_mb=bucket_caps_mb(),
+        micro_batches=micro_batch_counts(),
+        collective_timeout_s=launch_timeout_s(),
+        **sizes,
+    ).check()
 
 
 def measure(world_size: int, plan: Plan | None = None, *, timeout_s: float | None = None) -> dict:
@@ -168,19 +204,27 @@ def measure(world_size: int, plan: Plan | None = None, *, timeout_s: float | Non
     from harness.measure import torchrun
 
     if not isinstance(world_size, int) or world_size < 1:
-        raise BadInput(f"distributed benchmark: world size must be a whole number >= 1, got {world_size!r}")
+        raise BadInput(
+            f"distributed benchmark: world size must be a whole number >= 1, got {world_size!r}"
+        )
     plan = plan or plan_for(world_size)
     try:
         plan.check()
     except ValueError as exc:
         raise BadInput(f"distributed benchmark: {exc}") from None
     if plan.device == "cuda" and world_size > torch.cuda.device_count():
-        raise BadInput(f"distributed benchmark: world size {world_size} needs one GPU per process; "
-                       f"this machine has {torch.cuda.device_count()}")
+        raise BadInput(
+            f"distributed benchmark: world size {world_size} needs one GPU per process; "
+            f"this machine has {torch.cuda.device_count()}"
+        )
     timeout_s = timeout_s or launch_timeout_s()
-    return torchrun.launch(__name__, ["--plan", json.dumps(dataclasses.asdict(plan))],
-                           nproc=world_size, timeout_s=timeout_s,
-                           what=f"distributed benchmark (world size {world_size}, {plan.backend})")
+    return torchrun.launch(
+        __name__,
+        ["--plan", json.dumps(dataclasses.asdict(plan))],
+        nproc=world_size,
+        timeout_s=timeout_s,
+        what=f"distributed benchmark (world size {world_size}, {plan.backend})",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,7 +249,9 @@ class _Worker:
 
     def __init__(self, plan: Plan, rank: int, world: int, local_rank: int, control):
         self.plan, self.rank, self.world, self.control = plan, rank, world, control
-        self.dev = torch.device("cuda", local_rank) if plan.device == "cuda" else torch.device("cpu")
+        self.dev = (
+            torch.device("cuda", local_rank) if plan.device == "cuda" else torch.device("cpu")
+        )
         gen = torch.Generator().manual_seed(plan.seed + 1 + rank)  # each rank its own data
         self.batches = [self.batch(gen) for _ in range(max([1, *plan.micro_batches]))]
 
@@ -235,15 +281,18 @@ class _Worker:
             opt.step()
             if self.dev.type == "cuda":
                 torch.cuda.synchronize(self.dev)
+
         return run
 
     def side(self, work, rank0_only: bool = False):
         """One side of a pair: `work` (on rank 0 alone if `rank0_only`, the others waiting),
         then a barrier of all ranks, so that every round starts together everywhere."""
+
         def run():
             if self.rank == 0 or not rank0_only:
                 work()
             torch.distributed.barrier(group=self.control)
+
         return run
 
     def paired(self, work, base, *, rank0_only: tuple[bool, bool] = (False, False)):
@@ -257,19 +306,30 @@ class _Worker:
         from harness.measure import timing
 
         times: tuple[list, list] = ([], [])
-        sides = [self.side(_timed(fn, into), only) for fn, into, only in zip((work, base), times, rank0_only)]
-        timing.measure_paired(*sides, self.dev, warmup=self.plan.warmup, samples=self.plan.rounds,
-                              budget_s=math.inf, clock="wall")
-        kept = [t[-self.plan.rounds:] for t in times]  # the timed rounds, not the warm-up
+        sides = [
+            self.side(_timed(fn, into), only)
+            for fn, into, only in zip((work, base), times, rank0_only)
+        ]
+        timing.measure_paired(
+            *sides,
+            self.dev,
+            warmup=self.plan.warmup,
+            samples=self.plan.rounds,
+            budget_s=math.inf,
+            clock="wall",
+        )
+        kept = [t[-self.plan.rounds :] for t in times]  # the timed rounds, not the warm-up
         return [a / b for a, b in zip(*kept) if b > 0], kept[0], kept[1]
 
 
 def _timed(fn, into: list):
     """`fn`, appending its own wall time to `into`."""
+
     def run():
         t0 = time.perf_counter()
         fn()
         into.append(time.perf_counter() - t0)
+
     return run
 
 
@@ -287,37 +347,57 @@ def run_sections(plan: Plan, w: _Worker) -> dict:
         started = time.perf_counter()
         if name == "scaling":
             single = _mlp(plan, w.dev)  # the same model, not wrapped: no communication at all
-            ratios, ddp_s, single_s = w.paired(w.work(base), w.work(single), rank0_only=(False, True))
+            ratios, ddp_s, single_s = w.paired(
+                w.work(base), w.work(single), rank0_only=(False, True)
+            )
             out[name] = {"ratios": ratios, "ddp_step_s": ddp_s, "single_step_s": single_s}
         elif name == "all_reduce":
             tensor = torch.ones(n_params, dtype=torch.float32, device=w.dev)
 
-            def all_reduce():
+            def all_reduce(tensor=tensor):
                 torch.distributed.all_reduce(tensor)
                 if w.dev.type == "cuda":
                     torch.cuda.synchronize(w.dev)
-            seconds = timing.measure(all_reduce, w.dev, warmup=plan.warmup, samples=plan.rounds,
-                                     budget_s=math.inf)
+
+            seconds = timing.measure(
+                all_reduce, w.dev, warmup=plan.warmup, samples=plan.rounds, budget_s=math.inf
+            )
             nbytes = tensor.numel() * tensor.element_size()
-            out[name] = {"bytes": nbytes, "seconds": seconds,
-                         "bytes_per_s": [nbytes / s for s in seconds if s > 0]}
+            out[name] = {
+                "bytes": nbytes,
+                "seconds": seconds,
+                "bytes_per_s": [nbytes / s for s in seconds if s > 0],
+            }
         elif name == "bucket_cap":
-            out[name] = {str(cap): w.paired(w.work(w.ddp(bucket_cap_mb=cap)), w.work(base))[0]
-                         for cap in plan.bucket_caps_mb}
+            out[name] = {
+                str(cap): w.paired(w.work(w.ddp(bucket_cap_mb=cap)), w.work(base))[0]
+                for cap in plan.bucket_caps_mb
+            }
         elif name == "bucket_view":
             out[name] = w.paired(w.work(w.ddp(gradient_as_bucket_view=True)), w.work(base))[0]
         elif name == "no_sync":
-            out[name] = {str(k): w.paired(w.work(base, micro=k, sync_every=False),
-                                          w.work(base, micro=k, sync_every=True))[0]
-                         for k in plan.micro_batches}
+            out[name] = {
+                str(k): w.paired(
+                    w.work(base, micro=k, sync_every=False), w.work(base, micro=k, sync_every=True)
+                )[0]
+                for k in plan.micro_batches
+            }
         elif name == "data_parallel":
             out[name] = _data_parallel(plan, w, base)
         spent[name] = round(time.perf_counter() - started, 2)
-    out["meta"] = {"world_size": w.world, "backend": plan.backend, "device": plan.device,
-                   "threads_per_worker": torch.get_num_threads(), "parameters": n_params,
-                   "gradient_bytes": n_params * 4, "rounds": plan.rounds, "torch": torch.__version__,
-                   "measure_s": round(time.perf_counter() - t0, 2), "section_s": spent,
-                   "plan": dataclasses.asdict(plan)}
+    out["meta"] = {
+        "world_size": w.world,
+        "backend": plan.backend,
+        "device": plan.device,
+        "threads_per_worker": torch.get_num_threads(),
+        "parameters": n_params,
+        "gradient_bytes": n_params * 4,
+        "rounds": plan.rounds,
+        "torch": torch.__version__,
+        "measure_s": round(time.perf_counter() - t0, 2),
+        "section_s": spent,
+        "plan": dataclasses.asdict(plan),
+    }
     return out
 
 
@@ -327,8 +407,10 @@ def data_parallel_unavailable(device: str, world: int) -> str | None:
         return f"DataParallel vs DDP needs 2 or more CUDA GPUs; this machine runs on {device}"
     gpus = torch.cuda.device_count()
     if gpus < 2 or world < 2:
-        return (f"DataParallel vs DDP needs 2 or more CUDA GPUs (one DDP process per GPU); "
-                f"this machine has {gpus}, world size {world}")
+        return (
+            f"DataParallel vs DDP needs 2 or more CUDA GPUs (one DDP process per GPU); "
+            f"this machine has {gpus}, world size {world}"
+        )
     return None
 
 
@@ -339,8 +421,9 @@ def _data_parallel(plan: Plan, w: _Worker, ddp) -> dict:
     gen = torch.Generator().manual_seed(plan.seed + 100)
     batch = w.batch(gen, scale=w.world)  # the global batch of all DDP ranks, split by DataParallel
     if w.rank == 0:  # one process drives every GPU; the other ranks only wait at the barrier
-        dp_work = w.work(torch.nn.DataParallel(_mlp(plan, w.dev), device_ids=list(range(w.world))),
-                         batch=batch)
+        dp_work = w.work(
+            torch.nn.DataParallel(_mlp(plan, w.dev), device_ids=list(range(w.world))), batch=batch
+        )
     else:
         dp_work = None
     return {"ratios": w.paired(dp_work, w.work(ddp), rank0_only=(True, False))[0]}
@@ -351,7 +434,9 @@ def worker_main(argv: list[str] | None = None) -> int:
     from harness.measure.torchrun import die_with_parent
 
     die_with_parent()  # torchrun's agent killed (asv timeout, our own timeout): go too
-    parser = argparse.ArgumentParser(description="one rank of the distributed benchmark (run by torchrun)")
+    parser = argparse.ArgumentParser(
+        description="one rank of the distributed benchmark (run by torchrun)"
+    )
     parser.add_argument("--plan", required=True, help="the Plan as JSON")
     parser.add_argument("--out", required=True, help="where rank 0 writes the result JSON")
     args = parser.parse_args(argv)
@@ -362,7 +447,9 @@ def worker_main(argv: list[str] | None = None) -> int:
     if plan.device == "cuda":
         torch.cuda.set_device(local_rank)
     dist = torch.distributed
-    dist.init_process_group(plan.backend, timeout=datetime.timedelta(seconds=plan.collective_timeout_s))
+    dist.init_process_group(
+        plan.backend, timeout=datetime.timedelta(seconds=plan.collective_timeout_s)
+    )
     try:
         control = dist.new_group(backend="gloo") if plan.backend != "gloo" else dist.group.WORLD
         result = run_sections(plan, _Worker(plan, rank, world, local_rank, control))

@@ -71,6 +71,7 @@ def build(name: str, device: torch.device) -> FusionCase:
             def call():
                 with torch.no_grad():
                     return mod(x)
+
             return call
 
         return FusionCase(name, device, make_call, block, (x,))
@@ -85,6 +86,7 @@ def build(name: str, device: torch.device) -> FusionCase:
                 loss = loss_fn(logits, targets)
                 loss.backward()
                 return loss
+
             return call
 
         return FusionCase(name, device, make_call, nn.CrossEntropyLoss(), (logits, targets))
@@ -104,6 +106,7 @@ def build(name: str, device: torch.device) -> FusionCase:
             loss.backward()
             opt.step()
             return loss
+
         return step
 
     return FusionCase(name, device, make_call, model, inputs)

@@ -26,7 +26,9 @@ import torch
 @dataclasses.dataclass(frozen=True)
 class InstructionWorkload:
     name: str
-    build: Callable[[Path], Callable[[], object]]  # in the counting process; reads what prepare wrote
+    build: Callable[
+        [Path], Callable[[], object]
+    ]  # in the counting process; reads what prepare wrote
     prepare: Callable[[Path], None] | None = None  # natively, before the counting process starts
     calls: int = 5  # counted calls per memory layout (the row: their total / calls, averaged)
     warmup: int = 10  # uninstrumented calls before them
@@ -46,8 +48,11 @@ def _model_state(name: str, mode: str) -> Callable[[Path], None]:
 
         spec = get_model(name)
         model = spec.build("small").train(mode == "training")
-        torch.save({"model": model, "inputs": spec.inputs("small"), "targets": spec.targets("small")},
-                   folder / f"{name}.pt")
+        torch.save(
+            {"model": model, "inputs": spec.inputs("small"), "targets": spec.targets("small")},
+            folder / f"{name}.pt",
+        )
+
     return prepare
 
 
@@ -63,7 +68,9 @@ def _inference(name: str) -> Callable[[Path], Callable[[], object]]:
         def call():
             with torch.inference_mode():
                 return model(*inputs)
+
         return call
+
     return build
 
 
@@ -82,7 +89,9 @@ def _training_step(name: str) -> Callable[[Path], Callable[[], object]]:
             loss.backward()
             opt.step()
             return loss
+
         return step
+
     return build
 
 
@@ -122,6 +131,7 @@ def _optimizer_step(impl: str) -> Callable[[Path], Callable[[], object]]:
 
         step, _ = optimizers.build("Adam", impl, torch.device("cpu"))
         return step
+
     return build
 
 
@@ -135,35 +145,87 @@ def _collate(folder: Path):
 
     side = dataloader.sizes(full=False)["image"]
     gen = torch.Generator().manual_seed(0)
-    batch = [(torch.randn(3, side, side, generator=gen), i % dataloader.NUM_CLASSES)
-             for i in range(COLLATE_BATCH)]
+    batch = [
+        (torch.randn(3, side, side, generator=gen), i % dataloader.NUM_CLASSES)
+        for i in range(COLLATE_BATCH)
+    ]
     return lambda: default_collate(batch)
 
 
 _DYNAMO = ("torch._dynamo",)
 _VISION = ("torch._dynamo", "torchvision")  # torchvision imports dynamo itself
 
-WORKLOADS = {w.name: w for w in (
-    InstructionWorkload("mlp_training_step", _training_step("mlp"), _model_state("mlp", "training"),
-                        imports=_DYNAMO, cost=3.5),
-    # two thirds of its instructions are Python's: its count moves most with the layout
-    InstructionWorkload("mlp_inference", _inference("mlp"), _model_state("mlp", "inference"),
-                        layouts=(6, 12), cost=1.5),
-    InstructionWorkload("word_lm_inference", _inference("word_lm"), _model_state("word_lm", "inference"),
-                        cost=3),
-    InstructionWorkload("resnet18_inference", _inference("resnet18"), _model_state("resnet18", "inference"),
-                        calls=1, warmup=1, layouts=(1, 2), imports=_VISION, cost=12),
-    InstructionWorkload("alexnet_inference", _inference("alexnet"), _model_state("alexnet", "inference"),
-                        calls=1, warmup=1, layouts=(1, 2), imports=_VISION, cost=14),
-    InstructionWorkload("pointwise_chain_eager", _chain_eager, layouts=(1, 2), cost=1.7),
-    InstructionWorkload("pointwise_chain_compiled", _chain_compiled, _warm_compile, layouts=(1, 2),
-                        imports=_DYNAMO, cost=37),
-    InstructionWorkload("adam_foreach_step", _optimizer_step("foreach"), calls=2, warmup=3,
-                        layouts=(2, 4), imports=_DYNAMO, cost=3.5),
-    InstructionWorkload("adam_fused_step", _optimizer_step("fused"), calls=2, warmup=3,
-                        layouts=(2, 4), imports=_DYNAMO, cost=2.5),
-    InstructionWorkload("dataloader_collate", _collate, layouts=(1, 2), cost=1.3),
-)}
+WORKLOADS = {
+    w.name: w
+    for w in (
+        InstructionWorkload(
+            "mlp_training_step",
+            _training_step("mlp"),
+            _model_state("mlp", "training"),
+            imports=_DYNAMO,
+            cost=3.5,
+        ),
+        # two thirds of its instructions are Python's: its count moves most with the layout
+        InstructionWorkload(
+            "mlp_inference",
+            _inference("mlp"),
+            _model_state("mlp", "inference"),
+            layouts=(6, 12),
+            cost=1.5,
+        ),
+        InstructionWorkload(
+            "word_lm_inference", _inference("word_lm"), _model_state("word_lm", "inference"), cost=3
+        ),
+        InstructionWorkload(
+            "resnet18_inference",
+            _inference("resnet18"),
+            _model_state("resnet18", "inference"),
+            calls=1,
+            warmup=1,
+            layouts=(1, 2),
+            imports=_VISION,
+            cost=12,
+        ),
+        InstructionWorkload(
+            "alexnet_inference",
+            _inference("alexnet"),
+            _model_state("alexnet", "inference"),
+            calls=1,
+            warmup=1,
+            layouts=(1, 2),
+            imports=_VISION,
+            cost=14,
+        ),
+        InstructionWorkload("pointwise_chain_eager", _chain_eager, layouts=(1, 2), cost=1.7),
+        InstructionWorkload(
+            "pointwise_chain_compiled",
+            _chain_compiled,
+            _warm_compile,
+            layouts=(1, 2),
+            imports=_DYNAMO,
+            cost=37,
+        ),
+        InstructionWorkload(
+            "adam_foreach_step",
+            _optimizer_step("foreach"),
+            calls=2,
+            warmup=3,
+            layouts=(2, 4),
+            imports=_DYNAMO,
+            cost=3.5,
+        ),
+        InstructionWorkload(
+            "adam_fused_step",
+            _optimizer_step("fused"),
+            calls=2,
+            warmup=3,
+            layouts=(2, 4),
+            imports=_DYNAMO,
+            cost=2.5,
+        ),
+        InstructionWorkload("dataloader_collate", _collate, layouts=(1, 2), cost=1.3),
+    )
+}
 
 
 def row(workload: str) -> str:

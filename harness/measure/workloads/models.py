@@ -10,12 +10,16 @@ import torch
 from harness.measure.workloads import NotApplicable, size, to_device
 
 
-def check(model_name: str, cudnn_benchmark: bool, channels_last: bool, device: torch.device) -> None:
+def check(
+    model_name: str, cudnn_benchmark: bool, channels_last: bool, device: torch.device
+) -> None:
     from harness.core.zoo import get_model
 
     spec = get_model(model_name)
     if cudnn_benchmark and device.type != "cuda":
-        raise NotApplicable(f"cudnn.benchmark only affects CUDA; this machine runs on {device.type}")
+        raise NotApplicable(
+            f"cudnn.benchmark only affects CUDA; this machine runs on {device.type}"
+        )
     if cudnn_benchmark and not spec.image_model:
         raise NotApplicable(f"cudnn.benchmark tunes convolutions; {model_name} has none")
     if channels_last and not spec.image_model:
@@ -30,8 +34,11 @@ class _Prepared:
         fmt = torch.channels_last if channels_last else torch.contiguous_format
         self.model = self.spec.build(size()).to(device, memory_format=fmt)
         self.inputs = tuple(
-            x.to(device, memory_format=fmt) if isinstance(x, torch.Tensor) and x.dim() == 4 else to_device(x, device)
-            for x in self.spec.inputs(size()))
+            x.to(device, memory_format=fmt)
+            if isinstance(x, torch.Tensor) and x.dim() == 4
+            else to_device(x, device)
+            for x in self.spec.inputs(size())
+        )
         self.targets = self.spec.targets(size()).to(device)
 
 
@@ -43,14 +50,17 @@ def with_cudnn_benchmark(fn: Callable[[], object], enabled: bool) -> Callable[[]
     """`fn` run with cudnn.benchmark set to `enabled` for each call: the flag is global and read
     per convolution call, so two such callables can alternate within one timing loop (the
     enabled side autotunes during its warm-up call and reuses the choice after)."""
+
     def call():
         torch.backends.cudnn.benchmark = enabled
         return fn()
+
     return call
 
 
-def build(model_name: str, mode: str, cudnn_benchmark: bool, channels_last: bool,
-          device: torch.device) -> Callable[[], object]:
+def build(
+    model_name: str, mode: str, cudnn_benchmark: bool, channels_last: bool, device: torch.device
+) -> Callable[[], object]:
     """`mode` "inference" (eval, inference_mode) or "training" (train, SGD step)."""
     check(model_name, cudnn_benchmark, channels_last, device)
     set_cudnn_benchmark(cudnn_benchmark)
@@ -64,6 +74,7 @@ def _callable(p: _Prepared, mode: str) -> Callable[[], object]:
         def infer():
             with torch.inference_mode():
                 return p.model(*p.inputs)
+
         return infer
     if mode == "training":
         p.model.train()
@@ -75,11 +86,14 @@ def _callable(p: _Prepared, mode: str) -> Callable[[], object]:
             loss.backward()
             opt.step()
             return loss
+
         return step
     raise ValueError(f"unknown mode {mode!r}; use 'inference' or 'training'")
 
 
-def build_compiled_pair(model_name: str, device: torch.device) -> tuple[Callable[[], object], Callable[[], object]]:
+def build_compiled_pair(
+    model_name: str, device: torch.device
+) -> tuple[Callable[[], object], Callable[[], object]]:
     """(compiled, eager) inference calls of one model with the same weights and inputs: the
     compiled one runs `torch.compile(model)` (the usual advice) and compiles on its first call."""
     import copy
@@ -91,7 +105,9 @@ def build_compiled_pair(model_name: str, device: torch.device) -> tuple[Callable
     return _callable(compiled, "inference"), _callable(eager, "inference")
 
 
-def build_and_train_once(model_name: str, channels_last: bool, device: torch.device) -> Callable[[], None]:
+def build_and_train_once(
+    model_name: str, channels_last: bool, device: torch.device
+) -> Callable[[], None]:
     """For peak memory: builds the model and inputs, runs one inference and one training step."""
     check(model_name, False, channels_last, device)
 
@@ -99,4 +115,5 @@ def build_and_train_once(model_name: str, channels_last: bool, device: torch.dev
         p = _Prepared(model_name, channels_last, device)
         _callable(p, "inference")()
         _callable(p, "training")()
+
     return run

@@ -32,14 +32,20 @@ def sizes(full: bool | None = None) -> dict:
 def many_parameter_model(device: torch.device) -> nn.Module:
     s = sizes()
     seed_everything()
-    return nn.Sequential(*[nn.Linear(s["width"], s["width"]) for _ in range(s["layers"])]).to(device)
+    return nn.Sequential(*[nn.Linear(s["width"], s["width"]) for _ in range(s["layers"])]).to(
+        device
+    )
 
 
-def build(optimizer: str, impl: str, device: torch.device) -> tuple[Callable[[], object], nn.Module]:
+def build(
+    optimizer: str, impl: str, device: torch.device
+) -> tuple[Callable[[], object], nn.Module]:
     """(one `opt.step()`, the model it updates), with seeded gradients in place."""
     if optimizer not in OPTIMIZERS or impl not in IMPLS:
-        raise ValueError(f"unknown optimizer case {optimizer!r}/{impl!r}; choose from "
-                         f"{', '.join(OPTIMIZERS)} x {', '.join(IMPLS)}")
+        raise ValueError(
+            f"unknown optimizer case {optimizer!r}/{impl!r}; choose from "
+            f"{', '.join(OPTIMIZERS)} x {', '.join(IMPLS)}"
+        )
     model = many_parameter_model(device)
     gen = torch.Generator().manual_seed(7)
     for p in model.parameters():
@@ -49,7 +55,8 @@ def build(optimizer: str, impl: str, device: torch.device) -> tuple[Callable[[],
         opt.step()  # creates the state (first step differs from the rest); also checks support
     except RuntimeError as e:
         if impl == "fused":
-            raise NotApplicable(f"fused {optimizer} does not run on {device.type} here: "
-                                f"{str(e).splitlines()[0]}") from e
+            raise NotApplicable(
+                f"fused {optimizer} does not run on {device.type} here: {str(e).splitlines()[0]}"
+            ) from e
         raise
     return opt.step, model

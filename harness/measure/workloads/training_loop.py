@@ -68,12 +68,16 @@ def eval_forward(model_name: str, mode: str, device: torch.device) -> Callable[[
     if mode not in EVAL_MODES:
         raise ValueError(f"unknown eval mode {mode!r}; choose from {EVAL_MODES}")
     p = _Prepared(model_name, device, train=False)
-    context = {"grad_enabled": torch.enable_grad, "no_grad": torch.no_grad,
-               "inference_mode": torch.inference_mode}[mode]
+    context = {
+        "grad_enabled": torch.enable_grad,
+        "no_grad": torch.no_grad,
+        "inference_mode": torch.inference_mode,
+    }[mode]
 
     def forward():
         with context():
             return p.model(*p.inputs)
+
     return forward
 
 
@@ -87,6 +91,7 @@ def training_step(model_name: str, set_to_none: bool, device: torch.device) -> C
         loss.backward()
         p.opt.step()
         return loss
+
     return step
 
 
@@ -104,15 +109,18 @@ def logged_loop(model_name: str, item_each_step: bool, device: torch.device) -> 
         return loss
 
     if item_each_step:
+
         def loop() -> float:
             total = 0.0
             for _ in range(steps):
                 total += step().item()  # a host-device sync per step on CUDA
             return total
     else:
+
         def loop() -> float:
             total = torch.zeros((), device=device)
             for _ in range(steps):
                 total += step().detach()
             return total.item()  # one sync per call
+
     return loop

@@ -27,7 +27,9 @@ def batch_shape(full: bool | None = None) -> tuple[int, ...]:
     return core_sizes.transfer_batch(full_mode() if full is None else full)
 
 
-def build(memory: str, non_blocking: bool, payload: str, device: torch.device) -> Callable[[], object]:
+def build(
+    memory: str, non_blocking: bool, payload: str, device: torch.device
+) -> Callable[[], object]:
     """One host->device copy of an image batch (plus the on-device conversion for uint8)."""
     require_cuda(device, "a host-to-device copy")
     if memory not in MEMORY:
@@ -47,16 +49,20 @@ def build(memory: str, non_blocking: bool, payload: str, device: torch.device) -
         return host.pin_memory() if pin_each_call else host
 
     if payload == "float32":
+
         def copy():
             return source().to(device, non_blocking=non_blocking)
     else:
+
         def copy():
             return source().to(device, non_blocking=non_blocking).float().div_(255)
+
     return copy
 
 
-def copy_then_compute(memory: str, non_blocking: bool, device: torch.device,
-                      batches: int = COPIES_PER_CALL) -> Callable[[], object]:
+def copy_then_compute(
+    memory: str, non_blocking: bool, device: torch.device, batches: int = COPIES_PER_CALL
+) -> Callable[[], object]:
     """`batches` float32 batches, each copied to the device and then used there (a short chain
     of ops), as in a training loop. What `non_blocking=True` buys is overlap: from pinned memory
     the copy returns at once, so the host queues the ops that follow while the copy runs; a
@@ -71,4 +77,5 @@ def copy_then_compute(memory: str, non_blocking: bool, device: torch.device,
             y = x.mul(2.0).add_(1.0).relu_().sum()
             out = y if out is None else out + y
         return out
+
     return run

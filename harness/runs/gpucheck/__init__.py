@@ -49,53 +49,138 @@ class Step:
     name: str
     budget_s: int
     proves: str
-    kind: str = "step"          # "step": a gpucheck_steps function; "command": argv below
-    argv: tuple = ()            # for "command"; {py} is the interpreter
+    kind: str = "step"  # "step": a gpucheck_steps function; "command": argv below
+    argv: tuple = ()  # for "command"; {py} is the interpreter
     expect_exit: int = 0
     cpu_expect_exit: int | None = None  # in a CPU rehearsal, when it differs
-    needs: str | None = None    # a step whose output this one reads
-    full_sizes: bool = False    # HARNESS_FULL=1: nightly model sizes (launch-bound small ones prove nothing on a GPU)
+    needs: str | None = None  # a step whose output this one reads
+    full_sizes: bool = False  # HARNESS_FULL=1: nightly model sizes (launch-bound small ones prove nothing on a GPU)
     stdout_to: str | None = None
 
 
 PLAN = (
-    Step("env", 10, "the runner's fingerprint (torch, CUDA, cuDNN, driver, GPU) is recorded in env.json",
-         "command", ("{py}", "-m", "harness.runs.worker", "fingerprint"), stdout_to="env.json"),
-    Step("require-gpu", 10, "`python -m harness.gate --require-gpu` passes (exit 0) on this runner; "
-         "a CPU machine gets exit 4", "command", ("{py}", "-m", "harness.gate", "--require-gpu"),
-         cpu_expect_exit=exits.NO_GPU),
-    Step("timing", 15, "CUDA-event samples (timing.measure) agree with wall clock + synchronise within "
-         "10% on a long known kernel (8192^3 float32 matmul)"),
-    Step("paired", 15, "timing.measure_paired's window on the GPU (the gate's paired rows: CUDA events per "
-         "call, host round starts, one sample per quarter second): a 2048^2 matmul over itself reads 1 "
-         "and two over one read 2 within 5%, one sample per block, the 4 s window not overrun by half"),
-    Step("warmup", 20, "the warm-up call absorbs torch.compile: the first call compiles, no timed sample "
-         "holds a compile (dynamo's graph count is unchanged during samples, every sample < 10% of the first call)"),
-    Step("kernels", 35, "x.cos().cos() launches exactly 2 kernels eager and 1 compiled (profiler); "
-         "the other fusion workloads' counts are recorded"),
-    Step("asv-spawn", 80, "asv runs the GPU selection and the canary with --launch-method spawn: CUDA works "
-         "in spawned benchmark processes (kernel counts come back), results and fingerprint saved"),
-    Step("gate-aa", 35, "a second GPU run of the A/A set (counters, per-call timings): `gate A B` exits 0",
-         needs="asv-spawn"),
-    Step("gate-canary", 20, f"the canary with {settings.CANARY_EXTRA.name}=1 (one more op): `gate A C` exits 1 "
-         "with track_ops a REGRESSION", needs="asv-spawn"),
-    Step("report", 15, "`harness report` of run A writes report.md, PNGs and the sanity bands "
-         "(ratios vs published ranges)", needs="asv-spawn"),
-    Step("transfer", 15, "host-to-device copies timed apart: pageable, already pinned, pin-then-copy; "
-         "non_blocking; uint8-then-convert vs float32 (nightly batch 64x3x224x224)", full_sizes=True),
-    Step("amp", 20, "fp16 + GradScaler and bf16 training steps vs fp32 for AlexNet and the LSTM "
-         "(nightly sizes); AMP/fp32 ratios against the AMP recipe's 2-3x", full_sizes=True),
-    Step("conv", 25, "cudnn.benchmark and channels_last on/off for AlexNet and ResNet-18, inference "
-         "and training (nightly sizes); channels_last against the tutorial's 8-35%", full_sizes=True),
-    Step("dataloader", 20, "DataLoader pin_memory off vs on (2 workers, JPEG pipeline, AlexNet steps): "
-         "samples/s and compute efficiency"),
-    Step("goldens", 55, "every zoo model under every front end captured and run on the GPU, checked "
-         "against eager on the GPU and diffed against the CPU printout of the same torch; differing "
-         "printouts become candidate variants; committed goldens of another torch are 'not compared'"),
-    Step("goldens-plugin", 20, f"the pytest plugin on CUDA ({settings.GOLDEN_DEVICE.name}=cuda) passes against "
-         "this runner's goldens, using the cuda/ variants where the printouts differ (model gru)",
-         "command", ("{py}", "-m", "pytest", "{plugin}", "-q", "-p", "no:cacheprovider",
-                     "suites/test_graphs.py", "-k", "gru"), needs="goldens"),
+    Step(
+        "env",
+        10,
+        "the runner's fingerprint (torch, CUDA, cuDNN, driver, GPU) is recorded in env.json",
+        "command",
+        ("{py}", "-m", "harness.runs.worker", "fingerprint"),
+        stdout_to="env.json",
+    ),
+    Step(
+        "require-gpu",
+        10,
+        "`python -m harness.gate --require-gpu` passes (exit 0) on this runner; "
+        "a CPU machine gets exit 4",
+        "command",
+        ("{py}", "-m", "harness.gate", "--require-gpu"),
+        cpu_expect_exit=exits.NO_GPU,
+    ),
+    Step(
+        "timing",
+        15,
+        "CUDA-event samples (timing.measure) agree with wall clock + synchronise within "
+        "10% on a long known kernel (8192^3 float32 matmul)",
+    ),
+    Step(
+        "paired",
+        15,
+        "timing.measure_paired's window on the GPU (the gate's paired rows: CUDA events per "
+        "call, host round starts, one sample per quarter second): a 2048^2 matmul over itself reads 1 "
+        "and two over one read 2 within 5%, one sample per block, the 4 s window not overrun by half",
+    ),
+    Step(
+        "warmup",
+        20,
+        "the warm-up call absorbs torch.compile: the first call compiles, no timed sample "
+        "holds a compile (dynamo's graph count is unchanged during samples, every sample < 10% of the first call)",
+    ),
+    Step(
+        "kernels",
+        35,
+        "x.cos().cos() launches exactly 2 kernels eager and 1 compiled (profiler); "
+        "the other fusion workloads' counts are recorded",
+    ),
+    Step(
+        "asv-spawn",
+        80,
+        "asv runs the GPU selection and the canary with --launch-method spawn: CUDA works "
+        "in spawned benchmark processes (kernel counts come back), results and fingerprint saved",
+    ),
+    Step(
+        "gate-aa",
+        35,
+        "a second GPU run of the A/A set (counters, per-call timings): `gate A B` exits 0",
+        needs="asv-spawn",
+    ),
+    Step(
+        "gate-canary",
+        20,
+        f"the canary with {settings.CANARY_EXTRA.name}=1 (one more op): `gate A C` exits 1 "
+        "with track_ops a REGRESSION",
+        needs="asv-spawn",
+    ),
+    Step(
+        "report",
+        15,
+        "`harness report` of run A writes report.md, PNGs and the sanity bands "
+        "(ratios vs published ranges)",
+        needs="asv-spawn",
+    ),
+    Step(
+        "transfer",
+        15,
+        "host-to-device copies timed apart: pageable, already pinned, pin-then-copy; "
+        "non_blocking; uint8-then-convert vs float32 (nightly batch 64x3x224x224)",
+        full_sizes=True,
+    ),
+    Step(
+        "amp",
+        20,
+        "fp16 + GradScaler and bf16 training steps vs fp32 for AlexNet and the LSTM "
+        "(nightly sizes); AMP/fp32 ratios against the AMP recipe's 2-3x",
+        full_sizes=True,
+    ),
+    Step(
+        "conv",
+        25,
+        "cudnn.benchmark and channels_last on/off for AlexNet and ResNet-18, inference "
+        "and training (nightly sizes); channels_last against the tutorial's 8-35%",
+        full_sizes=True,
+    ),
+    Step(
+        "dataloader",
+        20,
+        "DataLoader pin_memory off vs on (2 workers, JPEG pipeline, AlexNet steps): "
+        "samples/s and compute efficiency",
+    ),
+    Step(
+        "goldens",
+        55,
+        "every zoo model under every front end captured and run on the GPU, checked "
+        "against eager on the GPU and diffed against the CPU printout of the same torch; differing "
+        "printouts become candidate variants; committed goldens of another torch are 'not compared'",
+    ),
+    Step(
+        "goldens-plugin",
+        20,
+        f"the pytest plugin on CUDA ({settings.GOLDEN_DEVICE.name}=cuda) passes against "
+        "this runner's goldens, using the cuda/ variants where the printouts differ (model gru)",
+        "command",
+        (
+            "{py}",
+            "-m",
+            "pytest",
+            "{plugin}",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "suites/test_graphs.py",
+            "-k",
+            "gru",
+        ),
+        needs="goldens",
+    ),
 )
 
 
@@ -130,22 +215,34 @@ def selected(only: list[str] | None) -> list[Step]:
 
 
 def dry_run_text(rehearsal: bool = False, deadline: float = DEADLINE_S) -> str:
-    lines = ["harness gpu-check: the GPU proof kit (dry run: nothing is run)", "",
-             "0. wheels (budget 60 s, with --wheels DIR): pip install --no-index --no-deps --target T; "
-             "asv, asv_runner and expecttest import from T; PYTHONPATH and ASV_PYTHONPATH name the "
-             "checkout and T", ""]
+    lines = [
+        "harness gpu-check: the GPU proof kit (dry run: nothing is run)",
+        "",
+        "0. wheels (budget 60 s, with --wheels DIR): pip install --no-index --no-deps --target T; "
+        "asv, asv_runner and expecttest import from T; PYTHONPATH and ASV_PYTHONPATH name the "
+        "checkout and T",
+        "",
+    ]
     for i, step in enumerate(PLAN, 1):
-        lines.append(f"{i}. {step.name} (budget {step.budget_s} s"
-                     + (f", after {step.needs}" if step.needs else "") + ")")
+        lines.append(
+            f"{i}. {step.name} (budget {step.budget_s} s"
+            + (f", after {step.needs}" if step.needs else "")
+            + ")"
+        )
         lines.append(f"   proves: {step.proves}")
         argv = command(step, Path("OUT"), Path("OUT/work"), "cpu" if rehearsal else "cuda")
-        lines.append(f"   runs:   {shlex.join(['python3' if a == sys.executable else a for a in argv])}")
+        lines.append(
+            f"   runs:   {shlex.join(['python3' if a == sys.executable else a for a in argv])}"
+        )
     total = sum(s.budget_s for s in PLAN)
-    lines += ["", f"Budgets add up to {total} s, {total + WHEELS_BUDGET_S} s with the wheels (each an upper "
-              f"bound; ~6 min expected on one GPU), inside the deadline of {deadline:.0f} s for the whole "
-              "run: a step still running then is killed, later steps are reported 'not run', so the kit "
-              "ends within 8 minutes.",
-              "exit 0: every step passed or recorded its figures; 1: a step failed, was killed or could not run."]
+    lines += [
+        "",
+        f"Budgets add up to {total} s, {total + WHEELS_BUDGET_S} s with the wheels (each an upper "
+        f"bound; ~6 min expected on one GPU), inside the deadline of {deadline:.0f} s for the whole "
+        "run: a step still running then is killed, later steps are reported 'not run', so the kit "
+        "ends within 8 minutes.",
+        "exit 0: every step passed or recorded its figures; 1: a step failed, was killed or could not run.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -155,7 +252,9 @@ def _plugin_args() -> list[str]:
     from importlib.metadata import entry_points
 
     try:
-        registered = any(ep.value == "harness.golden.plugin" for ep in entry_points(group="pytest11"))
+        registered = any(
+            ep.value == "harness.golden.plugin" for ep in entry_points(group="pytest11")
+        )
     except Exception:
         registered = False
     return [] if registered else ["-p", "harness.golden.plugin"]
@@ -163,8 +262,19 @@ def _plugin_args() -> list[str]:
 
 def command(step: Step, out: Path, work: Path, device: str) -> list[str]:
     if step.kind == "step":
-        return [sys.executable, "-m", "harness.runs.worker", "gpu-check-step", step.name, "--out", str(out),
-                "--work", str(work), "--device", device]
+        return [
+            sys.executable,
+            "-m",
+            "harness.runs.worker",
+            "gpu-check-step",
+            step.name,
+            "--out",
+            str(out),
+            "--work",
+            str(work),
+            "--device",
+            device,
+        ]
     argv = []
     for a in step.argv:
         if a == "{plugin}":
@@ -188,6 +298,7 @@ def step_environment(step: Step, env: dict, work: Path, device: str) -> dict:
 
 # ---- one step, inside its own process ----
 
+
 def run_step(name: str, out: str, work: str, device: str) -> int:
     """One step, in the process harness.runs.worker started for it."""
     from harness.core.files import write_json_atomic
@@ -205,10 +316,11 @@ def run_step(name: str, out: str, work: str, device: str) -> int:
 
 # ---- the orchestrator ----
 
+
 @dataclasses.dataclass
 class StepRun:
     name: str
-    status: str       # pass, recorded, fail, killed, not run, n/a
+    status: str  # pass, recorded, fail, killed, not run, n/a
     budget_s: float
     wall_s: float = 0.0
     exit: int | None = None
@@ -221,14 +333,22 @@ class StepRun:
 OK_STATUSES = ("pass", "recorded")
 
 
-def run_process(argv: list[str], budget_s: float, env: dict, cwd: Path, log, stdout=None) -> tuple[int | None, float]:
+def run_process(
+    argv: list[str], budget_s: float, env: dict, cwd: Path, log, stdout=None
+) -> tuple[int | None, float]:
     """Run argv in a session of its own, output into `log` (stdout into `stdout` when given); end
     that session (harness.core.processes) when it outlives its budget. Returns (exit code, or None
     when killed; seconds)."""
     t0 = time.perf_counter()
     log.flush()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout or log,
-                            stderr=log if stdout else subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=stdout or log,
+        stderr=log if stdout else subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         code = proc.wait(timeout=max(budget_s, 1))
     except subprocess.TimeoutExpired:
@@ -237,8 +357,9 @@ def run_process(argv: list[str], budget_s: float, env: dict, cwd: Path, log, std
     return code, time.perf_counter() - t0
 
 
-def judge(step: Step, code: int | None, result: dict | None, rehearsal: bool,
-          budget: float | None = None) -> tuple[str, str]:
+def judge(
+    step: Step, code: int | None, result: dict | None, rehearsal: bool, budget: float | None = None
+) -> tuple[str, str]:
     """A step's status from its exit code and the result its process wrote."""
     if code is None:
         return "killed", f"over its budget of {budget or step.budget_s:.0f} s: killed"
@@ -249,7 +370,9 @@ def judge(step: Step, code: int | None, result: dict | None, rehearsal: bool,
         if status == "not run":
             return "not run", detail
         return status, detail
-    want = step.cpu_expect_exit if rehearsal and step.cpu_expect_exit is not None else step.expect_exit
+    want = (
+        step.cpu_expect_exit if rehearsal and step.cpu_expect_exit is not None else step.expect_exit
+    )
     if code == want:
         return "pass", f"exit {code} as expected"
     return "fail", f"exit {code}, expected {want}"
@@ -258,7 +381,9 @@ def judge(step: Step, code: int | None, result: dict | None, rehearsal: bool,
 def orchestrate(args, root: Path, plan: list[Step] | None = None) -> int:
     from harness.runs.gpucheck import wheels
 
-    steps = plan if plan is not None else selected(args.only)  # bad names fail before anything is written
+    steps = (
+        plan if plan is not None else selected(args.only)
+    )  # bad names fail before anything is written
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     from harness.core.files import check_own_folder, mark_own_folder
 
@@ -273,32 +398,70 @@ def orchestrate(args, root: Path, plan: list[Step] | None = None) -> int:
     runs: list[StepRun] = []
     log_path = out / "gpu-check.log"
     with open(log_path, "a", buffering=1) as log:
+
         def say(text: str) -> None:
             print(text, flush=True)
             log.write(text + "\n")
 
-        say(f"harness gpu-check {stamp}: device {device}, out {out}, deadline {args.deadline:.0f} s")
+        say(
+            f"harness gpu-check {stamp}: device {device}, out {out}, deadline {args.deadline:.0f} s"
+        )
         env = wheels.child_environment(root, target)
         if args.wheels:
             runs.append(_install(args.wheels, target, env, say, log))
         done: dict[str, str] = {}
         for step in steps:
             if runs and runs[0].name == "wheels" and runs[0].status not in OK_STATUSES:
-                runs.append(StepRun(step.name, "not run", step.budget_s, detail="the wheels did not install",
-                                    proves=step.proves))
+                runs.append(
+                    StepRun(
+                        step.name,
+                        "not run",
+                        step.budget_s,
+                        detail="the wheels did not install",
+                        proves=step.proves,
+                    )
+                )
                 continue
             left = args.deadline - (time.perf_counter() - t_start)
             if left < 5:
-                runs.append(StepRun(step.name, "not run", step.budget_s, proves=step.proves,
-                                    detail=f"deadline of {args.deadline:.0f} s reached"))
+                runs.append(
+                    StepRun(
+                        step.name,
+                        "not run",
+                        step.budget_s,
+                        proves=step.proves,
+                        detail=f"deadline of {args.deadline:.0f} s reached",
+                    )
+                )
                 continue
-            if step.needs and done.get(step.needs) not in OK_STATUSES and any(s.name == step.needs for s in steps):
-                runs.append(StepRun(step.name, "not run", step.budget_s, proves=step.proves,
-                                    detail=f"needs step {step.needs}, which {done.get(step.needs, 'did not run')}"))
+            if (
+                step.needs
+                and done.get(step.needs) not in OK_STATUSES
+                and any(s.name == step.needs for s in steps)
+            ):
+                runs.append(
+                    StepRun(
+                        step.name,
+                        "not run",
+                        step.budget_s,
+                        proves=step.proves,
+                        detail=f"needs step {step.needs}, which {done.get(step.needs, 'did not run')}",
+                    )
+                )
                 done[step.name] = "not run"
                 continue
-            run_ = _run_step(step, min(step.budget_s * args.budget_scale, left), out, work, device, env, root, say, log,
-                             args.cpu_rehearsal)
+            run_ = _run_step(
+                step,
+                min(step.budget_s * args.budget_scale, left),
+                out,
+                work,
+                device,
+                env,
+                root,
+                say,
+                log,
+                args.cpu_rehearsal,
+            )
             runs.append(run_)
             done[step.name] = run_.status
         wall = time.perf_counter() - t_start
@@ -316,16 +479,26 @@ def _install(wheel_dir: str, target: Path, env: dict, say, log) -> StepRun:
     from harness.runs.gpucheck import wheels
 
     t0 = time.perf_counter()
-    run_ = StepRun("wheels", "pass", WHEELS_BUDGET_S, proves="the runner's missing packages install offline into a "
-                   "private folder and import (asv, asv_runner, expecttest)")
+    run_ = StepRun(
+        "wheels",
+        "pass",
+        WHEELS_BUDGET_S,
+        proves="the runner's missing packages install offline into a "
+        "private folder and import (asv, asv_runner, expecttest)",
+    )
     try:
         target.mkdir(parents=True, exist_ok=True)
         wheels.install(Path(wheel_dir), target, say)
-        code, _ = run_process(wheels.import_check_command(sys.executable), WHEELS_BUDGET_S, env, Path.cwd(), log)
+        code, _ = run_process(
+            wheels.import_check_command(sys.executable), WHEELS_BUDGET_S, env, Path.cwd(), log
+        )
         if code != 0:
             raise RuntimeError(f"import check failed (exit {code}); see the log")
         run_.detail = f"installed into {target}"
-        run_.figures = {"target": str(target), "wheels": sorted(p.name for p in Path(wheel_dir).glob("*.whl"))}
+        run_.figures = {
+            "target": str(target),
+            "wheels": sorted(p.name for p in Path(wheel_dir).glob("*.whl")),
+        }
     except RuntimeError as exc:
         run_.status, run_.detail = "fail", str(exc)
     run_.wall_s = round(time.perf_counter() - t0, 1)
@@ -333,8 +506,18 @@ def _install(wheel_dir: str, target: Path, env: dict, say, log) -> StepRun:
     return run_
 
 
-def _run_step(step: Step, budget: float, out: Path, work: Path, device: str, env: dict, root: Path,
-              say, log, rehearsal: bool) -> StepRun:
+def _run_step(
+    step: Step,
+    budget: float,
+    out: Path,
+    work: Path,
+    device: str,
+    env: dict,
+    root: Path,
+    say,
+    log,
+    rehearsal: bool,
+) -> StepRun:
     argv = command(step, out, work, device)
     say(f"\n[{step.name}] budget {budget:.0f} s: {step.proves}\n$ {shlex.join(argv)}")
     result_file = out / "steps" / f"{step.name}.json"
@@ -350,22 +533,40 @@ def _run_step(step: Step, budget: float, out: Path, work: Path, device: str, env
     if code not in (None, 0) and result is not None and status in OK_STATUSES:
         status, detail = "fail", f"exit {code} after reporting {status}: {detail}"
     say(f"[{step.name}] {status}: {detail} ({wall:.1f} s)")
-    return StepRun(step.name, status, step.budget_s, round(wall, 1), code, detail,
-                   (result or {}).get("figures", {}), step.proves, shlex.join(argv))
+    return StepRun(
+        step.name,
+        status,
+        step.budget_s,
+        round(wall, 1),
+        code,
+        detail,
+        (result or {}).get("figures", {}),
+        step.proves,
+        shlex.join(argv),
+    )
 
 
-def build_summary(runs: list[StepRun], out: Path, device: str, wall: float, args, stamp: str, root: Path) -> dict:
+def build_summary(
+    runs: list[StepRun], out: Path, device: str, wall: float, args, stamp: str, root: Path
+) -> dict:
     failed = [r.name for r in runs if r.status not in OK_STATUSES]
     env_file = out / "env.json"
     try:
         runner = json.loads(env_file.read_text()) if env_file.is_file() else None
     except ValueError:
         runner = None
-    return {"started": stamp, "device": device, "cpu_rehearsal": bool(args.cpu_rehearsal),
-            "wall_s": round(wall, 1), "deadline_s": args.deadline,
-            "exit": exits.REGRESSION if failed else exits.PASS, "failed_steps": failed,
-            "runner": runner, "bands": band_figures(runs, device),
-            "steps": [dataclasses.asdict(r) for r in runs]}
+    return {
+        "started": stamp,
+        "device": device,
+        "cpu_rehearsal": bool(args.cpu_rehearsal),
+        "wall_s": round(wall, 1),
+        "deadline_s": args.deadline,
+        "exit": exits.REGRESSION if failed else exits.PASS,
+        "failed_steps": failed,
+        "runner": runner,
+        "bands": band_figures(runs, device),
+        "steps": [dataclasses.asdict(r) for r in runs],
+    }
 
 
 def band_figures(runs: list[StepRun], device: str) -> list[dict]:
@@ -377,7 +578,9 @@ def band_figures(runs: list[StepRun], device: str) -> list[dict]:
 
     def add(key, case, value):
         if value is not None:
-            out.append({"key": key, "case": case, "value": value, **bands.judge_figure(key, value, device)})
+            out.append(
+                {"key": key, "case": case, "value": value, **bands.judge_figure(key, value, device)}
+            )
 
     for case, value in (by.get("amp", {}).get("ratios") or {}).items():
         add("amp", case, value)
@@ -385,8 +588,11 @@ def band_figures(runs: list[StepRun], device: str) -> list[dict]:
         if "channels_last" in case:
             add("channels_last", case, value)
     transfer = by.get("transfer", {}).get("ratios") or {}
-    add("pin_then_copy", "float32, non_blocking pin-then-copy / blocking pageable",
-        transfer.get("pin_then_copy_over_pageable"))
+    add(
+        "pin_then_copy",
+        "float32, non_blocking pin-then-copy / blocking pageable",
+        transfer.get("pin_then_copy_over_pageable"),
+    )
     return out
 
 
@@ -401,14 +607,18 @@ def list_wheels(args) -> int:
     from harness.runs.gpucheck import wheels
 
     found = wheels.list_wheels(args.python_version)
-    print(f"wheels a bare runner (Python {args.python_version}, {args.platform}) needs beyond "
-          f"{', '.join(wheels.RUNNER_HAS)}:")
+    print(
+        f"wheels a bare runner (Python {args.python_version}, {args.platform}) needs beyond "
+        f"{', '.join(wheels.RUNNER_HAS)}:"
+    )
     for w in found:
         print("  " + w.describe(args.python_version, args.platform))
     missing = [w.name for w in found if w.version is None]
     if missing:
-        print(f"warning: {', '.join(missing)} not installed in {sys.executable}: their versions and needs are "
-              "unknown here; run this with the harness venv (.venv/bin/python .ci/gpu-check --list-wheels ...)")
+        print(
+            f"warning: {', '.join(missing)} not installed in {sys.executable}: their versions and needs are "
+            "unknown here; run this with the harness venv (.venv/bin/python .ci/gpu-check --list-wheels ...)"
+        )
     dest = args.download or ".gpu-check/wheels-cp" + args.python_version.replace(".", "")
     cmd = wheels.download_command(found, args.python_version, args.platform, dest)
     print("\nfetch them (where pip reaches PyPI):\n  " + shlex.join(cmd))
@@ -419,6 +629,8 @@ def list_wheels(args) -> int:
         if code:
             print(f"harness gpu-check: pip download failed (exit {code})", file=sys.stderr)
             return exits.RUNNER_FAILED
-        print(f"downloaded into {args.download}: "
-              + ", ".join(sorted(p.name for p in Path(args.download).glob("*.whl"))))
+        print(
+            f"downloaded into {args.download}: "
+            + ", ".join(sorted(p.name for p in Path(args.download).glob("*.whl")))
+        )
     return exits.PASS

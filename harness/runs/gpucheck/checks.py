@@ -63,7 +63,7 @@ def known_kernel(device, n: int):
     a = torch.randn(n, n, generator=gen).to(device)
     b = torch.randn(n, n, generator=gen).to(device)
     c = torch.empty(n, n, device=device)
-    return (lambda: torch.mm(a, b, out=c)), 2.0 * n ** 3
+    return (lambda: torch.mm(a, b, out=c)), 2.0 * n**3
 
 
 def check_timing(device, n: int | None = None) -> dict:
@@ -73,20 +73,29 @@ def check_timing(device, n: int | None = None) -> dict:
     cuda = device.type == "cuda"
     n = n or (8192 if cuda else 256)
     fn, flops = known_kernel(device, n)
-    events = timing.measure(fn, device, warmup=SAMPLING["warmup"], samples=SAMPLING["samples"],
-                            budget_s=2.0)
+    events = timing.measure(
+        fn, device, warmup=SAMPLING["warmup"], samples=SAMPLING["samples"], budget_s=2.0
+    )
     wall = wall_clock_samples(fn, device, warmup=1, samples=len(events))
     diff = relative_difference(events, wall)
     ok = diff <= EVENTS_VS_WALL_TOLERANCE
     # On a CPU both clocks are perf_counter: nothing about CUDA events is proven, so no pass mark.
     status = ("pass" if ok else "fail") if cuda else "recorded"
-    figures = {"kernel": f"mm {n}x{n} float32", "samples": len(events),
-               "timer": "cuda events" if cuda else "perf_counter (CPU: CUDA events not exercised)",
-               "timer_median_s": statistics.median(events), "wall_median_s": statistics.median(wall),
-               "relative_difference": round(diff, 4), "tolerance": EVENTS_VS_WALL_TOLERANCE,
-               "tflops": round(flops / statistics.median(events) / 1e12, 2)}
-    return _result(status, figures,
-                   f"timer and wall clock differ by {diff:.1%} (limit {EVENTS_VS_WALL_TOLERANCE:.0%})")
+    figures = {
+        "kernel": f"mm {n}x{n} float32",
+        "samples": len(events),
+        "timer": "cuda events" if cuda else "perf_counter (CPU: CUDA events not exercised)",
+        "timer_median_s": statistics.median(events),
+        "wall_median_s": statistics.median(wall),
+        "relative_difference": round(diff, 4),
+        "tolerance": EVENTS_VS_WALL_TOLERANCE,
+        "tflops": round(flops / statistics.median(events) / 1e12, 2),
+    }
+    return _result(
+        status,
+        figures,
+        f"timer and wall clock differ by {diff:.1%} (limit {EVENTS_VS_WALL_TOLERANCE:.0%})",
+    )
 
 
 def expected_samples(window_s: float, block_s: float) -> int:
@@ -96,8 +105,9 @@ def expected_samples(window_s: float, block_s: float) -> int:
     return timing.quiet_count(int(window_s / block_s))
 
 
-def judge_paired(same: list[float], double: list[float], seconds: float, window_s: float,
-                 block_s: float) -> tuple[bool, str]:
+def judge_paired(
+    same: list[float], double: list[float], seconds: float, window_s: float, block_s: float
+) -> tuple[bool, str]:
     """The pass mark of check_paired, apart so that it is tested without a GPU."""
     if not same or not double:
         return False, "no paired samples"
@@ -112,7 +122,8 @@ def judge_paired(same: list[float], double: list[float], seconds: float, window_
     if seconds > (1.0 + PAIRED_OVERRUN) * window_s:
         problems.append(f"a {window_s:g} s window took {seconds:.1f} s")
     return not problems, "; ".join(problems) or (
-        f"1 kernel / itself {m_same:.3f}, 2 kernels / 1 {m_double:.3f}, {len(same)} samples in {seconds:.1f} s")
+        f"1 kernel / itself {m_same:.3f}, 2 kernels / 1 {m_double:.3f}, {len(same)} samples in {seconds:.1f} s"
+    )
 
 
 def check_paired(device, n: int | None = None) -> dict:
@@ -140,15 +151,22 @@ def check_paired(device, n: int | None = None) -> dict:
     double = timing.measure_paired(twice, fn, device)
     ok, detail = judge_paired(same, double, seconds, window, timing.BLOCK_S)
     status = ("pass" if ok else "fail") if cuda else "recorded"
-    figures = {"kernel": f"mm {n}x{n} float32", "window_s": window, "block_s": timing.BLOCK_S,
-               "samples": len(same), "seconds": round(seconds, 2),
-               "same_over_same_median": round(statistics.median(same), 4),
-               "double_over_single_median": round(statistics.median(double), 4),
-               "timer": "cuda events" if cuda else "CPU loop (CUDA events not exercised)"}
+    figures = {
+        "kernel": f"mm {n}x{n} float32",
+        "window_s": window,
+        "block_s": timing.BLOCK_S,
+        "samples": len(same),
+        "seconds": round(seconds, 2),
+        "same_over_same_median": round(statistics.median(same), 4),
+        "double_over_single_median": round(statistics.median(double), 4),
+        "timer": "cuda events" if cuda else "CPU loop (CUDA events not exercised)",
+    }
     return _result(status, figures, detail)
 
 
-def compile_kept_out(first_call_s: float, samples: list[float], compiles_during_samples: int) -> bool:
+def compile_kept_out(
+    first_call_s: float, samples: list[float], compiles_during_samples: int
+) -> bool:
     return compiles_during_samples == 0 and max(samples) < COMPILE_SHARE_LIMIT * first_call_s
 
 
@@ -186,21 +204,31 @@ def check_warmup(device, backend: str = "inductor") -> dict:
     during = graphs() - state["graphs"]
     torch._dynamo.reset()
     ok = state["graphs"] >= 1 and compile_kept_out(state["first_s"], samples, during)
-    figures = {"backend": backend, "first_call_s": round(state["first_s"], 4),
-               "max_sample_s": max(samples), "median_sample_s": statistics.median(samples),
-               "graphs_compiled_in_warmup": state["graphs"], "graphs_compiled_during_samples": during,
-               "samples": len(samples)}
-    return _result("pass" if ok else "fail", figures,
-                   f"warm-up call {state['first_s']:.3g} s (compiles {state['graphs']} graph(s)); "
-                   f"slowest sample {max(samples):.3g} s; {during} compile(s) during samples")
+    figures = {
+        "backend": backend,
+        "first_call_s": round(state["first_s"], 4),
+        "max_sample_s": max(samples),
+        "median_sample_s": statistics.median(samples),
+        "graphs_compiled_in_warmup": state["graphs"],
+        "graphs_compiled_during_samples": during,
+        "samples": len(samples),
+    }
+    return _result(
+        "pass" if ok else "fail",
+        figures,
+        f"warm-up call {state['first_s']:.3g} s (compiles {state['graphs']} graph(s)); "
+        f"slowest sample {max(samples):.3g} s; {during} compile(s) during samples",
+    )
 
 
 def judge_kernels(counts: dict[str, dict[str, int]]) -> tuple[bool, str]:
     """pointwise_chain must launch exactly 2 kernels eager and 1 compiled; others are recorded."""
     got = counts.get("pointwise_chain", {})
     ok = all(got.get(mode) == want for mode, want in POINTWISE_KERNELS.items())
-    return ok, (f"x.cos().cos(): {got.get('eager')} kernels eager, {got.get('compiled')} compiled "
-                f"(want {POINTWISE_KERNELS['eager']} and {POINTWISE_KERNELS['compiled']})")
+    return ok, (
+        f"x.cos().cos(): {got.get('eager')} kernels eager, {got.get('compiled')} compiled "
+        f"(want {POINTWISE_KERNELS['eager']} and {POINTWISE_KERNELS['compiled']})"
+    )
 
 
 def check_kernels(device) -> dict:
@@ -214,8 +242,10 @@ def check_kernels(device) -> dict:
     counts: dict[str, dict[str, int]] = {}
     for name in fusion.WORKLOADS:
         case = fusion.build(name, device)
-        counts[name] = {"eager": timing.kernels_per_call(case.eager(), device),
-                        "compiled": timing.kernels_per_call(case.compiled(), device)}
+        counts[name] = {
+            "eager": timing.kernels_per_call(case.eager(), device),
+            "compiled": timing.kernels_per_call(case.compiled(), device),
+        }
         torch._dynamo.reset()
     ok, detail = judge_kernels(counts)
     return _result("pass" if ok else "fail", {"kernels_per_call": counts}, detail)
@@ -243,14 +273,25 @@ def check_transfer(device) -> dict:
     def r(a, b):
         return round(times[a] / times[b], 4)
 
-    ratios = {"pinned_over_pageable": r("pinned/non_blocking=True/float32", "pageable/non_blocking=False/float32"),
-              "pin_then_copy_over_pageable": r("pin_then_copy/non_blocking=True/float32",
-                                               "pageable/non_blocking=False/float32"),
-              "non_blocking_over_blocking_pinned": r("pinned/non_blocking=True/float32",
-                                                     "pinned/non_blocking=False/float32"),
-              "uint8_over_float32_pinned": r("pinned/non_blocking=True/uint8", "pinned/non_blocking=True/float32")}
-    return _result("recorded", {"batch": list(transfer.batch_shape()), "median_s": times, "ratios": ratios},
-                   "copy times per host memory, non_blocking and payload; ratios are time ratios")
+    ratios = {
+        "pinned_over_pageable": r(
+            "pinned/non_blocking=True/float32", "pageable/non_blocking=False/float32"
+        ),
+        "pin_then_copy_over_pageable": r(
+            "pin_then_copy/non_blocking=True/float32", "pageable/non_blocking=False/float32"
+        ),
+        "non_blocking_over_blocking_pinned": r(
+            "pinned/non_blocking=True/float32", "pinned/non_blocking=False/float32"
+        ),
+        "uint8_over_float32_pinned": r(
+            "pinned/non_blocking=True/uint8", "pinned/non_blocking=True/float32"
+        ),
+    }
+    return _result(
+        "recorded",
+        {"batch": list(transfer.batch_shape()), "median_s": times, "ratios": ratios},
+        "copy times per host memory, non_blocking and payload; ratios are time ratios",
+    )
 
 
 def check_amp(device) -> dict:
@@ -266,10 +307,18 @@ def check_amp(device) -> dict:
             except NotApplicable as exc:
                 skipped[f"{model}/{precision}"] = str(exc)
         times[model] = per
-        ratios.update({f"{model}/{p}_over_fp32": round(per[p] / per["fp32"], 4)
-                       for p in ("bf16", "fp16") if p in per and "fp32" in per})
-    return _result("recorded", {"size": size(), "median_s": times, "ratios": ratios, "not_applicable": skipped},
-                   "AMP step time over fp32 step time (lower is better)")
+        ratios.update(
+            {
+                f"{model}/{p}_over_fp32": round(per[p] / per["fp32"], 4)
+                for p in ("bf16", "fp16")
+                if p in per and "fp32" in per
+            }
+        )
+    return _result(
+        "recorded",
+        {"size": size(), "median_s": times, "ratios": ratios, "not_applicable": skipped},
+        "AMP step time over fp32 step time (lower is better)",
+    )
 
 
 CONV_MODELS = ("alexnet", "resnet18")
@@ -287,7 +336,9 @@ def check_conv(device) -> dict:
                     for cl in (False, True):
                         key = f"{model}/{mode}/cudnn_benchmark={bench}/channels_last={cl}"
                         try:
-                            times[key] = _median_time(models.build(model, mode, bench, cl, device), device)
+                            times[key] = _median_time(
+                                models.build(model, mode, bench, cl, device), device
+                            )
                         except NotApplicable as exc:
                             skipped[key] = str(exc)
     finally:
@@ -297,13 +348,20 @@ def check_conv(device) -> dict:
         if key.endswith("channels_last=True"):
             base = times.get(key.replace("channels_last=True", "channels_last=False"))
             if base:
-                ratios[key.replace("/channels_last=True", "") + ": channels_last_over_contiguous"] = round(t / base, 4)
+                ratios[
+                    key.replace("/channels_last=True", "") + ": channels_last_over_contiguous"
+                ] = round(t / base, 4)
         if "cudnn_benchmark=True" in key and key.endswith("channels_last=False"):
             base = times.get(key.replace("cudnn_benchmark=True", "cudnn_benchmark=False"))
             if base:
-                ratios[key.replace("/cudnn_benchmark=True", "") + ": benchmark_over_default"] = round(t / base, 4)
-    return _result("recorded", {"size": size(), "median_s": times, "ratios": ratios, "not_applicable": skipped},
-                   "time ratios: channels_last over contiguous, cudnn.benchmark on over off")
+                ratios[key.replace("/cudnn_benchmark=True", "") + ": benchmark_over_default"] = (
+                    round(t / base, 4)
+                )
+    return _result(
+        "recorded",
+        {"size": size(), "median_s": times, "ratios": ratios, "not_applicable": skipped},
+        "time ratios: channels_last over contiguous, cudnn.benchmark on over off",
+    )
 
 
 def check_dataloader(device, num_workers: int = 2) -> dict:
@@ -319,16 +377,38 @@ def check_dataloader(device, num_workers: int = 2) -> dict:
             skipped[f"pin_memory={pin}"] = str(exc)
             continue
         stats = dataloader.run_epochs(loader, step, device)
-        figures[f"pin_memory={pin}"] = {"samples_per_s": statistics.median(stats.samples_per_s),
-                                        "efficiency": statistics.median(stats.efficiency)}
+        figures[f"pin_memory={pin}"] = {
+            "samples_per_s": statistics.median(stats.samples_per_s),
+            "efficiency": statistics.median(stats.efficiency),
+        }
         del loader
     ratio = None
     if len(figures) == 2:
-        ratio = round(figures["pin_memory=True"]["samples_per_s"] / figures["pin_memory=False"]["samples_per_s"], 4)
-    return _result("recorded", {"num_workers": num_workers, "batch_size": 16, "runs": figures,
-                                "pinned_over_pageable_samples_per_s": ratio, "not_applicable": skipped},
-                   "samples/s with pin_memory on over off (higher is better)")
+        ratio = round(
+            figures["pin_memory=True"]["samples_per_s"]
+            / figures["pin_memory=False"]["samples_per_s"],
+            4,
+        )
+    return _result(
+        "recorded",
+        {
+            "num_workers": num_workers,
+            "batch_size": 16,
+            "runs": figures,
+            "pinned_over_pageable_samples_per_s": ratio,
+            "not_applicable": skipped,
+        },
+        "samples/s with pin_memory on over off (higher is better)",
+    )
 
 
-CHECKS = {"timing": check_timing, "paired": check_paired, "warmup": check_warmup, "kernels": check_kernels,
-          "transfer": check_transfer, "amp": check_amp, "conv": check_conv, "dataloader": check_dataloader}
+CHECKS = {
+    "timing": check_timing,
+    "paired": check_paired,
+    "warmup": check_warmup,
+    "kernels": check_kernels,
+    "transfer": check_transfer,
+    "amp": check_amp,
+    "conv": check_conv,
+    "dataloader": check_dataloader,
+}

@@ -22,18 +22,27 @@ from harness.core import settings
 # exact counters and timings with per-call samples; the report set adds the ratios that the
 # report plots and holds against published figures. Run A = A/A + report + canary, run B = A/A,
 # run C = canary with one extra op.
-AA_SET = (r"^fusion\.KernelLaunchesPerCall\.track_kernels_per_call\('pointwise_chain'",
-          r"^fusion\.PointwiseChain\.track_(eager|compiled)_time$",
-          r"^transfer\.HostToDeviceCopy\.track_copy_time\('pinned', True, 'float32'\)")
-REPORT_SET = (r"^fusion\.PointwiseChain\.track_compiled_over_eager$",
-              r"^transfer\.HostToDeviceCopy\.track_copy_time\('(pageable|pin_then_copy)', True, 'float32'\)",
-              r"^transfer\.PinnedOverPageable\.track_pinned_over_pageable\(True, 'float32'\)",
-              r"^amp\.AutocastOverFp32\.track_autocast_over_fp32\('alexnet'",
-              r"^models\.Inference\.track_inference_time\('alexnet', False")
+AA_SET = (
+    r"^fusion\.KernelLaunchesPerCall\.track_kernels_per_call\('pointwise_chain'",
+    r"^fusion\.PointwiseChain\.track_(eager|compiled)_time$",
+    r"^transfer\.HostToDeviceCopy\.track_copy_time\('pinned', True, 'float32'\)",
+)
+REPORT_SET = (
+    r"^fusion\.PointwiseChain\.track_compiled_over_eager$",
+    r"^transfer\.HostToDeviceCopy\.track_copy_time\('(pageable|pin_then_copy)', True, 'float32'\)",
+    r"^transfer\.PinnedOverPageable\.track_pinned_over_pageable\(True, 'float32'\)",
+    r"^amp\.AutocastOverFp32\.track_autocast_over_fp32\('alexnet'",
+    r"^models\.Inference\.track_inference_time\('alexnet', False",
+)
 CANARY_SET = (r"^canary\.",)
-RUNS = {"A": {"modules": ["fusion", "transfer", "amp", "models", "canary"], "benches": AA_SET + REPORT_SET + CANARY_SET},
-        "B": {"modules": ["fusion", "transfer"], "benches": AA_SET},
-        "C": {"modules": ["canary"], "benches": CANARY_SET, "env": {settings.CANARY_EXTRA.name: "1"}}}
+RUNS = {
+    "A": {
+        "modules": ["fusion", "transfer", "amp", "models", "canary"],
+        "benches": AA_SET + REPORT_SET + CANARY_SET,
+    },
+    "B": {"modules": ["fusion", "transfer"], "benches": AA_SET},
+    "C": {"modules": ["canary"], "benches": CANARY_SET, "env": {settings.CANARY_EXTRA.name: "1"}},
+}
 # Launch method under test: a forked CUDA context is unusable, so GPU runs must spawn.
 LAUNCH = "spawn"
 
@@ -44,19 +53,22 @@ def _result(status: str, figures: dict, detail: str) -> dict:
 
 # ---- measuring checks (harness.runs.gpucheck.checks) ----
 
+
 def measuring(name: str):
     def step(ctx) -> dict:
-        from harness.runs.gpucheck import checks as gpucheck
         from harness.measure.workloads import NotApplicable
+        from harness.runs.gpucheck import checks as gpucheck
 
         try:
             return gpucheck.CHECKS[name](ctx.device_obj())
         except NotApplicable as exc:
             return _result("n/a", {}, str(exc))
+
     return step
 
 
 # ---- asv runs: spawn, A/A, canary ----
+
 
 def _commit(ctx) -> tuple[Path, str, str]:
     """(repo, commit, note): the checkout's HEAD; a copied checkout without .git gets a scratch
@@ -70,11 +82,25 @@ def _commit(ctx) -> tuple[Path, str, str]:
         repo = ctx.work / "scratch-repo"
         if not (repo / ".git").is_dir():
             repo.mkdir(parents=True, exist_ok=True)
-            git = ["git", "-C", str(repo), "-c", "user.name=gpu-check", "-c", "user.email=gpu-check@localhost"]
+            git = [
+                "git",
+                "-C",
+                str(repo),
+                "-c",
+                "user.name=gpu-check",
+                "-c",
+                "user.email=gpu-check@localhost",
+            ]
             subprocess.run(git[:3] + ["init", "-q"], check=True)
-            subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", "gpu-check scratch"], check=True)
-        sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True).stdout.strip()
+            subprocess.run(
+                git + ["commit", "-q", "--allow-empty", "-m", "gpu-check scratch"], check=True
+            )
+        sha = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         return repo, sha, f"scratch repository ({exc})"
 
 
@@ -85,9 +111,9 @@ def run_dir(ctx, run: str) -> Path:
 def asv_run(ctx, run: str) -> dict:
     """One `asv run` of a selection with the spawn launch method into work/run<X>/asv, with the
     environment fingerprint where the gate looks for it."""
+    from harness.core import records
     from harness.core.env import fingerprint, machine_name
     from harness.core.files import write_json_atomic
-    from harness.core import records
     from harness.runs import asv
     from harness.verdict.results import result_files
 
@@ -115,15 +141,30 @@ def asv_run(ctx, run: str) -> dict:
         rc = subprocess.run(cmd, cwd=ctx.root, env=env).returncode
     wall = time.perf_counter() - t0
     fp = fingerprint()
-    fp.update(machine_name=machine, commit=sha, launch_method=LAUNCH, asv_wall_s=round(wall, 1),
-              mode="fast", quick=False, suites=spec["modules"])
+    fp.update(
+        machine_name=machine,
+        commit=sha,
+        launch_method=LAUNCH,
+        asv_wall_s=round(wall, 1),
+        mode="fast",
+        quick=False,
+        suites=spec["modules"],
+    )
     # laid out as a run record (run.json, fingerprint.json, asv/), where the gate looks for it
     write_json_atomic(root / records.FINGERPRINT, fp)
-    write_json_atomic(root / records.RUN_JSON, {"run_id": root.name, "machine": machine, "commit": sha,
-                                                "label": f"gpu-check-{run}"})
+    write_json_atomic(
+        root / records.RUN_JSON,
+        {"run_id": root.name, "machine": machine, "commit": sha, "label": f"gpu-check-{run}"},
+    )
     files = result_files(results / machine)
-    return {"exit": rc, "result": str(files[-1]) if files else None, "wall_s": round(wall, 1),
-            "machine": machine, "commit": sha, "commit_source": note}
+    return {
+        "exit": rc,
+        "result": str(files[-1]) if files else None,
+        "wall_s": round(wall, 1),
+        "machine": machine,
+        "commit": sha,
+        "commit_source": note,
+    }
 
 
 def _loaded(path: str):
@@ -143,16 +184,20 @@ def step_asv_spawn(ctx) -> dict:
         return _result("fail", figures, f"asv saved no result (exit {ran['exit']})")
     rs = _loaded(ran["result"])
     measured = {n: e.value for n, e in rs.entries.items() if not e.skipped and not e.failed}
-    figures.update(cases_measured=len(measured), cases_failed=failures(rs),
-                   cuda_in_benchmarks=cuda_available())
+    figures.update(
+        cases_measured=len(measured), cases_failed=failures(rs), cuda_in_benchmarks=cuda_available()
+    )
     kernels = {n: v for n, v in measured.items() if "kernels_per_call" in n}
     figures["kernels_per_call_under_asv"] = kernels
     _collect_run(ctx, ran, "asv-A")
     ok = ran["exit"] == 0 and not failures(rs) and len(measured) > 0
     if ctx.device == "cuda":
         ok = ok and len(kernels) == 2  # both counts ran: CUDA worked inside spawned processes
-    return _result("pass" if ok else "fail", figures,
-                   f"{len(measured)} cases measured, {len(failures(rs))} failed, asv exit {ran['exit']}")
+    return _result(
+        "pass" if ok else "fail",
+        figures,
+        f"{len(measured)} cases measured, {len(failures(rs))} failed, asv exit {ran['exit']}",
+    )
 
 
 def _collect_run(ctx, ran: dict, label: str) -> None:
@@ -175,7 +220,12 @@ def _gate(ctx, base: str, head: str, only: list[str], markdown: Path) -> dict:
     write_atomic(markdown, outcome.render("markdown"))
     print(outcome.render("text"), flush=True)
     rows = {r.name: {"verdict": r.verdict, "ratio": r.ratio, "note": r.note} for r in outcome.rows}
-    return {"exit": outcome.code, "rows": rows, "summary": outcome.summary(), "message": outcome.message}
+    return {
+        "exit": outcome.code,
+        "rows": rows,
+        "summary": outcome.summary(),
+        "message": outcome.message,
+    }
 
 
 def _run_a(ctx) -> str | None:
@@ -192,7 +242,11 @@ def _against_run_a(ctx, run: str) -> tuple[str | None, dict, dict | None]:
         return None, {}, _result("not run", {}, "needs run A (step asv-spawn)")
     ran = asv_run(ctx, run)
     if ran["result"] is None:
-        return base, ran, _result("fail", ran, f"asv saved no result for run {run} (exit {ran['exit']})")
+        return (
+            base,
+            ran,
+            _result("fail", ran, f"asv saved no result for run {run} (exit {ran['exit']})"),
+        )
     return base, ran, None
 
 
@@ -205,8 +259,11 @@ def step_gate_aa(ctx) -> dict:
     only = sorted(n for n, e in head.entries.items() if not e.skipped)
     gate = _gate(ctx, base, ran["result"], only, ctx.out / "gate-aa.md")
     ok = gate["exit"] == 0
-    return _result("pass" if ok else "fail", {"run_b": ran, "gate": gate},
-                   f"gate A/A exit {gate['exit']} (want 0): {gate['summary']}")
+    return _result(
+        "pass" if ok else "fail",
+        {"run_b": ran, "gate": gate},
+        f"gate A/A exit {gate['exit']} (want 0): {gate['summary']}",
+    )
 
 
 def step_gate_canary(ctx) -> dict:
@@ -215,12 +272,19 @@ def step_gate_canary(ctx) -> dict:
     base, ran, stop = _against_run_a(ctx, "C")
     if stop:
         return stop
-    only = ["canary.Canary.track_ops", "canary.Canary.track_time", "canary.Canary.track_time_over_reference"]
+    only = [
+        "canary.Canary.track_ops",
+        "canary.Canary.track_time",
+        "canary.Canary.track_time_over_reference",
+    ]
     gate = _gate(ctx, base, ran["result"], only, ctx.out / "gate-canary.md")
     ops = gate["rows"].get("canary.Canary.track_ops", {}).get("verdict")
     ok = gate["exit"] == 1 and ops == "REGRESSION"
-    return _result("pass" if ok else "fail", {"run_c": ran, "gate": gate},
-                   f"gate clean vs extra op exit {gate['exit']} (want 1); track_ops {ops}")
+    return _result(
+        "pass" if ok else "fail",
+        {"run_c": ran, "gate": gate},
+        f"gate clean vs extra op exit {gate['exit']} (want 1); track_ops {ops}",
+    )
 
 
 def step_report(ctx) -> dict:
@@ -234,15 +298,21 @@ def step_report(ctx) -> dict:
     rs = _loaded(base)
     md = write_report(rs, ctx.out / "report", run_dir(ctx, "A"))
     device = bands.device_of(rs)
-    rows = [dict(zip(("ratio", "case", "measured", "published", "verdict", "source"), r))
-            for r in bands.rows(bands.measured(rs), device)]
+    rows = [
+        dict(zip(("ratio", "case", "measured", "published", "verdict", "source"), r))
+        for r in bands.rows(bands.measured(rs), device)
+    ]
     text = md.read_text()
     ok = "## Sanity bands" in text and any(p.suffix == ".png" for p in md.parent.iterdir())
-    return _result("pass" if ok else "fail", {"report": str(md), "device": device, "bands": rows},
-                   f"report with {len(rows)} banded ratio(s)")
+    return _result(
+        "pass" if ok else "fail",
+        {"report": str(md), "device": device, "bands": rows},
+        f"report with {len(rows)} banded ratio(s)",
+    )
 
 
 # ---- graph goldens on the device ----
+
 
 def step_goldens(ctx) -> dict:
     """Every zoo model under every front end captured and run on the device, against eager on
@@ -251,8 +321,17 @@ def step_goldens(ctx) -> dict:
 
     tree = ctx.work / "runner-expect"
     results = devicecheck.run(ctx.device, "small", ctx.root / "expect", tree)
-    cases = {r.golden_id: {"status": r.status, "semantic": r.semantic, "max_abs_diff": r.max_abs_diff,
-                           "committed": r.committed, "error": r.error, "diff": r.diff} for r in results}
+    cases = {
+        r.golden_id: {
+            "status": r.status,
+            "semantic": r.semantic,
+            "max_abs_diff": r.max_abs_diff,
+            "committed": r.committed,
+            "error": r.error,
+            "diff": r.diff,
+        }
+        for r in results
+    }
     candidates = sorted((tree / ctx.device).glob("*.expect")) if ctx.device != "cpu" else []
     if candidates:
         dest = ctx.out / "cuda-candidates"
@@ -263,17 +342,31 @@ def step_goldens(ctx) -> dict:
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
-    return _result("fail" if failed else "pass",
-                   {"device": ctx.device, "counts": counts, "failed": failed,
-                    "candidates": [p.name for p in candidates], "cases": cases},
-                   f"{len(results)} cases: {counts}; failed: {', '.join(failed) or 'none'}")
+    return _result(
+        "fail" if failed else "pass",
+        {
+            "device": ctx.device,
+            "counts": counts,
+            "failed": failed,
+            "candidates": [p.name for p in candidates],
+            "cases": cases,
+        },
+        f"{len(results)} cases: {counts}; failed: {', '.join(failed) or 'none'}",
+    )
 
 
 STEPS = {
-    "timing": measuring("timing"), "paired": measuring("paired"), "warmup": measuring("warmup"),
+    "timing": measuring("timing"),
+    "paired": measuring("paired"),
+    "warmup": measuring("warmup"),
     "kernels": measuring("kernels"),
-    "transfer": measuring("transfer"), "amp": measuring("amp"), "conv": measuring("conv"),
+    "transfer": measuring("transfer"),
+    "amp": measuring("amp"),
+    "conv": measuring("conv"),
     "dataloader": measuring("dataloader"),
-    "asv-spawn": step_asv_spawn, "gate-aa": step_gate_aa, "gate-canary": step_gate_canary,
-    "report": step_report, "goldens": step_goldens,
+    "asv-spawn": step_asv_spawn,
+    "gate-aa": step_gate_aa,
+    "gate-canary": step_gate_canary,
+    "report": step_report,
+    "goldens": step_goldens,
 }

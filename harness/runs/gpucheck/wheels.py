@@ -22,22 +22,42 @@ from pathlib import Path
 
 WANTED = ("asv", "asv-runner", "expecttest")
 # What the runner image's python3 already holds (and, through their metadata, what they need).
-RUNNER_HAS = ("torch", "numpy", "scipy", "matplotlib", "pytest", "pytest-benchmark", "pytest-xdist",
-              "tabulate", "pip")
+RUNNER_HAS = (
+    "torch",
+    "numpy",
+    "scipy",
+    "matplotlib",
+    "pytest",
+    "pytest-benchmark",
+    "pytest-xdist",
+    "tabulate",
+    "pip",
+)
 # Tags older manylinux wheels carry; pip matches each --platform exactly, so a download names
 # every tag the runner's glibc accepts (a runner with glibc 2.28+ takes all of these).
-MANYLINUX_FALLBACKS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
-                       "manylinux2014_x86_64", "manylinux1_x86_64")
+MANYLINUX_FALLBACKS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+)
 # Imports that prove the installed wheels work: asv's commands, its runner, expecttest.
-IMPORT_CHECK = ("asv", "asv.commands.run", "asv.commands.publish", "asv.results", "asv_runner.run",
-                "expecttest")
+IMPORT_CHECK = (
+    "asv",
+    "asv.commands.run",
+    "asv.commands.publish",
+    "asv.results",
+    "asv_runner.run",
+    "expecttest",
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Wheel:
     name: str
     version: str | None  # None: not installed here, so no version to pin
-    pure: bool | None    # False: holds a C extension, needs the runner's exact Python and platform
+    pure: bool | None  # False: holds a C extension, needs the runner's exact Python and platform
     needed_by: str
 
     @property
@@ -48,9 +68,13 @@ class Wheel:
         if self.version is None:
             return f"{self.name}  (not installed here: pick a version; needed by {self.needed_by})"
         cp = "cp" + python_version.replace(".", "")
-        kind = ("pure Python: *-py3-none-any.whl" if self.pure
-                else f"C extension: {cp} wheel for {platform}" if self.pure is False
-                else "wheel kind unknown")
+        kind = (
+            "pure Python: *-py3-none-any.whl"
+            if self.pure
+            else f"C extension: {cp} wheel for {platform}"
+            if self.pure is False
+            else "wheel kind unknown"
+        )
         return f"{self.pin:<28} {kind}; needed by {self.needed_by}"
 
 
@@ -59,10 +83,17 @@ def canonical(name: str) -> str:
 
 
 def marker_env(python_version: str) -> dict:
-    return {"python_version": python_version, "python_full_version": python_version + ".0",
-            "platform_system": "Linux", "sys_platform": "linux", "os_name": "posix",
-            "platform_machine": "x86_64", "platform_python_implementation": "CPython",
-            "implementation_name": "cpython", "extra": ""}
+    return {
+        "python_version": python_version,
+        "python_full_version": python_version + ".0",
+        "platform_system": "Linux",
+        "sys_platform": "linux",
+        "os_name": "posix",
+        "platform_machine": "x86_64",
+        "platform_python_implementation": "CPython",
+        "implementation_name": "cpython",
+        "extra": "",
+    }
 
 
 def requirements(name: str, python_version: str) -> list[str]:
@@ -132,7 +163,11 @@ def platforms(platform: str) -> list[str]:
 
 
 def _glibc(tag: str) -> tuple[int, int]:
-    legacy = {"manylinux1_x86_64": (2, 5), "manylinux2010_x86_64": (2, 12), "manylinux2014_x86_64": (2, 17)}
+    legacy = {
+        "manylinux1_x86_64": (2, 5),
+        "manylinux2010_x86_64": (2, 12),
+        "manylinux2014_x86_64": (2, 17),
+    }
     if tag in legacy:
         return legacy[tag]
     parts = tag.split("_")
@@ -142,9 +177,21 @@ def _glibc(tag: str) -> tuple[int, int]:
         return (0, 0)
 
 
-def download_command(wheels: list[Wheel], python_version: str, platform: str, dest: str) -> list[str]:
-    cmd = ["python3", "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--python-version", python_version, "--implementation", "cp"]
+def download_command(
+    wheels: list[Wheel], python_version: str, platform: str, dest: str
+) -> list[str]:
+    cmd = [
+        "python3",
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        python_version,
+        "--implementation",
+        "cp",
+    ]
     for tag in platforms(platform):
         cmd += ["--platform", tag]
     return cmd + ["-d", dest] + [w.pin for w in wheels]
@@ -153,9 +200,22 @@ def download_command(wheels: list[Wheel], python_version: str, platform: str, de
 def install_command(python: str, wheel_dir: Path, target: Path) -> list[str]:
     """Every wheel in the folder into the private target folder; nothing fetched, nothing resolved."""
     wheels = sorted(str(p) for p in Path(wheel_dir).glob("*.whl"))
-    return [python, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile",
-            "--disable-pip-version-check", "--upgrade", "--find-links", str(wheel_dir),
-            "--target", str(target), *wheels]
+    return [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--no-index",
+        "--no-deps",
+        "--no-compile",
+        "--disable-pip-version-check",
+        "--upgrade",
+        "--find-links",
+        str(wheel_dir),
+        "--target",
+        str(target),
+        *wheels,
+    ]
 
 
 def duplicates(wheel_dir: Path) -> list[str]:
@@ -188,12 +248,16 @@ def install(wheel_dir: Path, target: Path, log) -> None:
     """Install the folder's wheels into `target`; raises RuntimeError with pip's output."""
     wheel_dir = Path(wheel_dir)
     if not wheel_dir.is_dir() or not any(wheel_dir.glob("*.whl")):
-        raise RuntimeError(f"--wheels {wheel_dir}: no .whl files there; build the folder with "
-                           "`.ci/gpu-check --list-wheels --python-version X.Y --platform TAG --download DIR`")
+        raise RuntimeError(
+            f"--wheels {wheel_dir}: no .whl files there; build the folder with "
+            "`.ci/gpu-check --list-wheels --python-version X.Y --platform TAG --download DIR`"
+        )
     dup = duplicates(wheel_dir)
     if dup:
-        raise RuntimeError(f"--wheels {wheel_dir}: several versions of one project ({'; '.join(dup)}); "
-                           "keep one of each")
+        raise RuntimeError(
+            f"--wheels {wheel_dir}: several versions of one project ({'; '.join(dup)}); "
+            "keep one of each"
+        )
     cmd = install_command(sys.executable, wheel_dir, target)
     log("$ " + " ".join(cmd[:10]) + f" ... ({len(cmd) - 10} wheels)")
     try:  # the wheels step's budget: local wheels install in seconds
@@ -202,9 +266,13 @@ def install(wheel_dir: Path, target: Path, log) -> None:
         raise RuntimeError(f"pip install into {target} took over 60 s; killed") from None
     log(proc.stdout[-3000:] + proc.stderr[-3000:])
     if proc.returncode:
-        raise RuntimeError(f"pip install into {target} failed (exit {proc.returncode}); see the log")
+        raise RuntimeError(
+            f"pip install into {target} failed (exit {proc.returncode}); see the log"
+        )
 
 
 def import_check_command(python: str) -> list[str]:
-    code = "; ".join(f"import {m}" for m in IMPORT_CHECK) + "; print('imports ok:', asv.__version__)"
+    code = (
+        "; ".join(f"import {m}" for m in IMPORT_CHECK) + "; print('imports ok:', asv.__version__)"
+    )
     return [python, "-c", code]
