@@ -3,7 +3,8 @@
 One house, three rooms, imports flowing one way (checked by tests/test_layers.py):
 
     cli, commands/     the `harness` command: argument wiring and printing, on top of everything
-    golden/            job 1, graph goldens: capture, canonical printers, expect store, pytest plugin
+    golden/            job 1, graph goldens: capture, canonical printers, expect store,
+                       pytest plugin
     measure/           job 2, benchmarks: workloads, timing, the asv runner
     verdict/           job 3, the verdict: results, comparison, gate, calibrate, report, nightly
     core/              shared ground: exit codes, settings, project root, seeds/devices/fingerprint,

@@ -1,5 +1,6 @@
 """Compatibility name: `python -m harness.gate --require-gpu` (DECISIONS §7), the GPU-runner check
-alone (tox -e gpu). The gate itself lives in harness.verdict.gate; `harness gate BASE HEAD` runs it."""
+alone (tox -e gpu). The gate itself lives in harness.verdict.gate; `harness gate BASE HEAD` runs
+it."""
 
 import sys
 
@@ -11,7 +12,8 @@ def main(argv: list[str]) -> int:
 
     if argv != ["--require-gpu"]:
         print(
-            "usage: python -m harness.gate --require-gpu   (for comparisons: harness gate BASE HEAD)",
+            "usage: python -m harness.gate --require-gpu   "
+            "(for comparisons: harness gate BASE HEAD)",
             file=sys.stderr,
         )
         return exits.BAD_INPUT

@@ -1,7 +1,8 @@
 """The benchmark bodies under pytest-benchmark, a second runner beside asv:
 
     pytest suites/test_benchmarks.py --benchmark-only                    # time, show, save nothing
-    pytest suites/test_benchmarks.py --benchmark-only --benchmark-autosave   # .benchmarks/<machine-id>/0001_*.json
+    pytest suites/test_benchmarks.py --benchmark-only --benchmark-autosave
+        # saves .benchmarks/<machine-id>/0001_*.json
     pytest suites/test_benchmarks.py --benchmark-only --benchmark-compare    # against the last save
     harness gate .benchmarks/<machine-id>/0001_*.json .benchmarks/<machine-id>/0002_*.json
 

@@ -25,7 +25,8 @@ NAN = float("nan")
 
 
 def _ratios(median: float, n: int = 41, spread: float = 0.02, seed: int = 0) -> list[float]:
-    """n per-round ratios spread evenly within ±spread around `median` (exactly the median), shuffled."""
+    """n per-round ratios spread evenly within ±spread around `median` (exactly the median),
+    shuffled."""
     values = [median * (1 + spread * (2 * i / (n - 1) - 1)) for i in range(n)]
     random.Random(seed).shuffle(values)
     return values
@@ -220,7 +221,8 @@ def test_report_has_the_advice_section(tmp_path, capsys):
     md = re.sub(r" +", " ", (out / "report.md").read_text())
     assert "## Advice: what each tip is worth on this machine" in md
     assert re.search(
-        r"\| AMP bf16 \| model=alexnet \| 7.40x slower \| 7.4 \[[0-9.]+, [0-9.]+\] 9[5-9]%, n=41 \| hurts \|",
+        r"\| AMP bf16 \| model=alexnet \| 7.40x slower \| "
+        r"7.4 \[[0-9.]+, [0-9.]+\] 9[5-9]%, n=41 \| hurts \|",
         md,
     )
 

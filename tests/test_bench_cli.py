@@ -24,7 +24,8 @@ def test_unknown_suite_is_a_clear_error(capsys, tmp_path):
     assert rc == 3
     assert (
         "'nonsense'" in err
-        and "amp, canary, dataloader, distributed, fusion, instructions, models, training_loop, transfer"
+        and "amp, canary, dataloader, distributed, fusion, instructions, models, training_loop, "
+        "transfer"
         in err
     )
     assert not any(tmp_path.iterdir()), "nothing may be written for bad input"
@@ -87,7 +88,8 @@ def _bench(tmp_path, root, *extra):
 
 @pytest.mark.slow
 def test_quick_runs_are_kept_as_immutable_run_records(tmp_path):
-    """Two runs of one commit: two run records, the first untouched; the asv view holds the newest."""
+    """Two runs of one commit: two run records, the first untouched; the asv view holds the
+    newest."""
     # transfer is the cheapest suite on CPU (every case n/a); on CUDA it times real copies
     root = tmp_path / "results"
     proc = _bench(tmp_path, root)

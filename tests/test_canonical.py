@@ -51,7 +51,10 @@ obj at 0x?
         self.assertEqual(normalize(text), text)
 
     def test_op_counts(self):
-        text = "%0: f32[2] = aten::relu_(x)\n%1: f32[2] = aten::relu_(%0)\ny: f32[2] = aten.add.Tensor(a, b)\n"
+        text = (
+            "%0: f32[2] = aten::relu_(x)\n%1: f32[2] = aten::relu_(%0)\n"
+            "y: f32[2] = aten.add.Tensor(a, b)\n"
+        )
         self.assertEqual(dict(op_counts(text)), {"aten::relu_": 2, "aten.add.Tensor": 1})
 
 

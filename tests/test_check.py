@@ -177,7 +177,10 @@ DATASETS = textwrap.dedent("""
         def __init__(self, transform):
             self.transform = transform
             g = torch.Generator().manual_seed(0)
-            self.images = [torch.randint(0, 256, (3, 48, 64), dtype=torch.uint8, generator=g) for _ in range(4)]
+            self.images = [
+                torch.randint(0, 256, (3, 48, 64), dtype=torch.uint8, generator=g)
+                for _ in range(4)
+            ]
 
         def __len__(self):
             return len(self.images)
@@ -187,7 +190,9 @@ DATASETS = textwrap.dedent("""
 
 
     def good():
-        return Images(v2.Compose([v2.RandomResizedCrop((32, 32), antialias=True), v2.RandomHorizontalFlip()]))
+        return Images(
+            v2.Compose([v2.RandomResizedCrop((32, 32), antialias=True), v2.RandomHorizontalFlip()])
+        )
 
 
     def resize_int():
@@ -291,8 +296,13 @@ USER_MODEL = textwrap.dedent("""
             return F.dropout(self.fc(x), 0.5)
 
 
-    register_model("leaky", build=lambda cfg: Leaky(), inputs=lambda cfg, g: (torch.randn(4, 6, generator=g),),
-                   small={"batch": 4, "num_classes": 3}, full={"batch": 4, "num_classes": 3})
+    register_model(
+        "leaky",
+        build=lambda cfg: Leaky(),
+        inputs=lambda cfg, g: (torch.randn(4, 6, generator=g),),
+        small={"batch": 4, "num_classes": 3},
+        full={"batch": 4, "num_classes": 3},
+    )
 """)
 
 

@@ -1,4 +1,5 @@
-"""The shared core: one settings registry and switch rule, one exit-code table, one project resolver, one scale table."""
+"""The shared core: one settings registry and switch rule, one exit-code table, one project
+resolver, one scale table."""
 
 from __future__ import annotations
 

@@ -15,7 +15,9 @@ import os, pytest
 
 @pytest.mark.golden("alpha.export")
 def test_alpha(golden):
-    text = os.environ.get("FAKE_GRAPH", "zeros: f32[2] = aten.zeros.default([2], device=device('cpu'))\\n")
+    text = os.environ.get(
+        "FAKE_GRAPH", "zeros: f32[2] = aten.zeros.default([2], device=device('cpu'))\\n"
+    )
     golden.check(text, frontend="export", model="alpha (small)")
 
 @pytest.mark.golden("beta.fx")
@@ -125,9 +127,10 @@ def test_device_run_on_cpu_matches_the_committed_goldens_and_writes_the_runner_t
     assert [r.frontend for r in results] == ["jit", "fx", "export", "dynamo", "aot"]
     for r in results:
         assert (r.status, r.semantic) == ("same", "ok"), r
+        committed = store.read(store.Path("expect") / (r.golden_id + ".expect"))
         assert r.committed in (
             "matches",
-            f"not compared: torch {store.read(store.Path('expect') / (r.golden_id + '.expect')).torch_version} vs {store.torch_version()}",
+            f"not compared: torch {committed.torch_version} vs {store.torch_version()}",
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         f"mlp.{f}.expect" for f in ("aot", "dynamo", "export", "fx", "jit")

@@ -170,7 +170,8 @@ def test_killing_the_benchmark_process_takes_torchrun_and_the_workers_along(tmp_
             sys.executable,
             "-c",
             "import sys; from harness.measure import torchrun; "
-            "torchrun.launch(sys.argv[1], nproc=2, timeout_s=300, module=False, result=sys.argv[2])",
+            "torchrun.launch(sys.argv[1], nproc=2, timeout_s=300, module=False, "
+            "result=sys.argv[2])",
             str(script),
             str(out),
         ]

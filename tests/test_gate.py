@@ -75,7 +75,8 @@ def test_ten_percent_slowdown_of_a_paired_row_is_flagged(tmp_path, capsys):
 
 
 def test_paired_row_of_unlike_work_is_judged_at_its_drift_allowance(tmp_path, capsys):
-    drifty = "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous('alexnet')"  # no space: verdicts() splits
+    # no space: verdicts() splits
+    drifty = "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous('alexnet')"
     units = {drifty: "ratio", "t.ratio": "ratio"}
     b, h = pair(
         tmp_path,
@@ -460,6 +461,7 @@ def test_environment_differences_are_listed_above_the_table(tmp_path, capsys):
 
 
 def test_many_samples_do_not_overflow_the_exact_test_bound():
-    """`harness ab` merges processes: hundreds of samples per side (an OverflowError was exit 70)."""
+    """`harness ab` merges processes: hundreds of samples per side (an OverflowError was exit
+    70)."""
     assert compare.min_attainable_p(800, 800) == 0.0
     assert compare.min_attainable_p(3, 3) == pytest.approx(0.1)

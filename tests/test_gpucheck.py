@@ -256,7 +256,8 @@ def test_kit_modules_import_without_torch():
 
 
 def test_out_folder_of_someone_else_is_refused_and_its_own_is_refilled(tmp_path):
-    """--out may be new, empty, or an earlier gpu-check output; a foreign folder's files are kept."""
+    """--out may be new, empty, or an earlier gpu-check output; a foreign folder's files are
+    kept."""
     plan = [gpucheck.Step("first", 10, "runs", "command", ("{py}", "-c", "pass"))]
     foreign = tmp_path / "out"
     foreign.mkdir()

@@ -114,7 +114,8 @@ def test_save_baseline_then_gate_against_it(published, capsys):
 
 @pytest.mark.parametrize("where", ["results-root", "parent-of-root", "foreign-folder", "a-file"])
 def test_html_dir_that_publish_would_empty_is_refused(tmp_path, capsys, where):
-    """asv publish empties its html_dir: only a new, empty or harness-made dashboard folder is used."""
+    """asv publish empties its html_dir: only a new, empty or harness-made dashboard folder is
+    used."""
     root = tmp_path / "results"
     (root / "runs").mkdir(parents=True)
     keep = root / "runs" / "precious.txt"

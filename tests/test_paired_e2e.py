@@ -36,7 +36,8 @@ MACHINE = "e2e-paired-cpu"
 SLOWDOWN = "0.25"
 CLASS = "fusion.PointwiseChain"
 
-SCRATCH_SUITE = '''"""Test-only wrapper of suites/benchmarks/fusion.py (written by tests/test_paired_e2e.py)."""
+SCRATCH_SUITE = '''"""Test-only wrapper of suites/benchmarks/fusion.py
+(written by tests/test_paired_e2e.py)."""
 import importlib.util
 import os
 import time

@@ -100,7 +100,8 @@ def test_sigterm_to_harness_bench_ends_asv_and_removes_its_scratch_folders(tmp_p
                 break
         time.sleep(0.1)
     assert proc.poll() is None and asv_sid and len(members) >= 3, (
-        f"no benchmark was seen running (exit {proc.poll()}): {proc.stderr.read() if proc.poll() is not None else ''}"
+        f"no benchmark was seen running (exit {proc.poll()}): "
+        f"{proc.stderr.read() if proc.poll() is not None else ''}"
     )
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

@@ -71,5 +71,6 @@ def test_the_docs_table_is_the_registrys():
     page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     table = page.split(settings.BEGIN, 1)[1].split(settings.END, 1)[0].strip()
     assert table == settings.markdown().strip(), (
-        "docs/configuration.md is out of date: python -m harness.core.settings --write docs/configuration.md"
+        "docs/configuration.md is out of date: "
+        "python -m harness.core.settings --write docs/configuration.md"
     )

@@ -262,8 +262,13 @@ class Noisy(nn.Module):
         return self.fc(F.dropout(x, 0.5))  # the classic bug: no training=self.training
 
 
-register_model("noisy", build=lambda cfg: Noisy(), inputs=lambda cfg, g: (torch.randn(cfg["batch"], 4, generator=g),),
-               small={"batch": 2, "num_classes": 3}, full={"batch": 2, "num_classes": 3})
+register_model(
+    "noisy",
+    build=lambda cfg: Noisy(),
+    inputs=lambda cfg, g: (torch.randn(cfg["batch"], 4, generator=g),),
+    small={"batch": 2, "num_classes": 3},
+    full={"batch": 2, "num_classes": 3},
+)
 """
 
 

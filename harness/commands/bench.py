@@ -109,7 +109,8 @@ def run(args) -> int:
             return _print_list(plan, args.json)
         if not plan.chosen:
             print(
-                f"harness bench: shard {args.shard} holds no benchmark (more shards than benchmarks); "
+                f"harness bench: shard {args.shard} holds no benchmark "
+                "(more shards than benchmarks); "
                 "nothing to run, no run record written (merge the other shards with --partial)",
                 file=sys.stderr,
             )
@@ -126,7 +127,8 @@ def run(args) -> int:
                 file=sys.stderr,
             )
         print(
-            f"harness bench: shard {shard}: {len(plan.chosen)} of {len(plan.selection)} benchmarks, "
+            f"harness bench: shard {shard}: {len(plan.chosen)} of {len(plan.selection)} "
+            "benchmarks, "
             f"predicted {plan.predicted_s(plan.chosen)} s ({plan.durations_note()})",
             flush=True,
         )

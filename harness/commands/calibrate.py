@@ -1,4 +1,5 @@
-"""`harness calibrate`: measure per-benchmark noise bands by A/A runs (see harness.runs.calibrate)."""
+"""`harness calibrate`: measure per-benchmark noise bands by A/A runs
+(see harness.runs.calibrate)."""
 
 import pathlib
 import tempfile

@@ -27,7 +27,8 @@ def project(parser) -> None:
 
 
 def apply_project(args) -> None:
-    """--project DIR holds for this process and what it starts (asv, harness bench under nightly)."""
+    """--project DIR holds for this process and what it starts (asv, harness bench under
+    nightly)."""
     if getattr(args, "project", None):
         from harness.core.project import project_root
 

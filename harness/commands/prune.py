@@ -43,7 +43,9 @@ def run(args) -> int:
         state = (
             f"being written by process {item.pid}: kept"
             if item.running
-            else f"interrupted (its writer{' ' + str(item.pid) if item.pid else ''} is gone); {verb}"
+            else (
+                f"interrupted (its writer{' ' + str(item.pid) if item.pid else ''} is gone); {verb}"
+            )
         )
         print(f"unfinished run {item.path}: {state}")
     for rec in doomed:

@@ -154,7 +154,8 @@ def gpu_missing_message() -> str | None:
 
 
 def require_gpu() -> str:
-    """The GPU's name; raises NoGPU (exit 4) on a machine without one. The one --require-gpu check."""
+    """The GPU's name; raises NoGPU (exit 4) on a machine without one. The one --require-gpu
+    check."""
     from harness.core.exits import NoGPU
 
     why = gpu_missing_message()

@@ -41,7 +41,8 @@ LOADED_FILES: set[str] = set()
 @dataclasses.dataclass(frozen=True)
 class Source:
     spec: str  # module name or .py path, as written
-    origin: str  # where it was named, for messages: "HARNESS_MODELS", "harness_models in pyproject.toml"
+    # where it was named, for messages: "HARNESS_MODELS", "harness_models in pyproject.toml"
+    origin: str
     base: Path  # relative paths are resolved against this folder
 
 

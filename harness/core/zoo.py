@@ -63,7 +63,8 @@ class ModelSpec:
         return dict(self.small if size == "small" else self.full)
 
     def build(self, size: str = "small", seed: int = DEFAULT_SEED) -> nn.Module:
-        """The model with seeded weights, in eval mode (dropout off, batch norm on running stats)."""
+        """The model with seeded weights, in eval mode (dropout off, batch norm on running
+        stats)."""
         seed_everything(seed)
         model = self.build_fn(self.config(size))
         return model.eval()
@@ -222,7 +223,8 @@ register_model(
 
 
 class WordLanguageModel(nn.Module):
-    """pytorch/examples word_language_model: Embedding -> LSTM -> Linear, hidden state in and out."""
+    """pytorch/examples word_language_model: Embedding -> LSTM -> Linear, hidden state in and
+    out."""
 
     def __init__(self, ntoken, ninp, nhid, nlayers, dropout=0.2):
         super().__init__()

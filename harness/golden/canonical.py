@@ -74,7 +74,10 @@ def format_arg(arg, name_of) -> str:
     if isinstance(arg, torch.device):
         return f"device({str(arg)!r})"
     if isinstance(arg, slice):
-        return f"{format_arg(arg.start, name_of)}:{format_arg(arg.stop, name_of)}:{format_arg(arg.step, name_of)}"
+        return (
+            f"{format_arg(arg.start, name_of)}:{format_arg(arg.stop, name_of)}:"
+            f"{format_arg(arg.step, name_of)}"
+        )
     return repr(arg)
 
 
@@ -317,7 +320,8 @@ def jit_graph_text(
                     if isinstance(out.type(), torch._C.TensorType):
                         names[out] = local.reserve(out, path, module_of(path))
                         params.append(
-                            f"{'buffer' if path in buffers else 'param'} {path}: {value_type(state.get(path)) or 'Tensor'}"
+                            f"{'buffer' if path in buffers else 'param'} {path}: "
+                            f"{value_type(state.get(path)) or 'Tensor'}"
                         )
                     else:
                         attr_path[out] = path

@@ -76,7 +76,7 @@ def _quiet():
 
 @contextlib.contextmanager
 def quiet_trace_log():
-    """Keep torch's structured-trace logger (`torch.__trace`) to torch's own handler while capturing.
+    """Keep torch's structured-trace logger (`torch.__trace`) to its own handler while capturing.
 
     torch emits one empty DEBUG record per compile event to that logger whenever it has any
     handler; pytest's log capture attaches its handlers to it, so a failing capture test printed
@@ -150,9 +150,10 @@ def _state_names(model, inputs) -> dict[int, tuple[str, str]]:
 
 
 def dynamo_graphs(model, inputs) -> tuple[list[tuple], dict[str, int]]:
-    """Run `torch.compile` on a module or function with a recording backend. Returns each graph with its placeholder
-    names and kinds, and the graph-break reasons (first line of each -> how often). Dynamo's own
-    counters are the source of truth: `explain` reports -1 breaks for a frame it skips whole."""
+    """Run `torch.compile` on a module or function with a recording backend. Returns each graph
+    with its placeholder names and kinds, and the graph-break reasons (first line of each -> how
+    often). Dynamo's own counters are the source of truth: `explain` reports -1 breaks for a
+    frame it skips whole."""
     from harness.core.dynamo import compile_and_count
 
     known = _state_names(model, inputs)
@@ -242,10 +243,10 @@ def capture(model: torch.nn.Module, inputs: tuple, frontend: str, label: str = "
         backward = eager_backward_error(model, inputs) if frontend == "aot" else None
         if backward:
             raise CaptureError(
-                f"{label}: the model's backward itself fails in eager mode ({backward}), so the aot front "
-                f"end, which records the backward graph, cannot capture it ({failure}). Fix the model's "
-                f"backward first; declare unsupported={{'aot': 'why'}} only if the model is never "
-                f"trained."
+                f"{label}: the model's backward itself fails in eager mode ({backward}), so the "
+                f"aot front end, which records the backward graph, cannot capture it ({failure}). "
+                f"Fix the model's backward first; declare unsupported={{'aot': 'why'}} only if the "
+                "model is never trained."
             ) from exc
         raise CaptureError(
             f"{label}: the {frontend} front end failed: {failure}. If this front end cannot "

@@ -16,8 +16,8 @@ unfiltered run, goldens that no collected test declares are reported; an unfilte
 run that passed removes them. A filtered run (-k, -m, a file or node id, --lf, deselection)
 never touches them. A golden id is `<model>.<frontend>`: a golden whose model this run does not
 know (not registered, declared by no test) is never an orphan -- its model may live in a suite
-that is not part of this run -- it is reported as such and kept. Under pytest-xdist the workers report what they collected and the
-controller decides, so orphans are computed once.
+that is not part of this run -- it is reported as such and kept. Under pytest-xdist the workers
+report what they collected and the controller decides, so orphans are computed once.
 """
 
 from __future__ import annotations
@@ -192,7 +192,8 @@ class GoldenFixture:
         hint = accept_command(self._node, golden_id, session.full)
         if existing is None:
             pytest.fail(
-                f"no golden {_display(path, self._node.config)} yet for {golden_id}. Create it with:\n"
+                f"no golden {_display(path, self._node.config)} yet for {golden_id}. "
+                "Create it with:\n"
                 f"  {hint}\n"
                 f"then review and commit it.",
                 pytrace=False,
@@ -374,7 +375,8 @@ def _nothing_selected_hint(config, state) -> list[str]:
     return [
         f"no test matched -k {config.option.keyword!r}. Models registered in this run: "
         f"{', '.join(registered) or 'none (the graph suite was not collected)'}.",
-        f"A model of your own is seen by every run (pytest and `harness`) when its module is named in "
-        f"the ini option `{user_models.INI_OPTION}`, in {user_models.ENV_VAR}, or by an installed "
-        f"package's `{user_models.ENTRY_POINT_GROUP}` entry point; see README 'Adding a model'.",
+        "A model of your own is seen by every run (pytest and `harness`) when its module is named "
+        f"in the ini option `{user_models.INI_OPTION}`, in {user_models.ENV_VAR}, or by an "
+        f"installed package's `{user_models.ENTRY_POINT_GROUP}` entry point; see README "
+        "'Adding a model'.",
     ]

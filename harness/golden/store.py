@@ -113,7 +113,10 @@ def render(body: str, fields: dict[str, str]) -> str:
 
 def parse(path: Path, raw: bytes) -> GoldenFile:
     where = f"golden {path}"
-    fix = f"Restore it with `git checkout -- {path}`, or delete it and run `pytest --accept` to re-record it."
+    fix = (
+        f"Restore it with `git checkout -- {path}`, or delete it and run `pytest --accept` "
+        "to re-record it."
+    )
     if b"\0" in raw:
         raise GoldenError(f"{where} is binary (it contains NUL bytes), not a golden. {fix}")
     try:
@@ -164,7 +167,8 @@ def read(path: Path) -> GoldenFile | None:
 
 
 def save(path: Path, text: str) -> None:
-    """Write a golden atomically (harness.core.files), turning an unwritable place into a GoldenError."""
+    """Write a golden atomically (harness.core.files), turning an unwritable place into a
+    GoldenError."""
     try:
         files.write_atomic(path, text)
     except OSError as exc:
@@ -207,7 +211,8 @@ def mismatch_message(golden: GoldenFile, actual: str, what: str, accept_hint: st
         )
     if golden.header.get("normaliser") != str(NORMALISER_VERSION):
         lines.append(
-            f"Note: the golden was written by normaliser version {golden.header.get('normaliser')}; "
+            "Note: the golden was written by normaliser version "
+            f"{golden.header.get('normaliser')}; "
             f"this harness prints version {NORMALISER_VERSION}."
         )
     summary = op_count_summary(golden.body, actual)

@@ -9,7 +9,8 @@
   reset, or the generator objects the dataset holds.
 - Output shape is constant over inputs of different aspect ratios: the dataset's `transform` is
   fed 64x96, 96x64 and 80x80 images (catches `Resize(224)`, which keeps aspect ratio, where
-  `Resize((224, 224))` was meant); a loader with its own collate_fn may keep aspect ratio on purpose.
+  `Resize((224, 224))` was meant); a loader with its own collate_fn may keep aspect ratio on
+  purpose.
 - The loader's pin_memory / num_workers settings are recorded.
 """
 
@@ -342,7 +343,8 @@ def shapes(dataset, loader, label: str) -> Finding:
             name,
             NA,
             f"{label} has no `transform` attribute to feed images of other aspect "
-            f"ratios; its first {len(items)} items all have shape {distinct[0] if distinct else '?'}",
+            f"ratios; its first {len(items)} items all have shape "
+            f"{distinct[0] if distinct else '?'}",
         )
     seed_everything(0)
     got = {f"{h}x{w}": _shape(_probe(transform, h, w)) for h, w in PROBE_SIZES}

@@ -458,7 +458,8 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
     _keep(record, targets)
     if log:
         log(
-            f"instructions: {len(rows)} counted, {len(failed)} failed, {record['seconds']['total']} s"
+            f"instructions: {len(rows)} counted, {len(failed)} failed, "
+            f"{record['seconds']['total']} s"
         )
     return Counted(rows, failed, record)
 
@@ -675,7 +676,10 @@ def _worker(spec_path: str) -> int:
             json.loads(path.read_text())
             if path.is_file()
             else {
-                "error": f"a counting child ({job['workload']}, layout {layout}) died before writing its result"
+                "error": (
+                    f"a counting child ({job['workload']}, layout {layout}) died before "
+                    "writing its result"
+                )
             }
         )
     (out / "worker.json").write_text(json.dumps(result))

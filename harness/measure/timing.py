@@ -1,7 +1,7 @@
 """How to measure: one timing path for every benchmark, plus the deterministic counters.
 
-In the spirit of `torch.utils.benchmark.Timer`, *what* runs (harness.measure.workloads) is kept apart
-from *how* it is measured (this module). Every timing goes through `measure`:
+In the spirit of `torch.utils.benchmark.Timer`, *what* runs (harness.measure.workloads) is kept
+apart from *how* it is measured (this module). Every timing goes through `measure`:
 
 - at least one warm-up call first (never zero, also in quick mode): it absorbs lazy
   initialisation, CUDA context start-up, cudnn autotuning and torch.compile compilation,
@@ -188,7 +188,8 @@ def block_minima(
 
 
 def quiet_count(blocks: int) -> int:
-    """How many of a window's `blocks` quiet_blocks keeps: QUIET_SHARE, at least MIN_QUIET_BLOCKS."""
+    """How many of a window's `blocks` quiet_blocks keeps: QUIET_SHARE, at least
+    MIN_QUIET_BLOCKS."""
     return min(blocks, max(MIN_QUIET_BLOCKS, math.ceil(QUIET_SHARE * blocks)))
 
 
@@ -291,7 +292,8 @@ def _compile_failure(round_: int, fns, index: int) -> CompiledDuringTiming:
         "that the warm-up calls did not reach"
     )
     return CompiledDuringTiming(
-        f"torch.compile compiled during timed call {round_ + 1} of callable {index + 1} of {len(fns)}; "
+        f"torch.compile compiled during timed call {round_ + 1} of callable {index + 1} "
+        f"of {len(fns)}; "
         f"{why}. A timed call that compiles is not a sample: make the warm-up reach every graph "
         "(same shapes, dtypes and modes as the timed calls) or mark the changing input dynamic"
     )

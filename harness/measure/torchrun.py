@@ -172,8 +172,9 @@ def _run(
             left = kill_launch(proc)
             if isinstance(exc, subprocess.TimeoutExpired):
                 raise LaunchTimedOut(
-                    f"{what}: torchrun ran past its {timeout_s:g} s timeout and was killed with its "
-                    f"workers ({len(left)} processes still alive after the kill: {left or 'none'})\n"
+                    f"{what}: torchrun ran past its {timeout_s:g} s timeout and was killed with "
+                    f"its workers ({len(left)} processes still alive after the kill: "
+                    f"{left or 'none'})\n"
                     f"{_output(log, workers)}"
                 ) from None
             raise

@@ -196,7 +196,8 @@ def publish_command(config_path: Path) -> list[str]:
 
 
 def launch_method(requested: str | None = None) -> str:
-    """spawn on CUDA (a forked CUDA context is unusable), forkserver on CPU (suites imported once)."""
+    """spawn on CUDA (a forked CUDA context is unusable), forkserver on CPU (suites imported
+    once)."""
     if requested and requested != "auto":
         return requested
     from harness.core.env import cuda_available

@@ -114,7 +114,9 @@ def operator_pass(
         status = (
             "done"
             if proc.returncode == 0
-            else f"failed (exit {proc.returncode}): {(proc.stderr.strip().splitlines() or [''])[-1]}"
+            else (
+                f"failed (exit {proc.returncode}): {(proc.stderr.strip().splitlines() or [''])[-1]}"
+            )
         )
         if proc.returncode == 0:
             print(proc.stdout.strip(), file=out)
@@ -170,7 +172,8 @@ def run(
         env = spec.environment(inductor_cache=Path(cache), scratch=scratch, record=staging)
         print(
             f"harness bench: {spec.mode} run of {'shard ' + shard + ' of ' if shard else ''}"
-            f"{', '.join(names)} on {spec.machine} ({method}, {threads} CPU thread{'s' * (threads > 1)}), "
+            f"{', '.join(names)} on {spec.machine} "
+            f"({method}, {threads} CPU thread{'s' * (threads > 1)}), "
             f"commit {sha[:8]}, run {run_id}",
             file=out,
             flush=True,
@@ -229,7 +232,8 @@ def report(ran: BenchRun, root: Path, out=None) -> int:
     out = out or sys.stdout
     if ran.record is None:
         print(
-            f"harness bench: asv saved no results (asv exit code {ran.asv_exit}); no run record kept",
+            f"harness bench: asv saved no results (asv exit code {ran.asv_exit}); "
+            "no run record kept",
             file=sys.stderr,
         )
         return exits.RUNNER_FAILED

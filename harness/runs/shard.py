@@ -57,7 +57,8 @@ def mode_of(quick: bool, full: bool) -> str:
 
 @contextlib.contextmanager
 def _environ(env: dict):
-    """asv's discovery passes os.environ to the subprocess it starts: set the run's, then restore."""
+    """asv's discovery passes os.environ to the subprocess it starts: set the run's, then
+    restore."""
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)
@@ -166,7 +167,8 @@ def load_durations(path: Path, mode: str) -> dict[str, float]:
     section = data.get("modes", {}).get(mode, {}) if isinstance(data, dict) else None
     if not isinstance(section, dict):
         raise BadInput(
-            f"{path}: section modes.{mode} is not an object; refresh it with `harness durations RUN`"
+            f"{path}: section modes.{mode} is not an object; "
+            "refresh it with `harness durations RUN`"
         )
     out = {}
     for name, s in section.items():
@@ -256,7 +258,8 @@ class Plan:
     def durations_note(self) -> str:
         """Where the predicted seconds come from, for the log."""
         return (
-            f"{self.mode} durations from {self.durations_file}: {self.known} of {len(self.selection)} "
+            f"{self.mode} durations from {self.durations_file}: "
+            f"{self.known} of {len(self.selection)} "
             f"benchmarks measured, the others count {self.default_s:g} s"
         )
 

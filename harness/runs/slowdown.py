@@ -24,8 +24,8 @@ median call (calibrated right after a compile) slowed the compiled/eager ratio b
 10% of the fastest call by only 0-6%. Extra CPU work is preempted like real work.
 HARNESS_TEST_SLOWDOWN_SIDE picks what slows: `all` (default: every call, eager and compiled
 alike, as a slower machine or a slower shared op would) or `compiled` (an inductor regression:
-the paired compiled/eager ratio sees it; a zoo model's plain `Inference` rows stay unslowed). The wait is pure Python, so the exact op
-counters never see it: only timing rows can catch it.
+the paired compiled/eager ratio sees it; a zoo model's plain `Inference` rows stay unslowed).
+The wait is pure Python, so the exact op counters never see it: only timing rows can catch it.
 """
 
 from __future__ import annotations
@@ -94,8 +94,10 @@ class {cls}(_real.{cls}):
         if FRACTION:
             case, make_call = self.case, self.case.make_call
             # compiled() hands make_call the torch.compile wrapper, eager() the target itself
-            case.make_call = lambda target: (make_call(target) if SIDE == "compiled" and target is case.target
-                                             else slowed(make_call(target)))
+            case.make_call = lambda target: (
+                make_call(target) if SIDE == "compiled" and target is case.target
+                else slowed(make_call(target))
+            )
 """
 
 _INFERENCE = """

@@ -58,10 +58,14 @@ def _fusion_sizes(params: dict, full: bool) -> str:
     rows, dim = sizes.norm_activation(full)
     logits, classes = sizes.cross_entropy(full)
     return {
-        "PointwiseChain": f"x.cos().cos() on 2^{sizes.pointwise_elements(full).bit_length() - 1} float32",
+        "PointwiseChain": (
+            f"x.cos().cos() on 2^{sizes.pointwise_elements(full).bit_length() - 1} float32"
+        ),
         "NormActivationBlock": f"LayerNorm+GELU on {rows}x{dim} float32",
         "SmallModelTrainingStep": "training step of " + _zoo("mlp", full),
-        "CompiledCrossEntropyLoss": f"nn.CrossEntropyLoss forward+backward on {logits}x{classes} logits",
+        "CompiledCrossEntropyLoss": (
+            f"nn.CrossEntropyLoss forward+backward on {logits}x{classes} logits"
+        ),
     }.get(params["benchmark"], "sizes as in harness/core/sizes.py")
 
 
@@ -92,7 +96,10 @@ def _copy_sizes(params: dict, full: bool) -> str:
 
 
 def _non_blocking_sizes(params: dict, full: bool) -> str:
-    return f"{sizes.TRANSFER_COPIES_PER_CALL} copies of a float32 {_batch(full)}, each used on the device after its copy"
+    return (
+        f"{sizes.TRANSFER_COPIES_PER_CALL} copies of a float32 {_batch(full)}, "
+        "each used on the device after its copy"
+    )
 
 
 def _loader_sizes(params: dict, full: bool) -> str:
@@ -409,7 +416,8 @@ def _tip_lines(rs, tip: Tip, info: dict, full: bool, names, tolerance, confidenc
     if not found:
         ran_suite = any(name.startswith(tip.suite + ".") for name in rs.entries)
         why = (
-            f"not in this run: its {tip.suite} suite ran without this benchmark (older suite code); "
+            f"not in this run: its {tip.suite} suite ran without this benchmark "
+            "(older suite code); "
             if ran_suite
             else "not in this run: "
         )
@@ -506,7 +514,8 @@ def header(advice: Advice) -> str:
     mode = f"{r['mode'] or '?'}{' quick' if r['quick'] else ''}"
     return (
         f"What the advice is worth on {r['machine']} ({r['device']}, {r['cpu'] or '?'}"
-        f"{', ' + r['gpu'] if r['gpu'] else ''}; torch {r['torch'] or '?'}; {_threads(r['threads'])}; "
+        f"{', ' + r['gpu'] if r['gpu'] else ''}; torch {r['torch'] or '?'}; "
+        f"{_threads(r['threads'])}; "
         f"{mode} run {r['run_id'] or r['path']}).\n"
         f"Each ratio is advice / the habit it replaces, time ratios of paired rounds: "
         f"< 1 saves time. Verdict: the {advice.confidence:.0%} order-statistic interval of the "

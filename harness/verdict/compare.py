@@ -12,8 +12,8 @@ says which rule applied:
   capability under valgrind, Python build, threads: harness.verdict.functions); otherwise the
   row is "not judged: not comparable" with the difference. A changed row names the functions
   whose self counts moved most.
-- paired ratios ("ratio": ratios of two sides timed in the same rounds, timing.measure_paired): always,
-  with the statistics below. Machine speed cancels in them, which is what makes them
+- paired ratios ("ratio": ratios of two sides timed in the same rounds, timing.measure_paired):
+  always, with the statistics below. Machine speed cancels in them, which is what makes them
   trustworthy on a shared runner.
 - reference-normalised times ("relative", and a bandwidth over a plain copy's, "fraction of copy
   bandwidth": harness.verdict.metrics): with the statistics below, threshold

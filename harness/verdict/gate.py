@@ -181,8 +181,9 @@ def run_gate(
     banded = [r.name for r in wide if r.name not in built_in]
     if banded:
         message = (message + "\n" if message else "") + (
-            f"warning: calibrated noise bands above {2 * threshold:.0%} hide smaller timing changes "
-            f"for: {', '.join(banded)} (counters are still exact); recalibrate on a quieter machine"
+            f"warning: calibrated noise bands above {2 * threshold:.0%} hide smaller timing "
+            f"changes for: {', '.join(banded)} (counters are still exact); recalibrate on a "
+            "quieter machine"
         )
     if built_in:
         message = (message + "\n" if message else "") + (

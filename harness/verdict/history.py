@@ -12,10 +12,10 @@ first. A step is found by the benchmark's kind (harness.verdict.metrics):
   (`asv.step_detect.solve_potts_approx`: the L1 piecewise-constant fit of asv's regressions page;
   not a documented API, pinned by tests/test_history.py), with a penalty per segment set from the
   threshold (asv's automatic one missed a 10% step over 2% noise). asv's `detect_regressions` is
-  not used: it only looks at increases and we need both directions. Each boundary between two segments is then a step only when the
-  median of up to WINDOW runs after it differs from the median of up to WINDOW runs before it by
-  at least the threshold (the gate's 5%, memory's 2% tolerance) and a Mann-Whitney test of those
-  per-run values gives p < ALPHA;
+  not used: it only looks at increases and we need both directions. Each boundary between two
+  segments is then a step only when the median of up to WINDOW runs after it differs from the
+  median of up to WINDOW runs before it by at least the threshold (the gate's 5%, memory's 2%
+  tolerance) and a Mann-Whitney test of those per-run values gives p < ALPHA;
 - raw times and throughputs carry the machine's momentary speed (DECISIONS §3): judged only when
   the machine's calibrated noise band for the row is below the threshold (then the threshold is
   the band), else listed as not judged, with the reason.
@@ -25,8 +25,9 @@ Mann-Whitney test of a statistical row cannot reach p < ALPHA however clean the 
 exact counters can step: 2 vs 2 perfectly separated runs give p = 0.33, 3 vs 3 give 0.1).
 Segments shorter than that between two long ones are outliers (or the transition) and never a
 step by themselves: one outlier is not a step. A change in the last runs with fewer than MIN_SIDE
-runs after it is *possible*: listed, not counted, until enough runs follow. The step's run is the first run after the last long segment before it whose
-value is nearer the new level than the old one: the first bad night.
+runs after it is *possible*: listed, not counted, until enough runs follow. The step's run is the
+first run after the last long segment before it whose value is nearer the new level than the old
+one: the first bad night.
 
 The first bad night explained (explain, harness.verdict.operators): the fingerprint difference
 between the last run before the step and the first after; for ops/kernels counters which

@@ -79,7 +79,8 @@ def plot(sets: list[ResultSet], numbers: dict[str, list[float | None]], path: pa
 
 
 def write_machines_report(sets: list[ResultSet], out: pathlib.Path) -> tuple[pathlib.Path, str]:
-    """report.md with the side-by-side table (and its plot) in `out`; returns it and the text table."""
+    """report.md with the side-by-side table (and its plot) in `out`; returns it and the text
+    table."""
     out.mkdir(parents=True, exist_ok=True)
     header, table, numbers = rows(sets)
     lines = [f"# Benchmark report: {len(sets)} machines side by side", ""]

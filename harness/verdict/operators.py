@@ -19,7 +19,8 @@ TOP_CHANGES = 5
 
 
 def count_changes(before: dict, after: dict) -> list[dict]:
-    """Operators whose count per call differs: [{op, before, after, delta}], biggest change first."""
+    """Operators whose count per call differs: [{op, before, after, delta}], biggest change
+    first."""
     out = [
         {
             "op": op,
@@ -63,7 +64,8 @@ def profile_changes(before: dict, after: dict, top: int = TOP_CHANGES) -> dict:
     ]
     ops = [c for c in ops if c["delta_us"] != 0 or c["calls_before"] != c["calls_after"]]
     ops.sort(key=lambda c: (-abs(c["delta_us"]), c["op"]))
-    # an operator called more or less often per call is news whatever its time (the canary's extra op)
+    # an operator called more or less often per call is news whatever its time (the canary's
+    # extra op)
     ops = ops[:top] + [c for c in ops[top:] if c["calls_before"] != c["calls_after"]]
     total = "self_cuda_us" if device else "self_cpu_us"
     return {
@@ -76,9 +78,15 @@ def profile_changes(before: dict, after: dict, top: int = TOP_CHANGES) -> dict:
 
 def _why_missing(rec: records.RunRecord, what: str) -> str:
     if rec.meta.get("quick") and not rec.meta.get("profiled") and what == "profile":
-        return f"no profile stored in {rec.run_id} (quick run; `harness bench --profile` or --full stores one)"
+        return (
+            f"no profile stored in {rec.run_id} "
+            "(quick run; `harness bench --profile` or --full stores one)"
+        )
     if rec.meta.get("mode") == "fast" and not rec.meta.get("profiled") and what == "profile":
-        return f"no profile stored in {rec.run_id} (fast run; `harness bench --profile` or --full stores one)"
+        return (
+            f"no profile stored in {rec.run_id} "
+            "(fast run; `harness bench --profile` or --full stores one)"
+        )
     if "operator_pass" in rec.meta and rec.meta["operator_pass"] != "done":
         return f"no {what} stored in {rec.run_id} (operator pass {rec.meta['operator_pass']})"
     return f"no {what} stored in {rec.run_id} (a run made before they were stored, or not profiled)"
@@ -140,7 +148,8 @@ def explain_timing(
                 workload, "its benchmark class has no profile_targets"
             )
             return None, [
-                f"operator-level profile difference: no profile of {workload} in {rec.run_id} ({why})"
+                "operator-level profile difference: "
+                f"no profile of {workload} in {rec.run_id} ({why})"
             ]
         if isinstance(entry.get("error"), str):
             return None, [

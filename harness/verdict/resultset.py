@@ -37,7 +37,8 @@ class ResultSet:
     entries: dict[str, Entry]
     runner: str = "asv"  # or "pytest-benchmark" (harness.verdict.pytest_benchmark)
     fingerprint: dict | None = None  # saved inside the result file itself (pytest-benchmark)
-    # instruction rows' per-function tables and fingerprints, from the run record (records.read_instructions)
+    # instruction rows' per-function tables and fingerprints, from the run record
+    # (records.read_instructions)
     instructions: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     @property

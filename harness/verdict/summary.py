@@ -91,7 +91,8 @@ def workers_scaling(rs: ResultSet) -> list[tuple[str, float]]:
         if workers != "0" and base:
             rows.append(
                 (
-                    f"workers {workers}/0 samples/s (pin={pin}, batch={batch}, persistent={persistent})",
+                    f"workers {workers}/0 samples/s "
+                    f"(pin={pin}, batch={batch}, persistent={persistent})",
                     value / base,
                 )
             )

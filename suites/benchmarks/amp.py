@@ -41,7 +41,8 @@ class TrainingStep:
 
 
 class AutocastOverFp32:
-    """Paired (timing.measure_paired): the autocast step's time over the fp32 step's, same model, same rounds."""
+    """Paired (timing.measure_paired): the autocast step's time over the fp32 step's, same model,
+    same rounds."""
 
     params = (list(wl.MODELS), ["bf16", "fp16"])
     param_names = ["model", "precision"]

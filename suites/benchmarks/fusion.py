@@ -304,7 +304,8 @@ class OptimizerStep:
 
 
 class OptimizerStepOverForLoop(_FreedMemoryRetained):
-    """Paired (timing.measure_paired): one foreach or fused step's time over one foreach=False step's, same model."""
+    """Paired (timing.measure_paired): one foreach or fused step's time over one foreach=False
+    step's, same model."""
 
     params = (list(optimizers.OPTIMIZERS), ["foreach", "fused"])
     param_names = ["optimizer", "impl"]
@@ -343,7 +344,8 @@ class OptimizerKernelLaunches:
 
 
 class AttentionOverHandWritten(_FreedMemoryRetained):
-    """Paired (timing.measure_paired): SDPA's time with one backend forced over the hand-written attention's."""
+    """Paired (timing.measure_paired): SDPA's time with one backend forced over the hand-written
+    attention's."""
 
     params = (list(attention.BACKENDS), [False, True])
     param_names = ["backend", "causal"]

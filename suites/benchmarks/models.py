@@ -74,7 +74,8 @@ def _image_models():
 
 
 class ChannelsLastOverContiguous:
-    """Paired (timing.measure_paired): the channels_last call's time over the contiguous one's (image models)."""
+    """Paired (timing.measure_paired): the channels_last call's time over the contiguous one's
+    (image models)."""
 
     params = (_image_models(), _MODES)
     param_names = ["model", "mode"]
@@ -128,7 +129,8 @@ class CompiledOverEager:
 
 
 class CudnnBenchmarkOnOverOff:
-    """Paired (timing.measure_paired): the call's time with cudnn.benchmark on over off (image models, CUDA)."""
+    """Paired (timing.measure_paired): the call's time with cudnn.benchmark on over off (image
+    models, CUDA)."""
 
     params = (_image_models(), _MODES)
     param_names = ["model", "mode"]

@@ -18,8 +18,8 @@ def setup(*params):
 
 
 class EvalForward:
-    """Paired (timing.measure_paired): an eval forward under no_grad / inference_mode over the same forward with
-    autograd recording (grad enabled), and inference_mode over no_grad."""
+    """Paired (timing.measure_paired): an eval forward under no_grad / inference_mode over the same
+    forward with autograd recording (grad enabled), and inference_mode over no_grad."""
 
     params = (wl.models(),)
     param_names = ["model"]
@@ -51,8 +51,8 @@ class EvalForward:
 
 
 class ZeroGrad:
-    """Paired (timing.measure_paired): a training step with zero_grad(set_to_none=True) over one with
-    set_to_none=False (gradients zero-filled, then accumulated into)."""
+    """Paired (timing.measure_paired): a training step with zero_grad(set_to_none=True) over one
+    with set_to_none=False (gradients zero-filled, then accumulated into)."""
 
     params = (wl.models(),)
     param_names = ["model"]
@@ -70,8 +70,8 @@ class ZeroGrad:
 
 
 class LossLogging:
-    """Paired (timing.measure_paired): a loop of training steps summing the loss on the device (one `.item()` per
-    call) over the same loop calling `loss.item()` after every step."""
+    """Paired (timing.measure_paired): a loop of training steps summing the loss on the device (one
+    `.item()` per call) over the same loop calling `loss.item()` after every step."""
 
     params = (wl.models(),)
     param_names = ["model"]

@@ -39,7 +39,8 @@ class HostToDeviceCopy:
 
 
 class PinnedOverPageable:
-    """Paired (timing.measure_paired): a copy from pinned memory over the same copy from pageable memory."""
+    """Paired (timing.measure_paired): a copy from pinned memory over the same copy from pageable
+    memory."""
 
     params = ([False, True], list(wl.PAYLOADS))
     param_names = ["non_blocking", "payload"]
@@ -59,7 +60,8 @@ class PinnedOverPageable:
 
 
 class Uint8ThenConvertOverFloat32:
-    """Paired (timing.measure_paired): sending uint8 and converting on the device over sending float32."""
+    """Paired (timing.measure_paired): sending uint8 and converting on the device over sending
+    float32."""
 
     params = (list(wl.MEMORY),)
     param_names = ["host_memory"]
@@ -79,8 +81,9 @@ class Uint8ThenConvertOverFloat32:
 
 
 class NonBlockingOverBlocking:
-    """Paired (timing.measure_paired): copies made with non_blocking=True over the same copies made blocking, each
-    batch used on the device right after its copy (see transfer.copy_then_compute)."""
+    """Paired (timing.measure_paired): copies made with non_blocking=True over the same copies made
+    blocking, each batch used on the device right after its copy (see
+    transfer.copy_then_compute)."""
 
     params = (["pageable", "pinned"],)
     param_names = ["host_memory"]

@@ -7,8 +7,9 @@ zoo's AlexNet, so the loader competes with real compute for the same cores.
 
 `run_epochs` reports throughput (samples/s) and compute efficiency per epoch:
 compute / (compute + waiting for data); 1.0 means the model never waited for the loader.
-Epochs are timed by harness.measure.timing (one sample per epoch), after at least one warm-up epoch; with persistent_workers=False the measured epochs pay worker
-start-up each time, which is exactly what persistent_workers saves.
+Epochs are timed by harness.measure.timing (one sample per epoch), after at least one warm-up
+epoch; with persistent_workers=False the measured epochs pay worker start-up each time, which is
+exactly what persistent_workers saves.
 """
 
 from __future__ import annotations

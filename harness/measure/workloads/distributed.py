@@ -178,7 +178,8 @@ def launch_timeout_s() -> float:
         return float(LAUNCH_TIMEOUT_S[mode()])
     if not (seconds > 0 and math.isfinite(seconds)):
         raise BadInput(
-            f"${TIMEOUT_ENV} must be a positive number of seconds, got {settings.DISTRIBUTED_TIMEOUT_S.raw()!r}"
+            f"${TIMEOUT_ENV} must be a positive number of seconds, got "
+            f"{settings.DISTRIBUTED_TIMEOUT_S.raw()!r}"
         )
     return seconds
 

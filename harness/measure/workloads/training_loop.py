@@ -42,7 +42,8 @@ def sizes(model_name: str, full: bool | None = None) -> str:
 
     full = full_mode() if full is None else full
     cfg = get_model(model_name).config("full" if full else "small")
-    return f"{model_name} {'full' if full else 'small'} ({', '.join(f'{k}={v}' for k, v in cfg.items())})"
+    params = ", ".join(f"{k}={v}" for k, v in cfg.items())
+    return f"{model_name} {'full' if full else 'small'} ({params})"
 
 
 class _Prepared:

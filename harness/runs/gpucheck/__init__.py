@@ -4,7 +4,8 @@ parts are all here: this orchestrator, the steps (steps), the CUDA measurements 
 harness.runs.worker.
 
     .ci/gpu-check --dry-run                       what each check proves (works on any machine)
-    .ci/gpu-check --list-wheels --python-version 3.12 --platform manylinux_2_28_x86_64 [--download DIR]
+    .ci/gpu-check --list-wheels --python-version 3.12 --platform manylinux_2_28_x86_64
+                  [--download DIR]
     .ci/gpu-check --wheels DIR --out OUT          on the runner: install, then every check
 
 The runner's python3 has torch and the test tools but no asv, asv-runner or expecttest, and no
@@ -54,7 +55,8 @@ class Step:
     expect_exit: int = 0
     cpu_expect_exit: int | None = None  # in a CPU rehearsal, when it differs
     needs: str | None = None  # a step whose output this one reads
-    full_sizes: bool = False  # HARNESS_FULL=1: nightly model sizes (launch-bound small ones prove nothing on a GPU)
+    # HARNESS_FULL=1: nightly model sizes (launch-bound small ones prove nothing on a GPU)
+    full_sizes: bool = False
     stdout_to: str | None = None
 
 
@@ -86,14 +88,16 @@ PLAN = (
         "paired",
         15,
         "timing.measure_paired's window on the GPU (the gate's paired rows: CUDA events per "
-        "call, host round starts, one sample per quarter second): a 2048^2 matmul over itself reads 1 "
-        "and two over one read 2 within 5%, one sample per block, the 4 s window not overrun by half",
+        "call, host round starts, one sample per quarter second): a 2048^2 matmul over itself "
+        "reads 1 and two over one read 2 within 5%, one sample per block, the 4 s window not "
+        "overrun by half",
     ),
     Step(
         "warmup",
         20,
         "the warm-up call absorbs torch.compile: the first call compiles, no timed sample "
-        "holds a compile (dynamo's graph count is unchanged during samples, every sample < 10% of the first call)",
+        "holds a compile (dynamo's graph count is unchanged during samples, every sample < 10% "
+        "of the first call)",
     ),
     Step(
         "kernels",
@@ -159,7 +163,8 @@ PLAN = (
         55,
         "every zoo model under every front end captured and run on the GPU, checked "
         "against eager on the GPU and diffed against the CPU printout of the same torch; differing "
-        "printouts become candidate variants; committed goldens of another torch are 'not compared'",
+        "printouts become candidate variants; committed goldens of another torch are "
+        "'not compared'",
     ),
     Step(
         "goldens-plugin",
@@ -238,10 +243,11 @@ def dry_run_text(rehearsal: bool = False, deadline: float = DEADLINE_S) -> str:
     lines += [
         "",
         f"Budgets add up to {total} s, {total + WHEELS_BUDGET_S} s with the wheels (each an upper "
-        f"bound; ~6 min expected on one GPU), inside the deadline of {deadline:.0f} s for the whole "
-        "run: a step still running then is killed, later steps are reported 'not run', so the kit "
-        "ends within 8 minutes.",
-        "exit 0: every step passed or recorded its figures; 1: a step failed, was killed or could not run.",
+        f"bound; ~6 min expected on one GPU), inside the deadline of {deadline:.0f} s for the "
+        "whole run: a step still running then is killed, later steps are reported 'not run', so "
+        "the kit ends within 8 minutes.",
+        "exit 0: every step passed or recorded its figures; 1: a step failed, was killed or "
+        "could not run.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -445,7 +451,9 @@ def orchestrate(args, root: Path, plan: list[Step] | None = None) -> int:
                         "not run",
                         step.budget_s,
                         proves=step.proves,
-                        detail=f"needs step {step.needs}, which {done.get(step.needs, 'did not run')}",
+                        detail=(
+                            f"needs step {step.needs}, which {done.get(step.needs, 'did not run')}"
+                        ),
                     )
                 )
                 done[step.name] = "not run"
@@ -616,8 +624,9 @@ def list_wheels(args) -> int:
     missing = [w.name for w in found if w.version is None]
     if missing:
         print(
-            f"warning: {', '.join(missing)} not installed in {sys.executable}: their versions and needs are "
-            "unknown here; run this with the harness venv (.venv/bin/python .ci/gpu-check --list-wheels ...)"
+            f"warning: {', '.join(missing)} not installed in {sys.executable}: their versions "
+            "and needs are unknown here; run this with the harness venv "
+            "(.venv/bin/python .ci/gpu-check --list-wheels ...)"
         )
     dest = args.download or ".gpu-check/wheels-cp" + args.python_version.replace(".", "")
     cmd = wheels.download_command(found, args.python_version, args.platform, dest)

@@ -122,7 +122,8 @@ def judge_paired(
     if seconds > (1.0 + PAIRED_OVERRUN) * window_s:
         problems.append(f"a {window_s:g} s window took {seconds:.1f} s")
     return not problems, "; ".join(problems) or (
-        f"1 kernel / itself {m_same:.3f}, 2 kernels / 1 {m_double:.3f}, {len(same)} samples in {seconds:.1f} s"
+        f"1 kernel / itself {m_same:.3f}, 2 kernels / 1 {m_double:.3f}, "
+        f"{len(same)} samples in {seconds:.1f} s"
     )
 
 

@@ -198,7 +198,8 @@ def download_command(
 
 
 def install_command(python: str, wheel_dir: Path, target: Path) -> list[str]:
-    """Every wheel in the folder into the private target folder; nothing fetched, nothing resolved."""
+    """Every wheel in the folder into the private target folder; nothing fetched, nothing
+    resolved."""
     wheels = sorted(str(p) for p in Path(wheel_dir).glob("*.whl"))
     return [
         python,
