@@ -134,13 +134,15 @@ def test_normalised_row_is_judged_once_calibrated(tmp_path, capsys):
         units=NORMALISED,
     )
     code, out, _ = run_cli(capsys, b, h)
-    assert code == 0 and verdicts(out) == {"t.rel": "not judged"}
+    # nothing judged is undecided (exit 6), never a plain pass
+    assert code == 6 and verdicts(out) == {"t.rel": "not judged"}
     assert "normalised time: no calibrated noise band" in out
+    assert "0 judged; 1 not judged (normalised time: no calibrated noise band)" in out
     code, out, _ = run_cli(capsys, b, h, "--noise", noise_file(tmp_path, {"t.rel": 0.03}))
     assert code == 1 and verdicts(out) == {"t.rel": "REGRESSION"}
     assert "normalised time, noise band 3.0%: p=" in out
     code, out, _ = run_cli(capsys, b, h, "--noise", noise_file(tmp_path, {"t.rel": 0.20}))
-    assert code == 0 and "threshold 20.0%" in out
+    assert code == 0 and "threshold 20.0%" in out and "1 judged (1 ok)" in out
     assert "calibrated noise bands above 10% hide smaller timing changes for: t.rel" in out
     assert "recalibrate on a quieter machine" in out and "built-in drift" not in out
 
@@ -173,10 +175,10 @@ def test_raw_time_is_not_judged_without_a_narrow_calibrated_band(tmp_path, capsy
     # 30% slower in raw seconds: on a shared runner that is within run-to-run drift
     b, h = pair(tmp_path, {"t.time": draw(30, seed=1)}, {"t.time": draw(30, seed=2, scale=1.3)})
     code, out, _ = run_cli(capsys, b, h)
-    assert code == 0 and verdicts(out) == {"t.time": "not judged"}
+    assert code == 6 and verdicts(out) == {"t.time": "not judged"}
     assert "raw time: no calibrated noise band" in out
     code, out, _ = run_cli(capsys, b, h, "--noise", noise_file(tmp_path, {"t.time": 0.15}))
-    assert code == 0 and "raw time: noise band 15% >= threshold 5%" in out
+    assert code == 6 and "raw time: noise band 15% >= threshold 5%" in out
     # a dedicated runner's band below the threshold: the raw row is judged
     code, out, _ = run_cli(capsys, b, h, "--noise", noise_file(tmp_path, {"t.time": 0.02}))
     assert code == 1 and verdicts(out) == {"t.time": "REGRESSION"}
@@ -194,7 +196,7 @@ def test_throughput_is_higher_better_when_judged(tmp_path, capsys):
     )
     code, out, _ = run_cli(capsys, b, h, "--noise", narrow)
     assert code == 1 and "REGRESSION" in out and "raw throughput" in out
-    assert run_cli(capsys, b, h)[0] == 0, "no band: not judged"
+    assert run_cli(capsys, b, h)[0] == 6, "no band: not judged, so undecided"
     b, h = pair(
         tmp_path / "up",
         {"t.rate": draw(30, 1000, seed=1)},
@@ -242,7 +244,7 @@ def test_a_bare_number_is_not_judged(tmp_path, capsys):
     # the old compiled/eager row: a median ratio of two timing loops, 1.1 -> 22.8 on identical code
     b, h = pair(tmp_path, {"t.ratio": 1.1}, {"t.ratio": 22.8}, units=PAIRED)
     code, out, _ = run_cli(capsys, b, h)
-    assert code == 0 and verdicts(out) == {"t.ratio": "not judged"}
+    assert code == 6 and verdicts(out) == {"t.ratio": "not judged"}
     assert "no samples on either side; a bare number cannot be tested" in out
 
 
@@ -359,8 +361,9 @@ def test_different_machines_exit_3_unless_allowed(tmp_path, capsys):
     h = write_set(tmp_path / "h", "bbbbbbbb22", {"a.time": draw(30, seed=2)}, machine="m2-cpu")
     code, _, err = run_cli(capsys, b, h)
     assert code == 3 and "not comparable" in err and "m2-cpu" in err
-    assert run_cli(capsys, b, h, "--allow-machine-mismatch")[0] == 0  # the older spelling
-    assert run_cli(capsys, b, h, "--allow-env-change")[0] == 0
+    # compared, but a raw time without a band is not judged: undecided, not bad input
+    assert run_cli(capsys, b, h, "--allow-machine-mismatch")[0] == 6  # the older spelling
+    assert run_cli(capsys, b, h, "--allow-env-change")[0] == 6
 
 
 @pytest.mark.parametrize(
@@ -401,14 +404,14 @@ def test_changed_benchmark_is_shown_not_judged(tmp_path, capsys):
     data["a.time"]["version"] = "2"
     bj.write_text(json.dumps(data))
     code, out, _ = run_cli(capsys, b, h)
-    assert code == 0 and "benchmark changed, not compared" in out
+    assert code == 6 and "benchmark changed, not compared" in out
 
 
 def test_unknown_bench_name_exit_3(tmp_path, capsys):
     b, h = pair(tmp_path, {"a.time": draw(30, seed=1)}, {"a.time": draw(30, seed=2)})
     code, _, err = run_cli(capsys, b, h, "--bench", "no.such")
     assert code == 3 and "no.such" in err
-    assert run_cli(capsys, b, h, "--bench", "a.time")[0] == 0
+    assert run_cli(capsys, b, h, "--bench", "a.time")[0] == 6  # found, compared, not judged
 
 
 def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):

@@ -1,5 +1,6 @@
 """`harness gate BASE HEAD`: compare two result sets; exit codes as harness.core.exits (0 pass,
-1 regression, 2 failed or missing benchmark, 3 bad input, 4 no GPU with --require-gpu).
+1 regression, 2 failed or missing benchmark, 3 bad input, 4 no GPU with --require-gpu, 6 no row
+judged).
 See harness.verdict.gate."""
 
 import sys
@@ -46,9 +47,11 @@ def add_arguments(parser):
     parser.add_argument(
         "--bench",
         action="append",
-        metavar="NAME",
-        help="compare only this benchmark (repeatable); unknown names exit 3",
+        metavar="REGEX",
+        help="compare only the rows whose full name this regex is found in (repeatable; a plain "
+        "name works too); one matching nothing is exit 3",
     )
+    parser.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
     parser.add_argument(
         "--allow-env-change",
@@ -84,4 +87,8 @@ def run(args) -> int:
         print(f"harness gate: {out.message}", file=sys.stderr)
     if args.markdown:
         write_atomic(args.markdown, out.render("markdown"))
+    if args.json:
+        from harness.core.files import write_json_atomic
+
+        write_json_atomic(args.json, out.as_json())
     return out.code

@@ -1,8 +1,10 @@
-"""Exit codes of every `harness` command, and the errors that carry them (DECISIONS §5).
+"""Exit codes of every `harness` command, and the errors that carry them (docs/gate.md).
 
 A command raises one of these errors; `harness.cli.main` prints its message to stderr and returns
 its code. Any other exception is an internal error: traceback on stderr, exit 70 — never 0 or 1,
 which CI would read as "pass" or "regression".
+
+When several apply, the most serious wins: 3 > 2 > 1 > 6 > 0 (severity()).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ FAILED = 2  # a benchmark failed, or is present on one side only
 BAD_INPUT = 3  # unknown suite/model/benchmark, missing or corrupt file, not comparable
 NO_GPU = 4  # no CUDA GPU where --require-gpu was given
 RUNNER_FAILED = 5  # an external runner (asv run, asv publish, torchrun) failed
+UNDECIDED = 6  # no row was judged, or ab rows were left UNKNOWN: not a pass
 INTERNAL = 70  # an unexpected exception
 INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
 TERMINATED = 143  # SIGTERM (128 + SIGTERM): a CI timeout or a cancelled job
@@ -24,6 +27,7 @@ MEANING = {
     BAD_INPUT: "bad input",
     NO_GPU: "no CUDA GPU",
     RUNNER_FAILED: "external runner failed",
+    UNDECIDED: "undecided (no row judged, or rows left UNKNOWN)",
     INTERNAL: "internal error",
     INTERRUPTED: "interrupted (Ctrl-C)",
     TERMINATED: "terminated (SIGTERM)",
@@ -75,3 +79,13 @@ def guarded(name: str, fn) -> int:
             file=sys.stderr,
         )
         return INTERNAL
+
+
+# bad input beats a failed benchmark, which beats a regression; undecided only when nothing
+# worse applies (interrupts and internal errors never meet these: they end the command)
+_SEVERITY = [PASS, UNDECIDED, REGRESSION, FAILED, BAD_INPUT]
+
+
+def severity(code: int) -> int:
+    """Rank of an exit code for combining several findings: max(codes, key=severity)."""
+    return _SEVERITY.index(code) if code in _SEVERITY else len(_SEVERITY)

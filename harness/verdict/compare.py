@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import statistics
 
 from harness.verdict import functions, metrics
@@ -66,6 +67,8 @@ OK, IMPROVED, REGRESSION = "ok", "improved", "REGRESSION"
 FAILED, MISSING, SKIPPED, BAD = "FAILED", "MISSING", "skipped", "BAD INPUT"
 CHANGED = "changed"  # the benchmark's code differs between the sides: not compared, exit unaffected
 NOT_JUDGED = "not judged"  # shown with the reason (raw time without a narrow calibrated band)
+UNKNOWN = "UNKNOWN"  # harness ab: judged across processes, not decided yet (more pairs decide it)
+JUDGED = (OK, IMPROVED, REGRESSION)  # the verdicts of rows a rule decided
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.002
@@ -287,6 +290,18 @@ def compare_entry(
     return Row(name, h.unit, bv, hv, ratio, verdict, note, p=p, threshold=threshold)
 
 
+def selects(pattern: str, name: str) -> bool:
+    """Whether a --bench PATTERN selects a row: a regex found in the full name (anchor it,
+    `^name$`, for one row), or the name itself, or its name without parameters (names hold
+    parentheses and dots that a regex would read otherwise)."""
+    if name == pattern or name.startswith(pattern + "("):
+        return True
+    try:
+        return re.search(pattern, name) is not None
+    except re.error:
+        return False
+
+
 def compare(
     base: ResultSet,
     head: ResultSet,
@@ -300,7 +315,7 @@ def compare(
     noise = noise or {}
     names = sorted(set(base.entries) | set(head.entries))
     if only:
-        names = [n for n in names if any(n == o or n.startswith(o + "(") for o in only)]
+        names = [n for n in names if any(selects(o, n) for o in only)]
     rows = []
     for name in names:
         b, h = base.entries.get(name), head.entries.get(name)

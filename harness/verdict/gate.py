@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import re
 
 from harness.core import exits
 from harness.core.table import render
@@ -47,6 +48,7 @@ CODE_OF = {
     compare.FAILED: exits.FAILED,
     compare.MISSING: exits.FAILED,
     compare.BAD: exits.BAD_INPUT,
+    compare.UNKNOWN: exits.UNDECIDED,
 }
 HEADER = ("benchmark", "base", "head", "ratio", "verdict", "note")
 ALIGN = ("left", "right", "right", "right", "center", "left")
@@ -84,14 +86,28 @@ class Outcome:
     env_diff: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
-        counts: dict[str, int] = {}
-        for r in self.rows:
-            counts[r.verdict] = counts.get(r.verdict, 0) + 1
-        parts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-        return (
-            f"gate: exit {self.code} ({exits.MEANING[self.code]}); {len(self.rows)} benchmarks: "
-            f"{parts or 'none'}"
-        )
+        """One line that leads with how many rows were judged and how many were not, and why:
+        a comparison that judged nothing is never a plain pass."""
+        return f"gate: exit {self.code} ({exits.MEANING[self.code]}); {tally(self.rows)}"
+
+    def as_json(self) -> dict:
+        """The outcome for --json (schema in docs/gate.md)."""
+        counts = verdict_counts(self.rows)
+        return {
+            "schema": 1,
+            "exit": self.code,
+            "meaning": exits.MEANING[self.code],
+            "base": str(self.base.path) if self.base else None,
+            "head": str(self.head.path) if self.head else None,
+            "judged": sum(counts.get(v, 0) for v in compare.JUDGED),
+            "not_judged": counts.get(compare.NOT_JUDGED, 0),
+            "counts": counts,
+            "message": self.message,
+            "environment_differences": [
+                {"setting": k, "base": b, "head": h} for k, b, h in self.env_diff
+            ],
+            "rows": [dataclasses.asdict(r) for r in self.rows],
+        }
 
     @property
     def title(self) -> str:
@@ -115,8 +131,54 @@ class Outcome:
         return env + table(self.rows, fmt, self.title, footer)
 
 
+def verdict_counts(rows: list[compare.Row]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    return counts
+
+
+def _reason(note: str) -> str:
+    """A not-judged row's reason without its figures, to count rows by reason."""
+    return re.sub(r"\d+(\.\d+)?%", "N%", note.split(";")[0]).strip()
+
+
+def tally(rows: list[compare.Row]) -> str:
+    """`12 judged (11 ok, 1 REGRESSION); 16 not judged (raw time: no calibrated noise band);
+    3 skipped`: judged rows first, then the rest with their reasons."""
+    counts = verdict_counts(rows)
+    judged = {v: counts[v] for v in compare.JUDGED if v in counts}
+    parts = [
+        f"{sum(judged.values())} judged"
+        + (f" ({', '.join(f'{n} {v}' for v, n in judged.items())})" if judged else "")
+    ]
+    if compare.UNKNOWN in counts:
+        parts.append(f"{counts[compare.UNKNOWN]} UNKNOWN (more pairs or a quieter runner decide)")
+    not_judged = [r for r in rows if r.verdict == compare.NOT_JUDGED]
+    if not_judged:
+        reasons: dict[str, int] = {}
+        for r in not_judged:
+            reasons[_reason(r.note)] = reasons.get(_reason(r.note), 0) + 1
+        why = ", ".join(f"{why} {n}" if len(reasons) > 1 else why for why, n in reasons.items())
+        parts.append(f"{len(not_judged)} not judged ({why})")
+    rest = {
+        v: n
+        for v, n in counts.items()
+        if v not in (*compare.JUDGED, compare.UNKNOWN, compare.NOT_JUDGED)
+    }
+    parts += [f"{n} {v}" for v, n in sorted(rest.items())]
+    return "; ".join(parts)
+
+
 def exit_code(rows: list[compare.Row]) -> int:
-    return max([CODE_OF.get(r.verdict, exits.PASS) for r in rows], default=exits.PASS)
+    """The most serious code the rows call for (3 > 2 > 1 > 6 > 0); rows compared but none
+    judged is undecided (6), not a pass."""
+    code = max(
+        (CODE_OF.get(r.verdict, exits.PASS) for r in rows), key=exits.severity, default=exits.PASS
+    )
+    if code == exits.PASS and not any(r.verdict in compare.JUDGED for r in rows):
+        return exits.UNDECIDED
+    return code
 
 
 def run_gate(
@@ -155,11 +217,12 @@ def run_gate(
         noise = load_noise(npath)
         if only:
             known = set(base.entries) | set(head.entries)
-            unknown = [o for o in only if not any(n == o or n.startswith(o + "(") for n in known)]
+            unknown = [o for o in only if not any(compare.selects(o, n) for n in known)]
             if unknown:
                 raise BadInput(
-                    f"unknown benchmark name(s): {', '.join(unknown)}; neither "
-                    f"{base.path} nor {head.path} has them"
+                    f"--bench {', '.join(unknown)} matches no benchmark of "
+                    f"{base.path} or {head.path}; a regex is searched in the full names "
+                    "(list them with `harness bench --list`)"
                 )
     except BadInput as exc:
         return Outcome(exits.BAD_INPUT, [], message=str(exc))
@@ -170,6 +233,13 @@ def run_gate(
         code, message = (
             exits.BAD_INPUT,
             "nothing was compared: every benchmark was skipped on both sides",
+        )
+    elif not any(r.name in base.entries and r.name in head.entries for r in rows):
+        code, message = exits.BAD_INPUT, "nothing was compared: no benchmark is on both sides"
+    elif code == exits.UNDECIDED:
+        message = (
+            "undecided: no row was judged (see each row's note; raw times need a calibrated noise "
+            "band, or compare with `harness ab`, which judges them across processes)"
         )
     wide = [
         r
