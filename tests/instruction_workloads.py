@@ -19,4 +19,6 @@ def _two_ops(folder):
 INSTRUCTION_WORKLOADS = {
     "one_op": InstructionWorkload("one_op", _one_op, layouts=(2, 2)),
     "two_ops": InstructionWorkload("two_ops", _two_ops, layouts=(2, 2)),
+    # the same work again, for the injection (HARNESS_TEST_EXTRA_INSTRUCTIONS) to be measured on
+    "two_ops_injected": InstructionWorkload("two_ops_injected", _two_ops, layouts=(2, 2)),
 }

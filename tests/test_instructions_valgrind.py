@@ -21,9 +21,16 @@ pytestmark = [
 
 def test_a_count_moves_with_one_added_op_and_repeats_in_another_process(tmp_path, monkeypatch):
     monkeypatch.setenv(instructions.RECORD_ENV, str(tmp_path))
+    # calibrate's injection on one workload: a fifth more of its own instructions per call (the
+    # tiny workload's wrapper call alone is a twentieth of it: smaller fractions round coarsely)
+    monkeypatch.setenv(instructions.EXTRA_ENV, "0.2")
+    monkeypatch.setenv(instructions.EXTRA_WORKLOADS_ENV, "two_ops_injected")
     first = [
         instructions.Target("t.T.track_instructions('one_op')", SOURCE, "one_op"),
         instructions.Target("t.T.track_instructions('two_ops')", SOURCE, "two_ops"),
+        instructions.Target(
+            "t.T.track_instructions('two_ops_injected')", SOURCE, "two_ops_injected"
+        ),
     ]
     again = [instructions.Target("t.T.track_instructions('one_op')", SOURCE, "one_op")]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two valgrind processes at once
@@ -34,6 +41,9 @@ def test_a_count_moves_with_one_added_op_and_repeats_in_another_process(tmp_path
         a.rows["t.T.track_instructions('two_ops')"],
     )
     assert two > one * 1.2, (one, two)  # the mul of 1024 floats and its dispatch
+    # the injection adds what it was asked for, measured in the row itself (not half of it)
+    injected = a.rows["t.T.track_instructions('two_ops_injected')"]
+    assert injected / two == pytest.approx(1.2, abs=0.01), (two, injected)
     # another process, another list of workloads, another scratch folder: the same count
     assert b.rows["t.T.track_instructions('one_op')"] == pytest.approx(one, rel=0.002)
     record = a.record

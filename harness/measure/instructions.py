@@ -583,32 +583,44 @@ def _slowed(req: _Requests, fn, job: dict, tag: str, fraction: float, prefix: Pa
     """fn followed by busy work of `fraction` x fn's own instructions per call, both counted
     here first (test-only, see the module docstring)."""
     pid = os.getpid()
-    req.measure(fn, job["calls"], f"calibrate-{tag}")
-    for _ in range(20):  # specialised by Python's adaptive interpreter, as in the timed calls
-        _busy(BUSY_CALIBRATION)
-    for k in (1, 3):  # two lengths: instructions per iteration, and those of the call itself
-        req.measure(lambda k=k: _busy(k * BUSY_CALIBRATION), 1, f"busy{k}-{tag}")
-    clean = _totals(_dump_for(prefix, pid, f"calibrate-{tag}")) / job["calls"]
-    short, long = (_totals(_dump_for(prefix, pid, f"busy{k}-{tag}")) for k in (1, 3))
-    per_iteration = (long - short) / (2 * BUSY_CALIBRATION)
-    per_call = short - BUSY_CALIBRATION * per_iteration
-    n = max(1, round((fraction * clean - per_call) / per_iteration))
+    calls = job["calls"]
+
+    def with_busy(n: int):
+        def slowed():
+            out = fn()
+            _busy(n)
+            return out
+
+        for _ in range(job["warmup"]):  # specialised, as the counted calls will be
+            slowed()
+        return slowed
+
+    # Every count holds the client requests' own instructions (ctypes calls, thousands): an
+    # empty measurement's count is taken off. The wrapper's own call is part of the extra work.
+    req.measure(lambda: None, 1, f"empty-{tag}")
+    req.measure(fn, calls, f"calibrate-{tag}")
+    req.measure(with_busy(0), calls, f"wrapper-{tag}")
     for _ in range(20):
-        _busy(n)
-    req.measure(lambda: _busy(n), 1, f"busyn-{tag}")  # what one call of the extra work adds
-    added = _totals(_dump_for(prefix, pid, f"busyn-{tag}"))
+        _busy(BUSY_CALIBRATION)
+    for k in (1, 3):  # two lengths: the instructions of one iteration
+        req.measure(lambda k=k: _busy(k * BUSY_CALIBRATION), 1, f"busy{k}-{tag}")
 
-    def slowed():
-        out = fn()
-        _busy(n)
-        return out
+    def net(name: str) -> int:
+        return _totals(_dump_for(prefix, pid, f"{name}-{tag}")) - empty
 
-    for _ in range(job["warmup"]):
-        slowed()
+    empty = 0
+    empty = net("empty")
+    clean = net("calibrate") / calls
+    wrapper = net("wrapper") / calls - clean  # the wrapper and an empty _busy call
+    per_iteration = (net("busy3") - net("busy1")) / (2 * BUSY_CALIBRATION)
+    n = max(1, round((fraction * clean - wrapper) / per_iteration))
+    slowed = with_busy(n)
+    req.measure(slowed, calls, f"slowed-{tag}")  # what the extra work adds, as counted
+    added = net("slowed") / calls - clean
     return slowed, {
         "fraction": fraction,
         "iterations": n,
-        "added_per_call": added,
+        "added_per_call": round(added),
         "clean_per_call": round(clean),
     }
 
