@@ -81,6 +81,9 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
     assert "no benchmark of amp matches --bench; left out" in captured.err
     ops = next(line for line in out.splitlines() if line.startswith("canary.Canary.track_ops"))
     assert "REGRESSION" in ops and "+1 ops" in ops
+    # the raw time is judged across processes, never "not judged"; two pairs cannot decide it
+    raw = next(line for line in out.splitlines() if line.startswith("canary.Canary.track_time "))
+    assert "UNKNOWN" in raw and "across processes" in raw and "at least 3 decide" in raw, raw
     if instructions.unavailable() is None:  # counted once per side, named by the function that grew
         counted = next(
             line for line in out.splitlines() if line.startswith("canary.Canary.track_instructions")
@@ -89,8 +92,10 @@ def test_ab_catches_the_injected_op_and_keeps_both_sides(tmp_path, capsys):
             "REGRESSION" in counted and "instructions: +" in counted and "sqrt" in counted.lower()
         ), counted
         assert "canary instruction rows, one process per side" in captured.err
-    base, head = records.list_runs(root, "ab-cpu")
-    assert {base.label, head.label} == {"base", "head"}
+    base, head = sorted(records.list_runs(root, "ab-cpu"), key=lambda r: r.label)
+    assert (base.label, head.label) == ("base", "head")
+    kept = records.read_ab_pairs(head.path)  # per row, both processes' values of every pair
+    assert kept["base_run"] == base.run_id and len(kept["pairs"]["canary.Canary.track_time"]) == 2
     for rec in (base, head):
         # pairs x suites that matched, and the canary's instruction row once
         assert rec.meta["ab"]["processes"] == 2 * 2 + (instructions.unavailable() is None)

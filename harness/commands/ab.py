@@ -38,9 +38,32 @@ def add_arguments(parser):
     parser.add_argument(
         "--pairs",
         type=int,
-        default=5,
-        help="processes per side, alternating A B A B (default 5; fewer is weak)",
+        metavar="N",
+        help="a fixed number of pairs per suite, alternating A B A B (default: pairs are added "
+        "until every row judged across processes is SAME or DIFFERENT, up to --max-pairs)",
     )
+    parser.add_argument(
+        "--max-pairs",
+        type=int,
+        default=20,
+        metavar="N",
+        help="the most pairs a suite gets while rows are UNKNOWN (default 20)",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        metavar="FRACTION",
+        help="rows judged across processes (raw and normalised times) are SAME when the per-pair "
+        "ratios' 99%% interval lies within +-FRACTION, DIFFERENT when wholly beyond it (default "
+        "0.02)",
+    )
+    parser.add_argument(
+        "--duet",
+        action="store_true",
+        help="run both sides of a pair at the same time, each pinned to its own half of the CPUs "
+        "with one thread (swapped every pair), so interference hits both alike",
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON")
     parser.add_argument(
         "--budget",
         type=float,
@@ -78,17 +101,26 @@ def run(args) -> int:
     from harness.runs import ab
     from harness.runs.bench import check_suites
     from harness.runs.spec import RunSpec
+    from harness.verdict import between
     from harness.verdict.gate import run_gate
     from harness.verdict.results import results_root
 
-    if args.pairs < 1:
+    if args.pairs is not None and args.pairs < 1:
         raise BadInput("--pairs must be at least 1")
-    if args.pairs < ab.MIN_PAIRS:
+    if args.max_pairs < between.MIN_PAIRS:
+        raise BadInput(f"--max-pairs must be at least {between.MIN_PAIRS}")
+    if args.pairs is not None and args.pairs < ab.MIN_PAIRS:
         print(
             f"harness ab: warning: {args.pairs} pairs; at least {ab.MIN_PAIRS} give the statistics "
             "enough to decide",
             file=sys.stderr,
         )
+    threshold = between.DEFAULT_THRESHOLD if args.threshold is None else args.threshold
+    if not 0 < threshold < 1:
+        raise BadInput(f"--threshold is a fraction (0.02 = 2%), got {threshold}")
+    if args.duet and ab.duet_cpus() is None:
+        raise BadInput("--duet needs at least 2 CPUs (one set per side); this process has 1")
+    policy = ab.Pairs(args.pairs, args.max_pairs, threshold, args.duet)
     project = project_root()
     root = results_root(args.results_dir)
     suites = check_suites(project, args.suite)
@@ -96,10 +128,13 @@ def run(args) -> int:
         "base": _assignments(args.base_env, "--base-env"),
         "head": _assignments(args.head_env, "--head-env"),
     }
+    threads = parse_threads(args.threads)
+    if args.duet and threads not in (None, 1):
+        raise BadInput("--duet runs one thread a side; leave --threads out")
     spec = RunSpec.from_flags(
         quick=not args.full,
         full=args.full,
-        threads=parse_threads(args.threads),
+        threads=1 if args.duet else threads,
         suites=tuple(suites),
         benches=tuple(args.bench or ()),
         machine=options.machine_name(args),
@@ -109,16 +144,17 @@ def run(args) -> int:
         root,
         {"base": args.base, "head": args.head},
         spec,
-        pairs=args.pairs,
+        pairs=policy,
         budget_s=args.budget,
         envs=envs,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
     )
     base, head = out["records"]["base"], out["records"]["head"]
-    outcome = run_gate(str(base.path), str(head.path), root=root)
+    outcome = run_gate(str(base.path), str(head.path), root=root, ab_threshold=threshold)
     print(outcome.render("text"), end="")
+    counts = ", ".join(f"{suite} {n}" for suite, n in out["pairs"].items())
     print(
-        f"ab: {args.pairs} alternating pairs per suite, {out['seconds']:.0f} s; runs kept as "
+        f"ab: {policy.describe()}; pairs run: {counts}; {out['seconds']:.0f} s; runs kept as "
         f"{base.path} and {head.path}"
     )
     if out["left_out"]:
@@ -128,4 +164,16 @@ def run(args) -> int:
         )
     if args.markdown:
         write_atomic(args.markdown, outcome.render("markdown"))
+    if args.json:
+        from harness.core.files import write_json_atomic
+
+        data = outcome.as_json()
+        data["ab"] = {
+            "policy": policy.describe(),
+            "pairs": out["pairs"],
+            "seconds": out["seconds"],
+            "threshold": threshold,
+            "left_out": out["left_out"],
+        }
+        write_json_atomic(args.json, data)
     return outcome.code

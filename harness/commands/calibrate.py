@@ -62,7 +62,16 @@ def add_arguments(parser):
         default="gate",
         help="with --slowdown: gate on stored runs A,B,C (default) or harness ab",
     )
-    parser.add_argument("--pairs", type=int, default=5, help="with --route ab: pairs per ab run")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        help="with --route ab: a fixed number of pairs per ab run (default: as harness ab, "
+        "pairs until decided, up to --max-pairs)",
+    )
+    parser.add_argument(
+        "--max-pairs", type=int, default=20, help="with --route ab: as harness ab (default 20)"
+    )
+    parser.add_argument("--duet", action="store_true", help="with --route ab: as harness ab --duet")
     parser.add_argument(
         "--bench",
         action="append",
@@ -180,7 +189,7 @@ def _trials(args, project, root, machine, work, threshold) -> dict:
     )
     if args.route == "ab":
         return calibrate.ab_trials(
-            project, args.trials, work, threshold, spec, bench, env, args.pairs, aa=args.aa
+            project, args.trials, work, threshold, spec, bench, env, _pairs(args), aa=args.aa
         )
     return calibrate.trials(
         project,
@@ -193,6 +202,16 @@ def _trials(args, project, root, machine, work, threshold) -> dict:
         slowed_env=env,
         aa=args.aa,
     )
+
+
+def _pairs(args):
+    """harness ab's pair policy for --route ab trials."""
+    from harness.core.exits import BadInput
+    from harness.runs import ab
+
+    if args.duet and ab.duet_cpus() is None:
+        raise BadInput("--duet needs at least 2 CPUs (one set per side); this process has 1")
+    return ab.Pairs(args.pairs, args.max_pairs, duet=args.duet)
 
 
 def _instruction_trials(args, project, root, machine, work, threshold) -> dict:
@@ -239,7 +258,7 @@ def _instruction_trials(args, project, root, machine, work, threshold) -> dict:
     bench = calibrate._benchmark_dir(project, ["instructions"], work)
     if args.route == "ab":
         return calibrate.ab_trials(
-            project, args.trials, work, threshold, spec, bench, slowed, args.pairs, aa=args.aa
+            project, args.trials, work, threshold, spec, bench, slowed, _pairs(args), aa=args.aa
         )
     return calibrate.trials(
         project,

@@ -89,6 +89,36 @@ class RunRecord:
         return read_instructions(self.path)
 
 
+# `harness ab`: per row, the (base, head) central values of every pair of processes, kept in
+# the head side's record (the verdict on raw and normalised rows comes from them)
+AB_PAIRS = "ab-pairs.json"
+_AB_SCHEMA = 1
+
+
+def write_ab_pairs(staging: Path, base_run_id: str, values: dict, units: dict) -> None:
+    """Into the head record while it is being written (records.writing)."""
+    write_json_atomic(
+        Path(staging) / AB_PAIRS,
+        {
+            "schema": _AB_SCHEMA,
+            "base_run": base_run_id,
+            "units": units,
+            "pairs": {row: [list(p) for p in pairs] for row, pairs in values.items()},
+        },
+    )
+
+
+def read_ab_pairs(run_dir: Path) -> dict | None:
+    """{"base_run", "units", "pairs": {row: [[base, head], ...]}} of an ab head record, or None."""
+    try:
+        data = json.loads((Path(run_dir) / AB_PAIRS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("schema") != _AB_SCHEMA:
+        return None
+    return data
+
+
 # Operator-level tables a run keeps (written by harness.measure.profiles):
 PROFILES = "profiles.json"  # per workload, torch.profiler's top operators by self time
 OP_COUNTS = "op-counts.json"  # per ops/kernels row, the operators behind its count

@@ -38,8 +38,10 @@ from harness.core.processes import terminate_as_interrupt
 from harness.measure.instructions import RECORD_ENV
 from harness.runs import asv
 from harness.runs.spec import RunSpec
+from harness.verdict import between, metrics
 
-MIN_PAIRS = 5  # fewer gives the statistics too little to go on; allowed, with a warning
+MIN_PAIRS = 5  # fixed --pairs below this give paired rows too few samples; allowed, with a warning
+DEFAULT_PAIRS = 5  # a suite without rows judged across processes stops here in sequential runs
 MIN_WINDOW_S = 2.0  # a process's share of the paired window (process_window)
 
 
@@ -114,20 +116,60 @@ class _Job:
     work: pathlib.Path
     env: dict  # the run's environment, the same for both sides (RunSpec.environment)
     method: str
-    pairs: int
+    pairs: Pairs
     budget_s: float | None
     bench_dir: pathlib.Path | None
     log: object
     started: float = dataclasses.field(default_factory=time.perf_counter)
 
 
+@dataclasses.dataclass(frozen=True)
+class Pairs:
+    """How many pairs of processes a suite gets: `fixed` pairs, or (sequential, the default)
+    pairs added until every row judged across processes is SAME or DIFFERENT, from
+    between.MIN_PAIRS up to `most`. `duet`: both processes of a pair at the same time, each
+    pinned to its own CPUs (the sides swap CPUs from pair to pair)."""
+
+    fixed: int | None = None
+    most: int = 20
+    threshold: float = between.DEFAULT_THRESHOLD
+    duet: bool = False
+
+    @property
+    def planned(self) -> int:
+        """The pairs a run expects (sizes each process's share of the paired window)."""
+        return self.fixed or DEFAULT_PAIRS
+
+    def describe(self) -> str:
+        how = f"{self.fixed} pairs" if self.fixed else f"pairs until decided (at most {self.most})"
+        return how + (", duet (both sides at once, one CPU set each)" if self.duet else "")
+
+
+@dataclasses.dataclass
+class SuiteRuns:
+    """One suite's result files: per side its instruction process (if any), and the pairs."""
+
+    instructions: dict[str, pathlib.Path] = dataclasses.field(default_factory=dict)
+    pairs: list[dict[str, pathlib.Path]] = dataclasses.field(default_factory=list)
+
+    def files(self, label: str) -> list[pathlib.Path]:
+        once = [self.instructions[label]] if label in self.instructions else []
+        return once + [p[label] for p in self.pairs]
+
+
 def run_side(
-    job: _Job, label: str, suite: str, out_dir: pathlib.Path, rows: str | None = None
+    job: _Job,
+    label: str,
+    suite: str,
+    out_dir: pathlib.Path,
+    rows: str | None = None,
+    cpus: str | None = None,
 ) -> pathlib.Path:
     """One asv process tree for one side and suite; returns its result file. The side's own
     settings go on top of the run's environment; `rows`: "instructions" or "timing"
     (suite_regex). What the process keeps beside its results (instruction counts' function
-    tables) goes to out_dir/record."""
+    tables) goes to out_dir/record. `cpus`: the CPUs the benchmark processes are pinned to
+    (asv --cpu-affinity; duet mode)."""
     side = job.side[label]
     env = {
         **job.env,
@@ -146,7 +188,8 @@ def run_side(
             benches=(suite_regex(suite, benches, rows),),
             quick=job.spec.quick,
             method=job.method,
-            bench_dir=job.bench_dir,
+            bench_dir=job.bench_dir or _suite_dir(job, label, suite),
+            cpu_affinity=cpus,
         )
     )
     if not result.files and benches and "No benchmarks selected" in result.output:
@@ -157,6 +200,15 @@ def run_side(
             f"(exit {result.returncode}):\n{result.stdout[-1500:]}{result.stderr[-1500:]}"
         )
     return result.files[0]
+
+
+def _suite_dir(job: _Job, label: str, suite: str) -> pathlib.Path:
+    """The side's suite module alone in a benchmark folder of its own (asv.benchmark_subset):
+    every process of a pair would otherwise import every suite at discovery."""
+    dest = job.work / f"benchmarks-{label}-{suite}" / "benchmarks"
+    if not dest.is_dir():
+        asv.benchmark_subset(job.side[label].project, [suite], dest)
+    return dest
 
 
 INSTRUCTION_ROWS = r".*\.track_instructions"
@@ -280,7 +332,7 @@ def process_window(quick: bool, pairs: int) -> float:
     return round(max(MIN_WINDOW_S, window / max(pairs, 1)), 3)
 
 
-def _once(job: _Job, files: dict, suite: str) -> bool:
+def _once(job: _Job, runs: SuiteRuns, suite: str) -> bool:
     """The suite's instruction rows, one process per side (their counts do not move between
     processes); False when the suite has none that --bench selects."""
     if not has_instruction_rows(job.side, suite, job.bench_dir):
@@ -288,14 +340,12 @@ def _once(job: _Job, files: dict, suite: str) -> bool:
     t0 = time.perf_counter()
     try:
         for label in ("base", "head"):
-            files[label].append(
-                run_side(
-                    job,
-                    label,
-                    suite,
-                    job.work / f"{suite}-{label}-instructions",
-                    rows="instructions",
-                )
+            runs.instructions[label] = run_side(
+                job,
+                label,
+                suite,
+                job.work / f"{suite}-{label}-instructions",
+                rows="instructions",
             )
     except NoMatch:
         return False
@@ -305,22 +355,104 @@ def _once(job: _Job, files: dict, suite: str) -> bool:
     return True
 
 
-def _alternate(job: _Job, files: dict, suite: str) -> None:
-    """One suite's pairs, A B / B A / A B ..., each process's result file appended to `files`;
-    stops early when the next pair would overrun the budget. Instruction rows are left out
-    (_once counts them)."""
-    for i in range(job.pairs):
+def duet_cpus() -> tuple[str, str] | None:
+    """Two disjoint CPU sets, the halves of this process's CPUs (asv --cpu-affinity form), or
+    None where fewer than two CPUs are available."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None
+    half = len(cpus) // 2
+    return ",".join(map(str, cpus[:half])), ",".join(map(str, cpus[half:]))
+
+
+def _pair(job: _Job, suite: str, i: int) -> dict[str, pathlib.Path]:
+    """Pair i: A then B, or B then A on odd pairs; in duet mode both at once, the CPU sets
+    swapped on odd pairs."""
+    order = ("base", "head") if i % 2 == 0 else ("head", "base")
+
+    def one(label: str, cpus: str | None = None) -> pathlib.Path:
+        return run_side(job, label, suite, job.work / f"{suite}-{label}-{i}", "timing", cpus)
+
+    if not job.pairs.duet:
+        return {label: one(label) for label in order}
+    import concurrent.futures
+
+    sets = duet_cpus()
+    if sets is None:
+        raise BadInput("--duet needs at least 2 CPUs (one set per side); this process has 1")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        futures = {label: pool.submit(one, label, cpus) for label, cpus in zip(order, sets)}
+        return {label: f.result() for label, f in futures.items()}
+
+
+def pair_values(pairs: list[dict[str, pathlib.Path]]) -> tuple[dict, dict]:
+    """Per row, (base, head) central values of every pair's two processes (the median of a
+    process's samples, else its value; None where the row failed or was skipped), and the
+    rows' units."""
+    from harness.verdict.compare import central
+    from harness.verdict.results import load
+
+    values: dict[str, list[tuple[float | None, float | None]]] = {}
+    units: dict[str, str] = {}
+    for p in pairs:
+        sets = {label: load(f) for label, f in p.items()}
+        for name in sorted(set(sets["base"].entries) & set(sets["head"].entries)):
+            b, h = sets["base"].entries[name], sets["head"].entries[name]
+            units[name] = h.unit
+            ok = [
+                central(e) if not (e.failed or e.skipped) and central(e) is not None else None
+                for e in (b, h)
+            ]
+            values.setdefault(name, []).append((ok[0], ok[1]))
+    return values, units
+
+
+def undecided(values: dict, units: dict, threshold: float) -> list[str]:
+    """The rows judged across processes that are still UNKNOWN."""
+    out = []
+    for name, pairs in values.items():
+        if not between.judged_across_processes(units[name]):
+            continue
+        ratios = between.ratios_of(pairs)
+        if not ratios:
+            continue  # n/a or failed on a side: never decided by more pairs
+        higher = metrics.kind_of(units[name]).higher_is_better
+        if between.decide(ratios, threshold, higher_is_better=higher).verdict == between.UNKNOWN:
+            out.append(name)
+    return out
+
+
+def _alternate(job: _Job, runs: SuiteRuns, suite: str) -> None:
+    """One suite's pairs, A B / B A / A B ... (or duets), appended to runs.pairs: a fixed count,
+    or until every row judged across processes is decided; stops early when the next pair
+    would overrun the budget, and says why it stopped. Instruction rows are left out (_once
+    counts them)."""
+    policy = job.pairs
+    most = policy.fixed or policy.most
+    why = f"{most} pairs" + ("" if policy.fixed else " (--max-pairs), rows still UNKNOWN")
+    for i in range(most):
         t0 = time.perf_counter()
-        for label in ("base", "head") if i % 2 == 0 else ("head", "base"):
-            files[label].append(
-                run_side(job, label, suite, job.work / f"{suite}-{label}-{i}", rows="timing")
-            )
+        runs.pairs.append(_pair(job, suite, i))
         pair_s = time.perf_counter() - t0
-        job.log(f"ab: {suite} pair {i + 1}/{job.pairs} took {pair_s:.0f} s")
+        job.log(
+            f"ab: {suite} pair {i + 1}{'/' + str(most) if policy.fixed else ''} took {pair_s:.0f} s"
+        )
+        n = i + 1
+        if not policy.fixed and n >= between.MIN_PAIRS:
+            values, units = pair_values(runs.pairs)
+            judged = [r for r in values if between.judged_across_processes(units[r])]
+            left = undecided(values, units, policy.threshold)
+            if judged and not left:
+                why = f"every row judged across processes decided after {n} pairs"
+                break
+            if not judged and n >= DEFAULT_PAIRS:
+                why = f"{n} pairs (no row of this suite is judged across processes)"
+                break
         spent = time.perf_counter() - job.started
-        if job.budget_s is not None and i + 1 < job.pairs and spent + pair_s > job.budget_s:
-            job.log(f"ab: budget of {job.budget_s:.0f} s reached after {i + 1} pairs of {suite}")
+        if job.budget_s is not None and n < most and spent + pair_s > job.budget_s:
+            why = f"the budget of {job.budget_s:.0f} s after {n} pairs"
             break
+    job.log(f"ab: {suite}: stopped at {why}")
 
 
 def run(
@@ -329,7 +461,7 @@ def run(
     specs: dict[str, str],
     spec: RunSpec,
     *,
-    pairs: int,
+    pairs: Pairs,
     budget_s: float | None = None,
     envs: dict[str, dict[str, str]] | None = None,
     bench_dir: pathlib.Path | None = None,
@@ -348,7 +480,7 @@ def run(
         sides(project, specs, envs or {}) as side,
     ):
         env = spec.environment(inductor_cache=pathlib.Path(cache), scratch=scratch)
-        env[settings.PAIRED_WINDOW_S.name] = str(process_window(spec.quick, pairs))
+        env[settings.PAIRED_WINDOW_S.name] = str(process_window(spec.quick, pairs.planned))
         job = _Job(
             side,
             spec,
@@ -360,57 +492,60 @@ def run(
             bench_dir,
             log,
         )
-        done, ran_suites, left_out = _measure(job)
-        saved = {
-            label: _keep(job, root, label, done[label], ran_suites) for label in ("base", "head")
-        }
+        done, left_out = _measure(job)
+        values, units = pair_values([p for r in done.values() for p in r.pairs])
+        saved = {"base": _keep(job, root, "base", done)}
+        saved["head"] = _keep(job, root, "head", done, (saved["base"].run_id, values, units))
     records.rebuild_view(root)
     return {
         "records": saved,
-        "suites": ran_suites,
+        "suites": list(done),
         "left_out": left_out,
+        "pairs": {suite: len(r.pairs) for suite, r in done.items()},
+        "values": values,
         "seconds": time.perf_counter() - job.started,
     }
 
 
-def _measure(job: _Job) -> tuple[dict, list[str], list[str]]:
-    """Every suite's processes: side -> suite -> result files; the suites run and left out."""
-    done: dict[str, dict[str, list[pathlib.Path]]] = {"base": {}, "head": {}}
-    ran_suites, left_out, unmatched = [], [], []
+def _measure(job: _Job) -> tuple[dict[str, SuiteRuns], list[str]]:
+    """Every suite's processes (suite -> SuiteRuns, in the order run) and the suites left out."""
+    done: dict[str, SuiteRuns] = {}
+    left_out, unmatched = [], []
     for suite in job.spec.suites:
         spent = time.perf_counter() - job.started
-        if job.budget_s is not None and ran_suites and spent >= job.budget_s:
+        if job.budget_s is not None and done and spent >= job.budget_s:
             left_out.append(suite)
             continue
-        files: dict[str, list[pathlib.Path]] = {"base": [], "head": []}
-        counted = _once(job, files, suite)
+        runs = SuiteRuns()
+        counted = _once(job, runs, suite)
         try:
-            _alternate(job, files, suite)
+            _alternate(job, runs, suite)
         except NoMatch:
             if not counted:
                 unmatched.append(suite)
                 continue
-        ran_suites.append(suite)
-        for label in files:
-            done[label][suite] = files[label]
-    if not ran_suites and unmatched:
+        done[suite] = runs
+    if not done and unmatched:
         raise BadInput(
             f"no benchmark of suite(s) {', '.join(unmatched)} matches --bench "
             f"{' '.join(job.spec.benches)}; list the names with `harness bench --list`"
         )
     if unmatched:
         job.log(f"ab: no benchmark of {', '.join(unmatched)} matches --bench; left out")
-    if not ran_suites:
+    if not done:
         raise BadInput("nothing ran within the budget; raise --budget")
-    return done, ran_suites, left_out
+    return done, left_out
 
 
 def _keep(
-    job: _Job, root: pathlib.Path, label: str, by_suite: dict, ran_suites: list[str]
+    job: _Job, root: pathlib.Path, label: str, done: dict[str, SuiteRuns], ab_pairs=None
 ) -> records.RunRecord:
-    """One side's processes merged into one run record labelled `label`."""
+    """One side's processes merged into one run record labelled `label`; the head's also keeps
+    the per-pair values (`ab_pairs`: base run id, values, units; records.AB_PAIRS)."""
     import json
 
+    by_suite = {suite: runs.files(label) for suite, runs in done.items()}
+    ran_suites = list(done)
     s, machine = job.side[label], job.spec.machine
     run_id = records.new_run_id(s.commit, label)
     meta = {
@@ -424,7 +559,8 @@ def _keep(
         "ab": {
             "spec": s.spec,
             "python": s.python,
-            "pairs": job.pairs,
+            "pairs": {suite: len(runs.pairs) for suite, runs in done.items()},
+            "policy": job.pairs.describe(),
             "processes": sum(map(len, by_suite.values())),
         },
     }
@@ -453,4 +589,6 @@ def _keep(
             python_hash_seed=job.env["PYTHONHASHSEED"],
         )
         write_json_atomic(staging / records.FINGERPRINT, fp)
+        if ab_pairs is not None:
+            records.write_ab_pairs(staging, *ab_pairs)
     return records.load_record(records.runs_dir(root) / machine / run_id)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-import shutil
 import tempfile
 import time
 
@@ -43,15 +42,7 @@ from harness.verdict.results import ResultSet, load, noise_path, save_noise
 def _benchmark_dir(
     root: pathlib.Path, bench_modules: list[str], work: pathlib.Path
 ) -> pathlib.Path:
-    """A scratch benchmark folder with only the chosen modules (asv imports every module of
-    benchmark_dir at discovery: ~15 s for the full suites, per run)."""
-    src = root / "suites" / "benchmarks"
-    bench = work / "benchmarks"
-    bench.mkdir(parents=True, exist_ok=True)
-    (bench / "__init__.py").write_text("")
-    for mod in check_suites(root, bench_modules):
-        shutil.copy(src / f"{mod}.py", bench / f"{mod}.py")
-    return bench
+    return asv.benchmark_subset(root, check_suites(root, bench_modules), work / "benchmarks")
 
 
 def asv_run(
@@ -254,20 +245,22 @@ def ab_trials(
     spec: RunSpec,
     bench_dir: pathlib.Path,
     slowed_env: dict,
-    pairs: int,
+    pairs,
     aa: bool = True,
     log=print,
 ) -> dict:
-    """The same proof through `harness ab`: per trial one ab run (base clean, head slowed, `pairs`
-    alternating processes each, per suite of `spec`) that must exit 1, and one A/A ab run (both
-    clean) that must exit 0 (`aa=False`: none; false alarms are then None). Both sides run this
-    checkout's interpreter; results go to a scratch root per run."""
+    """The same proof through `harness ab`: per trial one ab run (base clean, head slowed; pairs
+    as `pairs`, a harness.runs.ab.Pairs, per suite of `spec`) that must exit 1, and one A/A ab
+    run (both clean) that must not (`aa=False`: none; false alarms are then None). An A/A run
+    left undecided (exit 6) is counted apart, not as an alarm. Both sides run this checkout's
+    interpreter; results go to a scratch root per run."""
     import sys
 
     from harness.runs import ab
     from harness.verdict.gate import run_gate
 
-    caught = false_alarms = 0
+    caught = false_alarms = undecided = 0
+    pair_counts: list[int] = []
     per_bench: dict[str, dict] = {}
     rows, seconds = [], []
     python = sys.executable
@@ -289,17 +282,22 @@ def ab_trials(
                 log=lambda msg: None,
             )
             seconds.append(out["seconds"])
+            pair_counts.append(max(out["pairs"].values()))
             outcome = run_gate(
                 str(out["records"]["base"].path),
                 str(out["records"]["head"].path),
                 root=root,
                 threshold=threshold,
+                ab_threshold=pairs.threshold,
             )
             if key == "caught":
                 caught += outcome.code == 1
             else:
-                false_alarms += outcome.code != 0
+                false_alarms += outcome.code == 1
+                undecided += outcome.code == 6
             row[f"{label} exit"] = outcome.code
+            row[f"{label} pairs"] = out["pairs"]
+            row[f"{label} seconds"] = round(out["seconds"])
             cells = _tally(per_bench, outcome.rows, key, if_all_judged(outcome, threshold))
             row.update({f"{label} {name}": cell for name, cell in cells.items()})
         rows.append(row)
@@ -307,7 +305,9 @@ def ab_trials(
     return {
         "route": "ab",
         "trials": n,
-        "pairs": pairs,
+        "pairs": pairs.describe(),
+        "pairs_run": pair_counts,
+        "aa_undecided": undecided if aa else None,
         "caught": caught,
         "false_alarms": false_alarms if aa else None,
         "per_benchmark": per_bench,

@@ -29,7 +29,7 @@ import re
 from harness.core import exits
 from harness.core.table import render
 from harness.core.units import format_ratio, format_value
-from harness.verdict import compare, metrics
+from harness.verdict import between, compare, metrics
 from harness.verdict.results import (
     BadInput,
     ResultSet,
@@ -122,8 +122,15 @@ class Outcome:
         else:
             footer = self.summary() + (f"\n{self.message}" if self.message else "")
         env = ""
+        unknown = [r for r in self.rows if r.verdict == compare.UNKNOWN]
+        if unknown:
+            items = "\n".join(f"  {r.name}: {r.note}" for r in unknown)
+            env += (
+                f"{len(unknown)} row(s) UNKNOWN, neither SAME nor DIFFERENT yet (more pairs, "
+                f"--max-pairs, or a quieter runner decide them):\n{items}\n\n"
+            )
         if self.env_diff:
-            env = (
+            env += (
                 "environment differences (from each run's fingerprint):\n"
                 + render(["setting", "base", "head"], self.env_diff, fmt)
                 + "\n"
@@ -170,6 +177,18 @@ def tally(rows: list[compare.Row]) -> str:
     return "; ".join(parts)
 
 
+def ab_pairs(base: ResultSet, head: ResultSet) -> dict | None:
+    """The per-pair values of the `harness ab` run these two records are the sides of (kept in
+    the head record, naming its base), or None for any other two runs."""
+    from harness.core import records
+
+    rb, rh = records.record_of(base.path), records.record_of(head.path)
+    data = records.read_ab_pairs(rh.path) if rb and rh else None
+    if not data or data.get("base_run") != rb.run_id:
+        return None
+    return {row: [tuple(p) for p in pairs] for row, pairs in data["pairs"].items()}
+
+
 def exit_code(rows: list[compare.Row]) -> int:
     """The most serious code the rows call for (3 > 2 > 1 > 6 > 0); rows compared but none
     judged is undecided (6), not a pass."""
@@ -193,8 +212,12 @@ def run_gate(
     only: list[str] | None = None,
     allow_env_change: bool = False,
     instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE,
+    ab_threshold: float = between.DEFAULT_THRESHOLD,
 ) -> Outcome:
-    """Resolve, load and compare; bad input comes back as an Outcome with code 3, not raised."""
+    """Resolve, load and compare; bad input comes back as an Outcome with code 3, not raised.
+    Two sides of one `harness ab` run (the head record keeps the per-pair values, naming its
+    base) get their raw and normalised rows judged across processes (harness.verdict.between),
+    SAME / DIFFERENT / UNKNOWN within +-ab_threshold."""
     try:
         root = results_root(root)
         head_file = resolve(head_spec, root, machine)
@@ -227,6 +250,9 @@ def run_gate(
     except BadInput as exc:
         return Outcome(exits.BAD_INPUT, [], message=str(exc))
     rows = compare.compare(base, head, threshold, alpha, noise, only, instruction_tolerance)
+    pairs = ab_pairs(base, head)
+    if pairs is not None:
+        rows = between.judge(rows, pairs, ab_threshold)
     code = exit_code(rows)
     message = ""
     if all(r.verdict == compare.SKIPPED for r in rows):
@@ -236,6 +262,11 @@ def run_gate(
         )
     elif not any(r.name in base.entries and r.name in head.entries for r in rows):
         code, message = exits.BAD_INPUT, "nothing was compared: no benchmark is on both sides"
+    elif code == exits.UNDECIDED and any(r.verdict == compare.UNKNOWN for r in rows):
+        message = (
+            "undecided: rows judged across processes are still UNKNOWN (listed above); more "
+            "pairs (--max-pairs) or a quieter runner decide them"
+        )
     elif code == exits.UNDECIDED:
         message = (
             "undecided: no row was judged (see each row's note; raw times need a calibrated noise "
