@@ -215,3 +215,27 @@ def test_print_import_graph(capsys):
         if not m.startswith("harness.commands") and m != "harness.cli"
         for d in deps
     )
+
+
+def test_every_imported_name_exists():
+    """`from harness.x import name` anywhere (function-level imports too) names something x
+    has: a lint fix that drops an "unused" re-export would break a lazy import elsewhere."""
+    import importlib
+
+    missing = []
+    for root in (PKG, PKG.parent / "suites", PKG.parent / "tests"):
+        for path in sorted(root.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not (isinstance(node, ast.ImportFrom) and node.level == 0):
+                    continue
+                if not (node.module or "").startswith("harness"):
+                    continue
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    if hasattr(module, alias.name):
+                        continue
+                    try:
+                        importlib.import_module(f"{node.module}.{alias.name}")
+                    except ImportError:
+                        missing.append(f"{path}:{node.lineno}: {node.module} has no {alias.name}")
+    assert not missing, "\n".join(missing)

@@ -33,8 +33,9 @@ Sections (rows of suites/benchmarks/distributed.py):
 - data_parallel: `nn.DataParallel` over all GPUs in one process (global batch = world x batch)
   over DDP; needs CUDA and 2+ GPUs, otherwise recorded as not applicable with the reason.
 
-Threads (DECISIONS §6): each worker uses the run's CPU thread count divided by the world size,
-at least 1 (1 in quick and fast runs); the result records it as `threads_per_worker`.
+Threads (harness.measure.threads): each worker uses the run's CPU thread count divided by the
+world size, at least 1 (1 in quick and fast runs); the result records it as
+`threads_per_worker`.
 """
 
 from __future__ import annotations
@@ -432,7 +433,7 @@ def _data_parallel(plan: Plan, w: _Worker, ddp) -> dict:
 
 def worker_main(argv: list[str] | None = None) -> int:
     from harness.core.files import write_json_atomic
-    from harness.measure.torchrun import die_with_parent
+    from harness.core.processes import die_with_parent
 
     die_with_parent()  # torchrun's agent killed (asv timeout, our own timeout): go too
     parser = argparse.ArgumentParser(
