@@ -12,7 +12,7 @@ One house, three rooms, imports flowing one way (checked by tests/test_layers.py
 
 golden and measure import only core; verdict imports core and measure (to run asv); commands
 import any of them; nothing imports commands. `harness.zoo` and `harness.gate` are compatibility
-names for users (DECISIONS §7).
+names for users: old import paths that keep working.
 """
 
 __version__ = "0.1.0"

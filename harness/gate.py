@@ -1,4 +1,4 @@
-"""Compatibility name: `python -m harness.gate --require-gpu` (DECISIONS §7), the GPU-runner check
+"""Compatibility name: `python -m harness.gate --require-gpu` keeps working, the GPU-runner check
 alone (tox -e gpu). The gate itself lives in harness.verdict.gate; `harness gate BASE HEAD` runs
 it."""
 

@@ -1,4 +1,4 @@
-"""Compatibility name (DECISIONS §7): `from harness.zoo import register_model` keeps working.
+"""Compatibility name: `from harness.zoo import register_model` keeps working for users.
 The model registry lives in harness.core.zoo, shared by the goldens and the benchmarks."""
 
 from harness.core.user_models import load_user_models  # noqa: F401

@@ -129,7 +129,7 @@ def test_quick_runs_are_kept_as_immutable_run_records(tmp_path):
     meta = json.loads((first / "run.json").read_text())
     assert meta["run_id"] == first.name and meta["commit"] == sha and meta["complete"] is True
     assert fp["torch_threads"] == 1, (
-        "quick runs use one CPU thread (DECISIONS §6), whatever the machine has"
+        "quick runs use one CPU thread (harness.measure.threads), whatever the machine has"
     )
     assert fp["python_hash_seed"] == (os.environ.get("PYTHONHASHSEED") or "0"), (
         "the suites' hash seed is fixed and recorded"
@@ -163,7 +163,7 @@ def test_quick_runs_are_kept_as_immutable_run_records(tmp_path):
 
 
 def test_a_new_module_in_suites_benchmarks_is_a_suite(tmp_path):
-    """Suites are discovered from the folder; the canary runs only when named (DECISIONS §4)."""
+    """Suites are discovered from the folder; the canary runs only when named."""
     folder = tmp_path / "suites" / "benchmarks"
     folder.mkdir(parents=True)
     for name in ("__init__", "fusion", "canary", "my_kernels"):

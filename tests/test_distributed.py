@@ -50,7 +50,7 @@ def test_ddp_workload_runs_with_world_size_2_on_cpu(ddp_result):
     assert meta["world_size"] == 2 and meta["backend"] == (
         "nccl" if meta["device"] == "cuda" else "gloo"
     )
-    assert meta["threads_per_worker"] == 1  # DECISIONS §6: the fast run's thread count, per worker
+    assert meta["threads_per_worker"] == 1  # the fast run's thread count (1), per worker
     # the MLP 16 -> 32 -> 10: weights and biases
     assert meta["parameters"] == 16 * 32 + 32 + 32 * 10 + 10
     rounds = meta["rounds"]
@@ -207,7 +207,7 @@ def test_a_failing_worker_is_a_clear_runner_error(tmp_path):
     assert "no gradients today" in str(
         err.value
     )  # the worker's own message, from torchrun's output
-    assert err.value.code == 5  # DECISIONS §5: an external runner failed
+    assert err.value.code == 5  # an external runner failed (harness/core/exits.py)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Fused vs unfused beyond torch.compile (issue 15): the byte counts behind the bandwidth rows,
+"""Fused vs unfused beyond torch.compile: the byte counts behind the bandwidth rows,
 fair optimizer/attention/checkpointing comparisons, the new units in the gate, the report's
 2x-claim section. Small tensors, no inductor compile."""
 

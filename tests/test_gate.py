@@ -48,8 +48,8 @@ def pair(tmp_path, base: dict, head: dict, **kw):
     return b, h
 
 
-# Paired ratios and reference-normalised times are judged by the statistics on every machine;
-# raw times and throughputs only below a calibrated noise band (DECISIONS §3).
+# Paired ratios are judged by the statistics on every machine; reference-normalised times only
+# with a calibrated noise band, raw times and throughputs only below one (docs/gate.md).
 PAIRED = {"t.ratio": "ratio"}
 NORMALISED = {"t.rel": "relative"}
 
@@ -378,7 +378,7 @@ def test_different_machines_exit_3_unless_allowed(tmp_path, capsys):
 )
 def test_comparability_from_fingerprints(tmp_path, capsys, key, base, head, blocks):
     """Another device or thread count makes timings meaningless (exit 3); software versions are
-    what nightlies and baselines compare, so they are only listed (DECISIONS §2)."""
+    what nightlies and baselines compare, so they are only listed."""
     b, h = pair(tmp_path, {"k": 5}, {"k": 5})
     for f, value in ((b, base), (h, head)):
         fp = {

@@ -129,7 +129,7 @@ def test_saved_runs_gate_like_asv_results(tmp_path, capsys):
     first, second, injected = sorted(storage.glob("*/0*.json"))
     saved = json.loads(first.read_text())
     ours = saved["machine_info"]["harness"]
-    # a fast run uses one thread (DECISIONS §6), and the fingerprint says so
+    # a fast run uses one thread (harness.measure.threads), and the fingerprint says so
     assert ours["fingerprint"]["torch_threads"] == 1 and ours["machine"]
     for bench in saved["benchmarks"]:
         assert isinstance(bench["extra_info"]["ops"], int) and bench["extra_info"]["ops"] > 0

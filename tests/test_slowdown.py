@@ -1,6 +1,7 @@
 """The test-only slowdown of a real workload (harness.runs.slowdown, `harness calibrate
 --slowdown`): the wiring, with a simulated clock; no timed assertion. The figures it produces on a
-loaded machine are in the README (issue 8's proof), not asserted here."""
+loaded machine are in docs/measurements.md (the gate's proof on real workloads), not asserted
+here."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ COMMANDS = {
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is bad input (exit 3), as DECISIONS §5 says, not argparse's 2."""
+    """argparse, but a usage error exits 3, bad input (harness/core/exits.py), not argparse's 2."""
 
     def error(self, message):
         self.print_usage(sys.stderr)

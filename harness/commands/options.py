@@ -1,4 +1,4 @@
-"""Options shared by several commands, spelled and explained once (DECISIONS §4)."""
+"""Options shared by several commands, spelled and explained once."""
 
 from __future__ import annotations
 

@@ -4,13 +4,10 @@ reuses resident pages instead of page-faulting fresh ones.
 By default glibc serves a large block with mmap and returns it to the OS with munmap when freed,
 and trims the top of its heap; its thresholds move with the process's allocation history. A
 repeated call then page-faults its outputs and temporaries afresh, or not, depending on what the
-process did before: on the 2-core CI VM an `empty(2**25).fill_(1)` took 266 ms against 7 ms for a
-copy of the same 128 MiB into an existing buffer, and the paired math-SDPA/hand-written attention
-ratio (identical work on both sides) read 0.84 in one asv process and 1.24 in the next. Retained,
-the steady state is what a long-running training process sees (and what PyTorch's caching
-allocator gives on a GPU). Every CPU timing loop runs retained (harness.measure.timing): with
-glibc's defaults the pointwise chain's compiled and eager calls took 3.5x and 1.8x longer in 2
-of 8 fresh processes (under load on the 2-core VM) than in the other 6; retained, 0 of 8.
+process did before, and a paired ratio of identical work moves from one process to the next.
+Retained, the steady state is what a long-running training process sees (and what PyTorch's
+caching allocator gives on a GPU). Every CPU timing loop runs retained (harness.measure.timing).
+Figures: docs/measurements.md#the-measuring-rules.
 A no-op where the C library is not glibc.
 """
 

@@ -5,16 +5,12 @@ per-round ratio cancels the machine's momentary speed.
 CPU: a pure-Python integer loop (interpreter work, like the Python side of eager PyTorch and of
 dynamo's guards) followed by a NumPy float32 pass over a small, cache-resident buffer (vectorised
 math, like a CPU kernel): about 1 ms on the 2-core CI machines. It depends on CPython and NumPy
-(both recorded in the fingerprint), never on torch. Measured before choosing (per-process
-medians of 8 processes, 30 alternating rounds each, 1 thread, under
-`/work/shared/tools/with-load 2`; script /tmp/p8/refexp*.py in the report): the MLP training
-step's raw time spread 161% between processes (one process ran at half speed), over the Python
-loop 15%, over a 1 MB NumPy pass 17%; a 3-process rerun gave 4.4% raw, 11% and 6% normalised.
-A NumPy pass over 4 MB (memory-bound) was itself 3x noisier (232%): a large-array reference
-imports the memory-system noise of a shared host instead of cancelling it, so the buffer is
-small. Both halves together average their different sensitivities. What no reference
-cancels: the pointwise chain over 1M floats swings 4-6x with the neighbours' memory traffic;
-its judged row is the paired compiled/eager ratio, where both sides stream the same memory.
+(both recorded in the fingerprint), never on torch. The buffer is small because a
+large-array reference imports the memory-system noise of a shared host instead of cancelling
+it; both halves together average their different sensitivities. What no reference cancels:
+the pointwise chain swings with the neighbours' memory traffic, so its judged row is the paired
+compiled/eager ratio, where both sides stream the same memory (figures:
+docs/measurements.md#the-measuring-rules).
 
 CUDA: `torch.cuda._sleep(cycles)`, a kernel that spins for a fixed number of GPU clock cycles:
 its time is the GPU clock (boost, thermal throttling), which is what moves a GPU time between

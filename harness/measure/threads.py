@@ -1,12 +1,11 @@
 """The run's CPU thread count: fixed for the whole run, chosen once, recorded in the fingerprint.
 
-DECISIONS §6: quick mode (CI, the gate) uses 1 thread, as torch.utils.benchmark.Timer does;
+Quick mode (CI, the gate) uses 1 thread, as torch.utils.benchmark.Timer does;
 full mode (nightly, advice) uses every core; `harness bench --threads N` (HARNESS_THREADS)
 overrides both. A fast run that is neither quick nor full uses 1 thread too, so that it compares
 with quick runs. Why 1 thread on a shared runner: inductor's CPU kernels use OpenMP, and with
-busy neighbours an OpenMP team waits for its slowest thread; compiled/eager of the MLP training
-step read [0.003, 0.873, 0.999] over 3 rounds with 2 threads and two busy processes beside it
-(FIELD-NOTES, "Thread oversubscription").
+busy neighbours an OpenMP team waits for its slowest thread, so a paired ratio swings wildly
+from round to round (figures: docs/measurements.md#the-measuring-rules).
 
 Every suite module has an asv module-level `setup` calling `fix_threads()`, so every benchmark
 (and every compile, which specialises its C++ kernels on torch.get_num_threads()) runs with it.

@@ -116,27 +116,15 @@ def measure_paired(
     pinned/pageable, AMP/fp32, workers N/0, or a workload over the machine's reference workload.
 
     Both sides run in the same rounds of one timing loop, in alternating order (fn first in even
-    rounds, base first in odd ones), so that what slows the machine slows both: timed one after
-    the other instead, eager in a quiet second and compiled in a busy one, the ratio read 22.8
-    for identical code. Returned as samples (unit "ratio", lower is better) for the gate's and
-    asv's tests.
+    rounds, base first in odd ones), so that what slows the machine slows both. Returned as
+    samples (unit "ratio", lower is better) for the gate's and asv's tests.
 
     By default the rounds fill a wall-clock window (loop_settings()["paired_window_s"]: 4 s fast,
     8 s full) and each quarter second of rounds (BLOCK_S) gives one sample: the fastest fn call
-    of that quarter second over the fastest base call of it. Why, as measured on the shared
-    2-core CI VM with two busy processes beside it: the host's memory system has bursts of
-    0.5-2 s that slow torch calls 1.5-2.2x, the two sides unevenly (the MLP step's per-round
-    ratio read 1.05 in a quiet second and 1.44 in a burst), so the median ratio of 60 rounds
-    (0.1 s, all inside one burst or none) moved 4-5% (log SD) from one process to the next, 9-14%
-    at worst. Over a 4 s window, with one fastest-of-quarter-second ratio per block, the spread
-    fell to 0.8-1.5% (8 processes each of the MLP step, the pointwise chain and word_lm over the
-    reference), and replaying those processes through the gate gave 0/28 A/A alarms and caught a
-    10% slowdown in 56/56 pairs. (A later batch put word_lm over the reference at 16%: the host's
-    memory speed also drifts over tens of seconds, which only torch-vs-torch pairs cancel; see
-    harness.verdict.compare for why reference rows need a calibrated band.) The fastest call is
-    what the code costs when nothing else gets in the way; a quarter second is short against a
-    burst and long against one call. Of those blocks, the quieter half are the samples
-    (quiet_blocks): some of the host's states outlast a block.
+    of that block over its fastest base call, for the quieter half of the blocks (quiet_blocks).
+    Why: a shared host has bursts that slow the two sides unevenly; a block is short against a
+    burst and long against one call, and the fastest call is what the code costs when nothing
+    else gets in the way. Figures: docs/measurements.md#paired-windows-quarter-second-blocks.
 
     `samples=N` (or a `budget_s`) instead fixes the rounds, one ratio per round: for callers that
     pace rounds themselves (the canary; the distributed workers, whose rounds are collective).
@@ -199,19 +187,10 @@ def quiet_blocks(blocks: list[tuple[float, float]]) -> list[tuple[float, float]]
     slows both sides of a block, the code under test slows every block of its side alike (so
     which blocks are kept does not depend on it, and a 10% slower side still reads 10% slower).
 
-    Why, as measured on the 2-core CI VM with two busy processes beside it: the host has states
-    lasting from a second to minutes that slow the two sides unevenly. The pointwise chain's
-    compiled kernel took 3.2 ms instead of 2.2 ms per call in them, its eager calls 4.2 instead
-    of 3.5, so the block ratio read 0.71-0.80 against 0.60-0.65 in quiet blocks; the median over
-    all blocks of a process then depended on how much of its window such a state covered. Over
-    20 fresh processes the median of all blocks spread 15% (0.617-0.710), that of the quieter
-    half 8% (0.600-0.648); replayed through the gate's test pairwise, A/A alarms fell from 27 to
-    3 of 190 pairs and a 10% slowdown was caught in 89% of pairs instead of 78%. The word LM's
-    spread stayed 2.5-2.7% (0 alarms either way, 10% caught 56/56 instead of 46/56). What it does
-    not cancel: the MLP step's compiled/eager moved 15-19% between processes either way, its
-    fastest compiled call differing by 20% from process to process (a property of the process,
-    not of a moment): most of that went with a fixed hash seed (harness.runs.bench.HASH_SEED);
-    what remains (ResNet-18 channels_last training) only more processes per side average out."""
+    Why: some host states outlast a block and slow the two sides unevenly, so a median over all
+    blocks would depend on how much of the window they covered. What belongs to the process
+    itself stays (most of it went with the fixed hash seed, harness.runs.bench.HASH_SEED).
+    Figures: docs/measurements.md#the-quieter-half-of-the-blocks."""
     if not blocks:
         return []
     fastest_work = min(w for w, _ in blocks) or 1.0
@@ -301,12 +280,11 @@ def _compile_failure(round_: int, fns, index: int) -> CompiledDuringTiming:
 
 def _clock(device: torch.device, clock: str | None) -> Callable[[], float]:
     """The clock of the CPU timing loop. Wall time (perf_counter) is what a user waits; but on a
-    shared machine a 1 ms call is descheduled whenever a neighbour's time slice comes, and which
-    side of a pair that hits is chance: with the load average at 9 on two cores, the same MLP
-    step's per-round compiled/eager ratio spread so wide that a 25% slowdown tested p=0.15.
-    With one CPU thread all of a call's work runs in this process, and its CPU time
-    (process_time) excludes the slices given to others: the paired and normalised rows use it
-    then. Raw rows (measure) always use wall time."""
+    shared machine a short call is descheduled whenever a neighbour's time slice comes, and which
+    side of a pair that hits is chance. With one CPU thread all of a call's work runs in this
+    process, and its CPU time (process_time) excludes the slices given to others: the paired and
+    normalised rows use it then. Raw rows (measure) always use wall time.
+    Figures: docs/measurements.md#paired-windows-quarter-second-blocks."""
     if clock is None:
         clock = "cpu" if device.type == "cpu" and torch.get_num_threads() == 1 else "wall"
     if clock not in ("cpu", "wall"):
@@ -437,14 +415,14 @@ def compile_seconds(
     """Seconds torch.compile adds to the first call: first call minus the median steady call.
 
     `make_compiled()` returns a fresh callable that compiles on its first call. The inductor
-    cache state is set explicitly, so that two identical runs measure the same thing (one run
-    that found a cold cache read 16.3 s, the next 2.7 s):
+    cache state is set explicitly, so that two identical runs measure the same thing (a cold
+    cache costs several times a warm one; figures: docs/measurements.md#the-measuring-rules):
     - warm (default): a priming compile first fills the cache directory (under `harness bench`
       a private TORCHINDUCTOR_CACHE_DIR of this run), then dynamo and inductor's in-memory
       caches are cleared and the compile is timed: what a process pays that finds this graph
       on disk, as on a machine that compiled it before. Quick and fast runs measure only this.
     - cold: a fresh, empty cache directory for this one compile (removed afterwards): what a
-      fresh machine pays, ~30 s per graph on two CPU cores; full mode only (ColdCompilation).
+      fresh machine pays; slow, so full mode only (ColdCompilation).
     """
     import torch._dynamo
     from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir

@@ -1,18 +1,18 @@
 """`harness merge RUN...`: the shard runs of one machine and one commit become one run record.
 
 Each CI runner of a shard matrix writes its own run record (`harness bench --shard K/N`). The
-merged record is a new run record (DECISIONS §1: the sources stay as they are) holding one asv
-result file with every benchmark of the sources, the union of their benchmarks.json, their
-machine.json and a fingerprint, so `asv publish`, `asv compare`, `harness gate` and
-`harness report` read it as one run. Its run.json lists the sources under `merged_from`;
-the asv view (records.rebuild_view) shows the merged record for that commit, not a shard, and
-`harness history` counts the merged record, not its sources again.
+merged record is a new run record (records are never rewritten: the sources stay as they are)
+holding one asv result file with every benchmark of the sources, the union of their
+benchmarks.json, their machine.json and a fingerprint, so `asv publish`, `asv compare`,
+`harness gate` and `harness report` read it as one run. Its run.json lists the sources under
+`merged_from`; the asv view (records.rebuild_view) shows the merged record for that commit, not
+a shard, and `harness history` counts the merged record, not its sources again.
 
 Refused (bad input, exit 3), nothing written:
 - sources of different machines, commits or asv environments, or run in different modes;
 - a benchmark present in two sources (named, with both runs);
 - shards K/N of different splits, one shard twice, or (unless `partial`) a shard missing;
-- environments that are not comparable (DECISIONS §2: device model, CPU threads), unless
+- environments that are not comparable (device model, CPU threads), unless
   `allow_env_change`; software differences (torch, CUDA, ...) are printed and recorded.
 """
 
@@ -85,7 +85,7 @@ def _check_same(recs, sets, allow_env_change: bool, log) -> None:
         why = not_comparable(fs, rs)
         if why and not allow_env_change:
             raise BadInput(
-                f"runs {pair} are not comparable: {'; '.join(why)} (DECISIONS §2); "
+                f"runs {pair} are not comparable: {'; '.join(why)}; "
                 "pass --allow-env-change to merge them anyway"
             )
         for key, a, b in environment_differences(fs, rs):

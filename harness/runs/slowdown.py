@@ -1,7 +1,7 @@
 """Test-only: a scratch benchmark folder that wraps a real workload and can slow it by a fraction.
 
 Used by `harness calibrate --trials N --slowdown F --workload NAME` (the gate's proof on the real
-suites, DECISIONS §3 / issue 8) and by its tests; never part of `harness bench`: the module is
+suites) and by its tests; never part of `harness bench`: the module is
 written into a scratch folder, suites/benchmarks is untouched, and the switch it reads
 (HARNESS_TEST_SLOWDOWN) does nothing anywhere else.
 
@@ -18,10 +18,9 @@ busy CPU work of F times that callable's own CPU time, measured once per process
 of CALIBRATION_CALLS calls' thread CPU time, taken during its first call: the quantity the
 paired rows estimate, so F is the slowdown they should see, not more) and then fixed:
 every timed call does the same extra work, i.e. F more work than the workload does. CPU time,
-not wall time, for a reason measured on the loaded 2-core runner: a fixed wall-clock wait is
-not stretched by the neighbours the way the workload's own work is, so a wait of 10% of the
-median call (calibrated right after a compile) slowed the compiled/eager ratio by 20-60%, and
-10% of the fastest call by only 0-6%. Extra CPU work is preempted like real work.
+not wall time: a fixed wall-clock wait is not stretched by the neighbours the way the workload's
+own work is, while extra CPU work is preempted like real work (figures:
+docs/measurements.md#the-gates-proof-on-real-workloads).
 HARNESS_TEST_SLOWDOWN_SIDE picks what slows: `all` (default: every call, eager and compiled
 alike, as a slower machine or a slower shared op would) or `compiled` (an inductor regression:
 the paired compiled/eager ratio sees it; a zoo model's plain `Inference` rows stay unslowed).

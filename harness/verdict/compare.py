@@ -1,7 +1,7 @@
 """Compare two result sets benchmark by benchmark: a verdict per row, no I/O, no printing.
 
-Which rows are judged (DECISIONS §3), by kind (harness.verdict.metrics); the note of every row
-says which rule applied:
+Which rows are judged, by kind (harness.verdict.metrics); the note of every row says which rule
+applied (the same table: docs/gate.md#which-rows-are-judged-and-how):
 
 - exact counters (kernels, ops, graph breaks, graphs, recompiles): always, exactly. More is a
   regression, fewer an improvement (update the baseline).
@@ -18,25 +18,17 @@ says which rule applied:
 - reference-normalised times ("relative", and a bandwidth over a plain copy's, "fraction of copy
   bandwidth": harness.verdict.metrics): with the statistics below, threshold
   max(threshold, band), once the machine has a calibrated noise band for the row; without one,
-  "not judged: no calibrated noise band". This departs from DECISIONS §3 (which judges them
-  always) for a measured reason: a Python/NumPy reference is not the same kind of work as a
-  torch workload, and the shared host's memory bursts slow the two differently, so one
-  process's level moves against the next one's. On the 2-core CI VM with two busy processes
-  beside it, 8 fresh processes each (4 s paired windows, timing.measure_paired) spread with a
-  log SD of 4.9% (AlexNet inference over the reference), 3.7% (ResNet-18) and 16% (word LM),
-  and adding a memory-bound NumPy copy to the reference did not fix it; in 10 gate trials the
-  MLP step's compiled time over the reference would have flagged 3 of 10 A/A pairs, while the
-  paired compiled/eager ratio of the same runs flagged none. The canary's reference (the same
-  torch ops) does cancel it. Once calibrated, the band says how far the row can be trusted.
-  `harness ab` keeps the same rule: pooling 5 alternating processes a side still left the
-  pointwise chain's compiled time over the reference at 0.952 in one of two A/A runs (the
-  paired compiled/eager ratio of the same runs: 0.994), too close to a 5% threshold.
+  "not judged: no calibrated noise band". Unlike paired ratios, because a Python/NumPy
+  reference is not the same kind of work as a torch workload: a shared host's memory bursts slow
+  the two differently, so one process's level moves against the next one's, also when `harness
+  ab` pools processes (the canary's reference, the same torch ops, does cancel it). Figures:
+  docs/measurements.md#raw-times-between-processes.
 - raw times ("seconds", compile times included) and throughputs ("samples/s"): only where the
   machine's calibrated noise band for that row (`harness calibrate`) is below the threshold,
   as on a dedicated GPU runner. Otherwise the row is shown, "not judged", with the band, or
   with "no calibrated noise band" when none was measured: an uncalibrated raw time on a shared
-  runner moves by 30-55% between identical runs (FIELD-NOTES), so judging it by default would
-  make the gate cry wolf; the paired ratios carry the verdict there. Compile times
+  runner moves by tens of percent between identical runs, so judging it by default would make
+  the gate cry wolf; the paired ratios carry the verdict there. Compile times
   follow the same rule: quick runs take one warm compile per side, and a compile is seconds of
   Python and C++ compiler work that the neighbours on a shared machine slow down unevenly.
 
@@ -239,7 +231,7 @@ def compare_entry(
             name, h.unit, bv, hv, ratio, verdict, f"memory, tolerance {tol:.0%}", threshold=tol
         )
 
-    # raw times and throughputs: only below a calibrated noise band (DECISIONS §3)
+    # raw times and throughputs: only below a calibrated noise band
     if kind.raw:
         if band is None:
             return _not_judged(
@@ -256,7 +248,7 @@ def compare_entry(
             )
         why = f"{kind.label}, noise band {band:.1%}"
     elif kind.kind == metrics.NORMALISED and band is None:
-        # measured deviation from DECISIONS §3 (see the module docstring)
+        # reference-normalised: only with a calibrated band (see the module docstring)
         return _not_judged(name, h.unit, bv, hv, ratio, f"{kind.label}: no calibrated noise band")
     else:
         drift = metrics.drift_allowance(name) if kind.kind == metrics.RATIO else None

@@ -16,7 +16,7 @@ first. A step is found by the benchmark's kind (harness.verdict.metrics):
   segments is then a step only when the median of up to WINDOW runs after it differs from the
   median of up to WINDOW runs before it by at least the threshold (the gate's 5%, memory's 2%
   tolerance) and a Mann-Whitney test of those per-run values gives p < ALPHA;
-- raw times and throughputs carry the machine's momentary speed (DECISIONS §3): judged only when
+- raw times and throughputs carry the machine's momentary speed (as in the gate): judged only when
   the machine's calibrated noise band for the row is below the threshold (then the threshold is
   the band), else listed as not judged, with the reason.
 
@@ -38,8 +38,9 @@ Acknowledged steps live in RESULTS/history-acknowledged.json (commit it):
     {"acknowledged": [{"benchmark": NAME, "run": RUN_ID, "reason": "why this step is expected"}]}
 An acknowledged step is listed as such and never makes the exit code 1.
 
-Exit codes (DECISIONS §5): 0 no new step, 1 a new (confirmed, unacknowledged) step, 3 bad input
-(unknown --bench pattern, bad --since, corrupt acknowledgement file or result file, no runs).
+Exit codes (harness/core/exits.py): 0 no new step, 1 a new (confirmed, unacknowledged) step,
+3 bad input (unknown --bench pattern, bad --since, corrupt acknowledgement file or result file,
+no runs).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ asv stores only a benchmark's `unit`, so the unit string is the contract between
 - memory ("bytes") is near-deterministic and compared within a small stated tolerance;
 - paired ratios ("ratio": ratios of two sides timed in the same rounds) and
   reference-normalised times ("relative": time over the reference workload's, same rounds) carry
-  no machine speed: statistics apply (DECISIONS §3);
+  no machine speed: statistics apply (docs/gate.md: which rows are judged; reference-normalised
+  ones only with a calibrated band, harness.verdict.compare);
 - raw times ("seconds") and throughputs ("samples/s", "bytes/s", "GB/s", higher is better) carry
   the machine's momentary speed: judged only where the machine's calibrated noise band is below the
   threshold (harness.verdict.compare).
@@ -16,9 +17,8 @@ Bandwidth rows (fusion.MemoryBandwidth): "bytes moved" per call is computed from
 (harness.measure.traffic), so it is an exact counter; "fraction of copy bandwidth" is a workload's
 GB/s over a plain copy's timed in the same rounds, higher is better: normalised by a reference of
 another kind of work (a pure memory stream against kernels that also compute), so judged like the
-reference-normalised times, only with a calibrated band. Measured on the loaded 2-core VM, 6 quick
-runs of one commit: the pointwise chain's fractions read 0.18-0.24 (eager) and 0.43-0.56 (fused),
-a third of their value between processes, while its fused/eager time ratio held 0.209-0.210.
+reference-normalised times, only with a calibrated band: on a shared host they move far more
+between processes than the paired fused/eager ratio (docs/measurements.md#memory-bandwidth).
 "bytes saved" (gradient checkpointing) is memory where more is better.
 
 "instructions" (instructions per call, callgrind: harness.measure.instructions) is a counter with a
@@ -53,7 +53,7 @@ class MetricKind:
 
     @property
     def raw(self) -> bool:
-        """A raw time or throughput: it moves with the machine's speed (DECISIONS §3)."""
+        """A raw time or throughput: it moves with the machine's speed."""
         return self.kind in (TIMING, THROUGHPUT)
 
     @property
@@ -103,27 +103,11 @@ UNITS = {
 }
 
 
-# Paired ratios whose two sides are unlike work (another memory layout, another attention
-# kernel, one pass over memory against two): the ratio itself depends on the host's memory
-# state, which drifts over minutes, so two runs made apart can differ by more than the default
-# threshold although each run's samples are tight (a torch-vs-torch ratio of the same work, e.g.
-# compiled over eager, cancels it). Measured on the loaded 2-core CI VM, 11 quick runs of one
-# commit gated pairwise (55 A/A pairs, no noise file): at 5% these rows flagged 8 of 55 pairs
-# (AttentionOverHandWritten('flash', True) 6, ChannelsLastOverContiguous AlexNet and ResNet-18
-# inference 4 and 3; widest moves 7.2%, 7.1%, 5.8%, MemoryBandwidth fused/eager 6.0%), while the
-# 10 pairs of runs made back to back flagged none. These rows are judged with the statistics,
-# at max(threshold, this allowance, the calibrated band). Keyed by benchmark name, parameters off.
-#
-# The optimizer step over the for-loop step sets native code (one foreach/fused call over 128
-# tensors) against the Python interpreter (a loop of small calls per tensor): what the host's
-# load does to one it does not do to the other. Its ratio moves over seconds *inside* one
-# process, so no window length or fresh process averages it out: with 2 busy processes beside
-# it, AdamW fused over the for-loop read 0.156-0.190 and foreach 0.583-0.668 over 4 s windows
-# one after another (7 processes, 3 windows each), as much as between processes; 32x32
-# parameters instead of 64x64 did not narrow it, so it is not the tensors' size. Adam fused
-# moved 24% over 4 quick runs on a slower day. What the row is for is still caught: foreach or
-# fused falling back to one kernel per tensor reads ~1.0 against 0.17-0.60, and the exact
-# counter fusion.OptimizerStep.track_ops_per_step catches that fallback at any size.
+# Paired ratios whose two sides are unlike work (another memory layout or attention kernel, one
+# pass over memory against two, native code against the Python interpreter) drift with the host's
+# state, so runs made apart can differ beyond the default threshold: judged at max(threshold,
+# this allowance, the calibrated band). Keyed by benchmark name, parameters off.
+# Figures: docs/measurements.md#drift-allowances.
 DRIFT_ALLOWANCE = {
     "fusion.OptimizerStepOverForLoop.track_step_over_for_loop": 0.30,
     "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous": 0.10,

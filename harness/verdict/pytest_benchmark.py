@@ -1,7 +1,8 @@
 """pytest-benchmark's saved runs (`.benchmarks/<machine-id>/0001_*.json`) as gate result sets.
 
 The same `ResultSet`/`Entry` objects harness.verdict.results builds for asv files, so compare and
-gate judge them by the same rules (DECISIONS §2, §3). Each saved benchmark gives:
+gate judge them by the same rules (which runs compare, which rows are judged). Each saved
+benchmark gives:
 
 - `<name>`: unit "seconds", its per-call samples (`stats.data`; suites/conftest.py always saves
   them) or, from a run saved without data, the median alone (shown, never judged: a bare number

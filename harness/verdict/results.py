@@ -251,7 +251,7 @@ def _by_commit(runs: list[records.RunRecord], prefix: str) -> list[records.RunRe
 
 
 def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathlib.Path:
-    """The asv result file a BASE or HEAD argument names (DECISIONS §1):
+    """The asv result file a BASE or HEAD argument names (run records: harness.core.records):
 
     - a path: a run-record folder, a result JSON file (a run record's, or the asv view's, which
       maps back to its run), a folder of runs or a plain asv results folder (its newest result);
@@ -336,7 +336,8 @@ def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathli
 
 # ---- the environment fingerprint saved with each run (harness.runs.bench) ----
 
-# What the gate lists above its table when the two sides differ (DECISIONS §2).
+# What the gate lists above its table when the two sides differ (not_comparable says which
+# differences refuse the comparison).
 FINGERPRINT_KEYS = (
     "torch",
     "torchvision",
@@ -370,8 +371,8 @@ def fingerprint_of(rs: ResultSet) -> dict | None:
 
 
 def not_comparable(base: ResultSet, head: ResultSet) -> list[str]:
-    """Why timings of these two runs mean nothing side by side (DECISIONS §2: another device
-    model, another CPU thread count for CPU runs, another machine name); empty if comparable.
+    """Why timings of these two runs mean nothing side by side (another device model, another
+    CPU thread count for CPU runs, another machine name); empty if comparable.
     Software versions are listed by environment_differences, never a reason here: comparing them
     is the point of nightlies, baselines and `harness ab`."""
     why = []

@@ -12,8 +12,7 @@ Four views of the same chain:
   in the same rounds (timing.measure_paired): a paired ratio (unit "ratio", judged always).
   The reference here is the same ten torch ops, never switched: the canary tests the gate, not
   torch, so a yardstick of the same kind of work is right, and it cancels machine speed far
-  better than a Python/NumPy one (A/A 0.998-1.002 under two busy processes, the injected op
-  1.11, in `harness calibrate --trials 2`);
+  better than a Python/NumPy one (figures: docs/measurements.md#the-measuring-rules);
 - track_ops: aten ops per call, exact;
 - track_instructions: instructions per call, counted by callgrind in a valgrind process of its
   own (harness.measure.instructions; ~1 min, most of it importing torch under valgrind); n/a

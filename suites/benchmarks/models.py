@@ -102,8 +102,8 @@ class CompiledOverEager:
     model's, same weights and inputs, same rounds: what inductor is worth per zoo model (the
     PyTorch 2.0 dashboard's speedup is 1 / this ratio). Fast runs: the word LM; full runs: every
     model. AlexNet is full only: its compiled and eager calls respond differently to a shared
-    host's memory state, so on the 2-core CI VM under load its ratio moved 5-8% between
-    processes (3 of 5 A/A pairs flagged), against 0.993-1.010 for the word LM (0 of 10)."""
+    host's memory state, so its ratio moves between processes far more than the word LM's
+    (figures: docs/measurements.md#the-gates-proof-on-real-workloads)."""
 
     params = (grid(["word_lm"], model_names()),)
     param_names = ["model"]

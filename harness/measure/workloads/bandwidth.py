@@ -20,10 +20,9 @@ cosine costs more than streaming its bytes), and removing memory traffic cannot 
 the saved fraction; a multiply-add chain beside it is memory-bound and shows what fusion saves.
 
 On CPU, freed outputs of this size go back to the OS (glibc returns large blocks with munmap),
-and every call then page-faults a fresh 128 MiB: on the 2-core VM an `empty(2**25).fill_(1)`
-took 266 ms against a 7 ms copy of the same bytes into an existing buffer, which would drown the
-kernels' traffic. Freed memory is kept in the process while measuring (harness.measure.allocator),
-as PyTorch's caching allocator does on a GPU.
+and every call then page-faults a fresh 128 MiB, which costs far more than the kernels' traffic
+(figures: docs/measurements.md#the-measuring-rules). Freed memory is kept in the process while
+measuring (harness.measure.allocator), as PyTorch's caching allocator does on a GPU.
 """
 
 from __future__ import annotations
