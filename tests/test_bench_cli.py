@@ -102,6 +102,9 @@ def test_quick_runs_are_kept_as_immutable_run_records(tmp_path):
         rf"\d{{8}}T\d{{6}}Z-{sha[:8]}-[0-9a-f]{{6}}", runs[0].name
     ), runs
     first = runs[0]
+    # one line per benchmark on stdout; asv's own output (its tables) kept in the record
+    assert "[1/" in proc.stdout and "···" not in proc.stdout, proc.stdout[-2000:]
+    assert "Discovering benchmarks" in (first / "asv.log").read_text()
     files = list((first / "asv" / "testmachine-cpu").glob(f"{sha[:8]}-existing-*.json"))
     assert len(files) == 1, list(first.rglob("*"))
     first_bytes = files[0].read_bytes()

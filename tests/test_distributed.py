@@ -290,3 +290,22 @@ def test_bench_summary_shows_scaling_efficiency_and_bandwidth(tmp_path):
     assert rows["DDP scaling efficiency, world size 2"] == "0.5"  # median of 1/ratio per round
     assert rows["all-reduce GB/s, gradient-sized tensor, world size 2"] == "0.5"
     assert rows["DataParallel/DDP step"] == "n/a"
+
+
+def test_the_section_table_covers_the_suite_and_bench_selects_sections():
+    import ast
+
+    suite = Path(__file__).resolve().parents[1] / "suites" / "benchmarks" / "distributed.py"
+    rows = {
+        f"{cls.name}.{fn.name}"
+        for cls in ast.parse(suite.read_text()).body
+        if isinstance(cls, ast.ClassDef)
+        for fn in cls.body
+        if isinstance(fn, ast.FunctionDef) and fn.name.startswith("track_")
+    }
+    assert rows == set(wl.ROW_SECTIONS)
+    assert wl.matching([r"^distributed\.DistributedStepOverSingleProcess\.track_step"]) == [
+        "scaling"
+    ]
+    assert wl.matching(["NoSync", "track_bandwidth"]) == ["all_reduce", "no_sync"]
+    assert wl.matching([r"^fusion\."]) == list(wl.SECTIONS)  # nothing of ours: every section

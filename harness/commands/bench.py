@@ -76,6 +76,19 @@ def add_arguments(parser):
         metavar="FILE",
         help="with --list: write the selection, every shard and predicted seconds",
     )
+    parser.add_argument(
+        "--short",
+        action="store_true",
+        help="the main job's short selection (what `./dev bench` runs): one or two representative "
+        "rows of every area, declared in harness.runs.bench.SHORT; `--list --short` shows it",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show asv's output as it runs (default: one line per benchmark; asv's whole "
+        "output is kept in the run record's asv.log either way)",
+    )
 
 
 def run(args) -> int:
@@ -87,6 +100,16 @@ def run(args) -> int:
 
     project = project_root()
     root = results_root(args.results_dir)
+    if args.short:
+        if args.bench or args.shard is not None:
+            raise exits.BadInput("--short picks its own rows; leave out --bench and --shard")
+        args.suite = args.suite or list(dict.fromkeys(area for area, _ in bench.SHORT))
+        args.bench = [regex for area, regex in bench.SHORT if area in args.suite]
+        if not args.bench:
+            raise exits.BadInput(
+                f"--short has no rows in suite(s) {', '.join(args.suite)}; its areas: "
+                f"{', '.join(dict.fromkeys(area for area, _ in bench.SHORT))}"
+            )
     names = bench.check_suites(project, args.suite)  # bad names fail before anything is written
     threads = parse_threads(args.threads)
     sha = head_commit(project)
@@ -103,7 +126,10 @@ def run(args) -> int:
         label=args.label,
     )
     plan = None
-    if args.list or args.shard is not None or args.bench:
+    if args.short and not args.list:
+        # a declared list whose every regex a test matches: no discovery pass to check it
+        spec = dataclasses.replace(spec, benches=tuple(args.bench))
+    elif args.list or args.shard is not None or args.bench:
         plan = _plan(args, project, spec, sha)
         if args.list:
             return _print_list(plan, args.json)
@@ -132,7 +158,9 @@ def run(args) -> int:
             f"predicted {plan.predicted_s(plan.chosen)} s ({plan.durations_note()})",
             flush=True,
         )
-    spec = dataclasses.replace(spec, label=label, benches=tuple(plan.asv_benches()) if plan else ())
+    if plan:
+        spec = dataclasses.replace(spec, benches=tuple(plan.asv_benches()))
+    spec = dataclasses.replace(spec, label=label)
     ran = bench.run(
         project,
         root,
@@ -141,6 +169,7 @@ def run(args) -> int:
         launch=args.launch_method,
         shard=shard,
         profile=True if args.profile else None,
+        verbose=args.verbose,
     )
     return bench.report(ran, root)
 

@@ -102,15 +102,35 @@ def _numpy_version() -> str | None:
     return numpy.__version__
 
 
-def fingerprint(seed: int = DEFAULT_SEED) -> dict:
-    """Everything that can change a graph or a timing, as plain JSON-able values."""
+def _torchvision_version() -> str | None:
+    """torchvision's __version__ read from its version.py: importing torchvision only for it
+    took ~10 s of a loaded runner's time after every run."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    try:
+        with open(path, encoding="utf-8") as f:
+            m = re.search(r"^__version__ = ['\"]([^'\"]+)['\"]", f.read(), re.MULTILINE)
+    except OSError:
+        m = None
+    if m:
+        return m[1]
     import torchvision
 
+    return torchvision.__version__
+
+
+def fingerprint(seed: int = DEFAULT_SEED) -> dict:
+    """Everything that can change a graph or a timing, as plain JSON-able values."""
     cuda = cuda_available()
     fp = {
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
+        "torchvision": _torchvision_version(),
         "numpy": _numpy_version(),
         "cuda_build": torch.version.cuda,
         "cuda_available": cuda,

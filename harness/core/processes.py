@@ -140,30 +140,56 @@ def _emptied(proc: subprocess.Popen, wait_s: float) -> bool:
 
 
 def run_in_session(
-    cmd: list[str], *, cwd=None, env=None, capture: bool = False, timeout: float | None = None
+    cmd: list[str],
+    *,
+    cwd=None,
+    env=None,
+    capture: bool = False,
+    timeout: float | None = None,
+    on_line=None,
 ) -> subprocess.CompletedProcess:
     """subprocess.run(cmd) in a session of its own that ends with it: on any exception while
     waiting (an interrupt, a timeout) the whole session is ended (end_session) and the exception
     goes on; what the command left running when it exited is ended too. `capture`: stdout and
-    stderr as text, as capture_output=True, text=True."""
-    pipe = subprocess.PIPE if capture else None
+    stderr as text, as capture_output=True, text=True. `on_line`: stdout and stderr merged and
+    handed over line by line as they come (also returned as stdout); `timeout` is then checked
+    between lines."""
+    pipe = subprocess.PIPE if capture or on_line else None
     proc = subprocess.Popen(
         cmd,
         cwd=cwd,
         env=env,
         stdout=pipe,
-        stderr=pipe,
-        text=capture or None,
+        stderr=subprocess.STDOUT if on_line else pipe,
+        text=bool(capture or on_line) or None,
+        bufsize=1 if on_line else -1,
         start_new_session=True,
     )
     try:
-        out, err = proc.communicate(timeout=timeout)
+        if on_line:
+            out, err = _stream(proc, on_line, timeout), None
+        else:
+            out, err = proc.communicate(timeout=timeout)
     except BaseException:
         end_session(proc)
         raise
     if session_members(proc.pid):
         end_session(proc)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _stream(proc: subprocess.Popen, on_line, timeout: float | None) -> str:
+    import time
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        on_line(line.rstrip("\n"))
+        if deadline is not None and time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    proc.wait(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+    return "".join(lines)
 
 
 # ---- children tied to the process that starts them ----

@@ -1,4 +1,4 @@
-"""Run records: every benchmark run is written once and never rewritten (DECISIONS §1).
+"""Run records: every benchmark run is written once and never rewritten.
 
     results/runs/<machine>/<run-id>/          <run-id> = 20261130T174512Z-<sha8>[-label]
         run.json                              what ran: run id, machine, commit, start, label, ...
@@ -35,6 +35,7 @@ from harness.core.exits import BadInput
 from harness.core.files import write_atomic, write_json_atomic
 
 RUN_JSON = "run.json"
+ASV_LOG = "asv.log"  # asv's whole output of the run
 FINGERPRINT = "fingerprint.json"
 INSTRUCTIONS = "instructions"  # folder of instruction-count records (harness.measure.instructions)
 VIEW_MANIFEST = ".harness-view.json"

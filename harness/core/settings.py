@@ -200,6 +200,14 @@ INSTRUCTION_WORKLOADS = Setting(
     "process counts every row, so `--bench` selects through this",
     "harness",
 )
+DISTRIBUTED_SECTIONS = Setting(
+    "HARNESS_DISTRIBUTED_SECTIONS",
+    LIST,
+    [],
+    "distributed sections to measure (default all): one torchrun launch serves every row, so "
+    "`--bench` selects through this",
+    "harness",
+)
 TEST_SLOWDOWN = Setting(
     "HARNESS_TEST_SLOWDOWN",
     FLOAT,

@@ -263,7 +263,7 @@ def wanted(benchmarks: dict, suites: list[str], profile: bool) -> bool:
     )
 
 
-def _ran(asv_dir: Path, benchmarks: dict) -> dict:
+def ran_benchmarks(asv_dir: Path, benchmarks: dict) -> dict:
     """Only the benchmarks asv ran in this run: benchmarks.json lists every discovered one, but a
     shard (`harness bench --shard`) or `--bench` runs part of them."""
     ran: set[str] = set()
@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true")
     p.add_argument("--budget-s", type=float, default=BUDGET_S)
     args = p.parse_args(argv)
-    benchmarks = _ran(
+    benchmarks = ran_benchmarks(
         args.asv_dir, json.loads((args.asv_dir / "benchmarks.json").read_text(encoding="utf-8"))
     )
     counts, profiles = collect(

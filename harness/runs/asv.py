@@ -134,6 +134,7 @@ def branches(root: Path, configured: list[str]) -> list[str]:
 def environment(extra: dict | None = None) -> dict:
     """The environment asv runs in: this interpreter behind the fixed launcher, its bin on PATH."""
     env = dict(os.environ, **{settings.PYTHON.name: sys.executable})
+    env["COLUMNS"] = "250"  # asv shortens benchmark names to the terminal's width otherwise
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra or {})
     return env
@@ -238,6 +239,7 @@ class AsvRun:
     repo: Path | None = None  # the git repository asv reads commits from (default: project)
     cpu_affinity: str | None = None  # asv --cpu-affinity for the benchmark processes ("0", "2,3")
     capture: bool = True  # keep asv's output (False: it goes to this process's stdout)
+    on_line: object = None  # a callable handed asv's output line by line (and it is kept)
     echo: object = None  # a stream the command line is printed to before it runs
 
 
@@ -275,7 +277,7 @@ def run(r: AsvRun) -> AsvResult:
         if r.echo is not None:
             print("$ " + " ".join(cmd[2:]), file=r.echo, flush=True)
         t0 = time.perf_counter()
-        proc = run_in_session(cmd, cwd=r.project, env=env, capture=r.capture)
+        proc = run_in_session(cmd, cwd=r.project, env=env, capture=r.capture, on_line=r.on_line)
         wall = time.perf_counter() - t0
     machine_dir = r.results / r.machine
     files = (

@@ -38,10 +38,34 @@ from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.core.processes import run_in_session
 from harness.runs import asv
+from harness.runs.progress import Progress
 from harness.runs.spec import RunSpec
 
-# Suites that run only when named with --suite (DECISIONS §4).
+# Suites that run only when named with --suite (the canary: the gate's test subject).
 ONLY_WHEN_NAMED = ("canary",)
+
+
+# The main job's short selection (`harness bench --short`, what `./dev bench` runs): every area
+# with one or two representative rows, about two minutes on a shared 2-core runner. Each entry is
+# (suite, asv --bench regex); tests/test_bench_cli.py checks every regex selects a benchmark.
+SHORT = (
+    ("fusion", r"^fusion\.PointwiseChain\.track_compiled_over_eager$"),
+    ("transfer", r"^transfer\.PinnedOverPageable\.track_pinned_over_pageable"),
+    ("amp", r"^amp\.AutocastOverFp32\.track_autocast_over_fp32"),
+    (
+        "dataloader",
+        r"^dataloader\.WorkersOverNoWorkers\.track_workers_over_no_workers\(2, False, 16, False\)",
+    ),
+    ("models", r"^models\.Inference\.track_inference_time_over_reference\('mlp', False, False\)"),
+    (
+        "training_loop",
+        r"^training_loop\.EvalForward\.track_inference_mode_over_grad_enabled\('mlp'\)",
+    ),
+    (
+        "distributed",
+        r"^distributed\.DistributedStepOverSingleProcess\.track_step_time_over_single_process",
+    ),
+)
 
 
 def available_suites(project: Path) -> list[str]:
@@ -69,6 +93,7 @@ class BenchRun:
     asv_exit: int
     wall_s: float
     suites: list[str]
+    asv_tail: str = ""  # the end of asv's output, for when it saved nothing
 
 
 # The operator pass profiles each workload for a few seconds; a full run's grids stay well inside.
@@ -91,7 +116,8 @@ def operator_pass(
         benchmarks = json.loads((staging / "asv" / "benchmarks.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return "not run: asv wrote no benchmarks.json"
-    if not profiles.wanted(benchmarks, names, profile):
+    # the rows this run ran: a --bench or --short run may have no counter row at all
+    if not profiles.wanted(profiles.ran_benchmarks(staging / "asv", benchmarks), names, profile):
         return "not run: no counter rows, no profiling asked"
     cmd = [
         sys.executable,
@@ -138,11 +164,14 @@ def run(
     launch: str | None = None,
     profile: bool | None = None,
     shard: str | None = None,
+    verbose: bool = False,
     out=None,
 ) -> BenchRun:
     """Run the spec's suites (all but the canary when it names none) through asv into a new run
     record under the results root `root`. `profile`: store operator-level profile summaries
-    (default: in full runs only); `shard`: 'K/N', recorded in run.json (the label carries it)."""
+    (default: in full runs only); `shard`: 'K/N', recorded in run.json (the label carries it).
+    asv's own output goes into the record (records.ASV_LOG); this prints one line per benchmark
+    (harness.runs.progress), or asv's output as it comes with `verbose`."""
     out = out or sys.stdout  # looked up per call (see operator_pass)
     from harness.core.env import fingerprint
 
@@ -178,20 +207,35 @@ def run(
             file=out,
             flush=True,
         )
-        result = asv.run(
-            asv.AsvRun(
-                project,
-                staging / "asv",
-                spec.machine,
-                sha,
-                env,
-                benches=tuple(spec.benches) or tuple(rf"^{n}\." for n in names),
-                quick=spec.quick,
-                method=method,
-                capture=False,
-                echo=out,
+        progress = None if verbose else Progress(out)
+        with open(staging / records.ASV_LOG, "w", encoding="utf-8") as log:
+
+            def on_line(line: str) -> None:
+                log.write(line + "\n")
+                if progress is None:
+                    print(line, file=out, flush=True)
+                else:
+                    progress.feed(line)
+
+            result = asv.run(
+                asv.AsvRun(
+                    project,
+                    staging / "asv",
+                    spec.machine,
+                    sha,
+                    env,
+                    benches=tuple(spec.benches) or tuple(rf"^{n}\." for n in names),
+                    quick=spec.quick,
+                    method=method,
+                    # only the run's suites: asv imports every module of the folder at discovery
+                    bench_dir=asv.benchmark_subset(project, names, Path(scratch) / "benchmarks"),
+                    capture=False,
+                    echo=out if verbose else log,
+                    on_line=on_line,
+                )
             )
-        )
+        if progress is not None:
+            progress.close()
         # still inside the staging record (and the run's inductor cache): written before the rename;
         # `meta` is read by records.writing when the block ends
         meta["operator_pass"] = operator_pass(
@@ -218,7 +262,11 @@ def run(
     if record:
         records.rebuild_view(root)
     return BenchRun(
-        record, result.returncode if result else -1, result.wall_s if result else 0.0, names
+        record,
+        result.returncode if result else -1,
+        result.wall_s if result else 0.0,
+        names,
+        result.output[-3000:] if result else "",
     )
 
 
@@ -232,8 +280,8 @@ def report(ran: BenchRun, root: Path, out=None) -> int:
     out = out or sys.stdout
     if ran.record is None:
         print(
-            f"harness bench: asv saved no results (asv exit code {ran.asv_exit}); "
-            "no run record kept",
+            f"{ran.asv_tail}\nharness bench: asv saved no results (asv exit code {ran.asv_exit}; "
+            "the end of its output is above); no run record kept",
             file=sys.stderr,
         )
         return exits.RUNNER_FAILED
@@ -241,9 +289,13 @@ def report(ran: BenchRun, root: Path, out=None) -> int:
     saved.entries = {k: e for k, e in saved.entries.items() if k.split(".", 1)[0] in ran.suites}
     print(file=out)
     print(summary_table(saved), file=out)
+    run = ran.record
     print(
-        f"\nrun record: {ran.record.path}\n(asv view for asv publish/compare: {root / 'asv'})"
-        f"\nasv run took {ran.wall_s:.1f} s",
+        f"\nrun record: {run.path} (asv's log: {records.ASV_LOG} there)"
+        f"\nasv run took {ran.wall_s:.1f} s; the asv view for asv publish/compare: {root / 'asv'}"
+        f"\nnext: harness gate <an earlier run> {run.run_id}   (exit 1 on a regression)"
+        f"\n      harness report {run.run_id}   (Markdown summary and plots)"
+        f"\n      harness advise {run.run_id}   (what each performance tip is worth here)",
         file=out,
     )
     failed = failures(saved)
@@ -254,7 +306,7 @@ def report(ran: BenchRun, root: Path, out=None) -> int:
         for name in failed:
             print(f"  FAILED {name}", file=out)
         print(
-            "its traceback is in the asv output above; rerun one alone with "
+            f"its traceback is in {run.path / records.ASV_LOG}; rerun one alone with "
             "`asv run --python=same --quick --show-stderr --bench <name>` (saves nothing)",
             file=out,
         )

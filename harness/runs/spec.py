@@ -95,4 +95,9 @@ class RunSpec:
             extra[settings.INSTRUCTION_WORKLOADS.name] = (
                 ",".join(instructions.matching(list(self.benches))) or "none"
             )
+            from harness.measure.workloads import distributed
+
+            extra[settings.DISTRIBUTED_SECTIONS.name] = ",".join(
+                distributed.matching(list(self.benches))
+            )
         return asv.environment({**extra, **dict(self.env)})

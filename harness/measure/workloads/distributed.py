@@ -56,6 +56,18 @@ from harness.core import settings
 from harness.core.env import default_device_name
 
 SECTIONS = ("scaling", "all_reduce", "bucket_cap", "bucket_view", "no_sync", "data_parallel")
+# the suite's rows (suites/benchmarks/distributed.py, without parameters) and the section each
+# reads; tests/test_distributed.py checks the table covers the suite
+ROW_SECTIONS = {
+    "DistributedStepOverSingleProcess.track_step_time_over_single_process": "scaling",
+    "DistributedStepOverSingleProcess.track_distributed_step_time": "scaling",
+    "DistributedStepOverSingleProcess.track_single_process_step_time": "scaling",
+    "AllReduceOfGradientSizedTensor.track_bandwidth": "all_reduce",
+    "BucketCapOverDefault.track_step_time_over_default_bucket_cap": "bucket_cap",
+    "GradientAsBucketView.track_step_time_with_over_without_bucket_view": "bucket_view",
+    "NoSyncAccumulation.track_no_sync_over_sync_every_micro_batch": "no_sync",
+    "DataParallelOverDistributed.track_data_parallel_over_distributed": "data_parallel",
+}
 DEFAULT_BUCKET_CAP_MB = 25  # DDP's default
 SIZES = {  # the MLP and the timing rounds per mode
     "fast": {
@@ -185,11 +197,32 @@ def launch_timeout_s() -> float:
     return seconds
 
 
+def matching(regexes: list[str]) -> list[str]:
+    """The sections whose rows any of asv's --bench `regexes` selects (re.search on the full
+    name, as asv); every section when none matches, which costs only time."""
+    import re
+
+    chosen = {
+        section
+        for row, section in ROW_SECTIONS.items()
+        if any(re.search(rx, f"distributed.{row}") for rx in regexes)
+    }
+    return [s for s in SECTIONS if s in chosen] or list(SECTIONS)
+
+
+def selected_sections() -> list[str]:
+    """The sections this run measures: HARNESS_DISTRIBUTED_SECTIONS (set by the runner from
+    --bench: a launch runs every section, and one row needs one), else all."""
+    wanted = settings.DISTRIBUTED_SECTIONS.get()
+    return [s for s in SECTIONS if s in wanted] if wanted else list(SECTIONS)
+
+
 def plan_for(world_size: int) -> Plan:
     from harness.measure.threads import run_threads
 
     sizes = SIZES[mode()]
     return Plan(
+        sections=selected_sections(),
         device=device_type(),
         threads=max(1, run_threads() // world_size),
         bucket_caps_mb=bucket_caps_mb(),

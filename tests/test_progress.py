@@ -1,0 +1,108 @@
+"""`harness bench`'s one line per benchmark, read from asv's output (harness.runs.progress), and
+the main job's short selection (harness.runs.bench.SHORT)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import pytest
+
+from harness.runs import bench
+from harness.runs.progress import Progress
+
+# asv 0.6's output for three benchmarks: a plain value, a parameterised one with a skipped case
+# (and a case --bench left out, which its table also shows as n/a), a failure
+ASV = """\
+· Discovering benchmarks
+· Running 3 total benchmarks (1 commits * 1 environments * 3 benchmarks)
+[ 0.00%] ·· Benchmarking existing-py_root_.cache_harness_asv-python
+[33.33%] ··· fusion.PointwiseChain.track_compiled_over_eager      0.6314497942231275±0.0068
+[66.67%] ··· amp.AutocastOverFp32.track_autocast_over_fp32                   ok
+[66.67%] ··· ========= ======================== ======
+             --                   precision
+             --------- -------------------------------
+               model             bf16            fp16
+             ========= ======================== ======
+              alexnet   9.615066304582617±0.91   n/a
+              word_lm            n/a             n/a
+             ========= ======================== ======
+
+[66.67%] ···· For parameters: 'alexnet', 'fp16'
+              asv: skipped: NotApplicable('fp16 autocast is measured on CUDA only')
+
+[100.00%] ··· transfer.PinnedOverPageable.track_pinned_over_pageable          failed
+[100.00%] ···· Traceback (most recent call last):
+                 RuntimeError: boom
+"""
+
+
+def test_one_line_per_benchmark_with_its_result_and_what_is_left():
+    out = io.StringIO()
+    p = Progress(out)
+    for line in ASV.splitlines():
+        p.feed(line)
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    assert lines[0].startswith(
+        "[1/3] fusion.PointwiseChain.track_compiled_over_eager  0.6314±0.0068"
+    )
+    assert "s left" in lines[0] and "s left" not in lines[2]  # nothing is left after 100%
+    assert "[2/3] amp.AutocastOverFp32.track_autocast_over_fp32  ok: 1 values, 1 n/a" in lines[1]
+    assert "[3/3] transfer.PinnedOverPageable" in lines[2] and "failed" in lines[2]
+    assert p.failed == ["transfer.PinnedOverPageable.track_pinned_over_pageable"]
+
+
+def test_a_benchmark_with_every_case_skipped_says_why():
+    out = io.StringIO()
+    p = Progress(out)
+    for line in [
+        "[50.00%] ··· transfer.HostToDeviceCopy.track_copy_time      ok",
+        "[50.00%] ··· ====== ====",
+        "              pinned   n/a",
+        "[50.00%] ···· For parameters: 'pinned'",
+        "              asv: skipped: NotApplicable('needs CUDA: pinned memory')",
+    ]:
+        p.feed(line)
+    p.close()
+    assert "n/a (1 cases): needs CUDA: pinned memory" in out.getvalue()
+
+
+def test_the_short_selection_touches_every_area_and_each_regex_selects_a_benchmark():
+    areas = [area for area, _ in bench.SHORT]
+    for area in (
+        "fusion",
+        "transfer",
+        "amp",
+        "dataloader",
+        "models",
+        "training_loop",
+        "distributed",
+    ):
+        assert area in areas, area
+    # --list --short discovers the short suites and prints what would run, one name per line
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "bench", "--quick", "--list", "--short"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = proc.stdout.split()
+    import re
+
+    # --list names benchmarks without parameters; one is listed only when a regex (parameters
+    # included) selected one of its cases
+    for _, regex in bench.SHORT:
+        assert any(re.search(regex.split(r"\(")[0], n) for n in names), (regex, names)
+    assert len(names) == len(bench.SHORT), names
+
+
+@pytest.mark.parametrize("extra", [["--bench", "x"], ["--shard", "1/2"]])
+def test_short_picks_its_own_rows(extra, capsys, tmp_path):
+    from harness.cli import main
+
+    assert main(["bench", "--short", *extra, "--results-dir", str(tmp_path)]) == 3
+    assert "--short picks its own rows" in capsys.readouterr().err
