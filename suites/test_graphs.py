@@ -89,6 +89,7 @@ def test_graph_matches_golden(model, frontend, model_size, golden, golden_device
     golden.check(captured.text, frontend=frontend, model=f"{model} ({model_size})", **where)
 
 
+@pytest.mark.slow  # captures twice and runs the program: seconds each
 @pytest.mark.parametrize("model,frontend", RUNNABLE)
 def test_program_matches_eager_and_capture_repeats(model, frontend, model_size, golden_device):
     _require_deterministic_eager(model, model_size)

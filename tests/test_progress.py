@@ -70,6 +70,7 @@ def test_a_benchmark_with_every_case_skipped_says_why():
     assert "n/a (1 cases): needs CUDA: pinned memory" in out.getvalue()
 
 
+@pytest.mark.slow  # asv discovery of seven suites
 def test_the_short_selection_touches_every_area_and_each_regex_selects_a_benchmark():
     areas = [area for area, _ in bench.SHORT]
     for area in (

@@ -102,6 +102,7 @@ def _check_value(value, unit):
         assert all(0 < v <= 1 for v in values)
 
 
+@pytest.mark.slow  # every benchmark body, run once: seconds each
 @pytest.mark.parametrize("cls, method", list(_benchmarks()))
 def test_benchmark_body_runs(cls, method):
     unit = getattr(getattr(cls, method), "unit", None)
