@@ -222,3 +222,11 @@ def test_duet_gives_each_side_its_own_cpus_and_swaps_them(monkeypatch, tmp_path)
     first, second = dict(seen[:2]), dict(seen[2:])
     assert first["base"] != first["head"] and {first["base"], first["head"]} == set(sets)
     assert second["base"] == first["head"] and second["head"] == first["base"]
+
+
+def test_a_process_s_value_is_its_fastest_call_for_raw_times_and_the_median_otherwise():
+    calls = [4e-4, 9e-4, 3.8e-4, 5e-3, 4.1e-4]  # preempted calls only ever add time
+    assert between.process_value(calls, 9.9, "seconds") == 3.8e-4
+    assert between.process_value([100.0, 80.0, 120.0], None, "samples/s") == 120.0
+    assert between.process_value([1.0, 1.2, 0.9], None, "relative") == 1.0
+    assert between.process_value(None, 2.5, "seconds") == 2.5  # a bare value is all there is

@@ -386,11 +386,12 @@ def _pair(job: _Job, suite: str, i: int) -> dict[str, pathlib.Path]:
 
 
 def pair_values(pairs: list[dict[str, pathlib.Path]]) -> tuple[dict, dict]:
-    """Per row, (base, head) central values of every pair's two processes (the median of a
-    process's samples, else its value; None where the row failed or was skipped), and the
-    rows' units."""
-    from harness.verdict.compare import central
+    """Per row, (base, head) values of every pair's two processes (between.process_value;
+    None where the row failed or was skipped), and the rows' units."""
     from harness.verdict.results import load
+
+    def central(e):
+        return between.process_value(e.samples, e.value, e.unit)
 
     values: dict[str, list[tuple[float | None, float | None]]] = {}
     units: dict[str, str] = {}

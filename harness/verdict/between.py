@@ -1,7 +1,8 @@
 """Between-process verdicts for `harness ab`: SAME, DIFFERENT or UNKNOWN from per-pair ratios.
 
 `harness ab` runs the two sides in alternating processes (A B, B A, A B, ...). Each pair of
-processes gives, per row, one ratio: the head process's central value over the base process's.
+processes gives, per row, one ratio: the head process's value over the base process's
+(process_value: the fastest call of a raw time, else the median).
 Raw and reference-normalised times move between processes on a shared runner by more than the
 changes worth catching, but both processes of a pair share the host's state of those seconds,
 so their ratio moves far less. The verdict on such a row comes from the distribution of its
@@ -106,6 +107,25 @@ def pairs_to_decide(
         return None
     z = t.ppf(0.5 + confidence / 2, max(len(logs) - 1, 1))
     return max(len(logs) + 1, math.ceil((z * sd / room) ** 2))
+
+
+def process_value(samples: list[float] | None, value: float | None, unit: str) -> float | None:
+    """One process's value of a row, for its pair's ratio. A raw time: the process's fastest
+    call, since a shared runner's noise only adds time and the median of one process moved as
+    much between the halves of its own window as between processes (docs/measurements.md);
+    a throughput: its highest; other rows: the median of the samples. Without samples, asv's
+    stored value."""
+    from harness.verdict import metrics
+
+    if not samples:
+        return value
+    try:
+        kind = metrics.kind_of(unit)
+    except KeyError:
+        kind = None
+    if kind is not None and kind.raw:
+        return max(samples) if kind.higher_is_better else min(samples)
+    return statistics.median(samples)
 
 
 def judged_across_processes(unit: str) -> bool:
