@@ -162,7 +162,7 @@ def test_killing_the_benchmark_process_takes_torchrun_and_the_workers_along(tmp_
 
     script = tmp_path / "hang_with_parent.py"
     script.write_text(
-        "from harness.measure.torchrun import die_with_parent\ndie_with_parent()\n" + HANG
+        "from harness.core.processes import die_with_parent\ndie_with_parent()\n" + HANG
     )
     out = tmp_path / "result.json"
     bench = subprocess.Popen(
