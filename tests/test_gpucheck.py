@@ -4,16 +4,20 @@ on a CPU machine, and the CPU side of its checks. What needs CUDA is run on a GP
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
 import pytest
 import torch
 
+from harness.core import processes, settings
 from harness.runs import gpucheck
-from harness.runs.gpucheck import checks, wheels
+from harness.runs.gpucheck import checks, steps, wheels
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci" / "gpu-check"
@@ -36,14 +40,45 @@ def test_dry_run_lists_every_check_and_exits_0_without_torch_or_asv():
     assert "ends within 8 minutes" in proc.stdout
 
 
-def test_plan_fits_the_deadline_and_names_are_unique():
+def test_plan_names_are_unique_and_needs_come_first():
     names = [s.name for s in gpucheck.PLAN]
     assert len(names) == len(set(names))
-    assert gpucheck.DEADLINE_S + 10 <= 8 * 60  # installation included, kill grace left over
-    # the budgets are upper bounds that fit the deadline together, not a plan that overruns it
-    assert sum(s.budget_s for s in gpucheck.PLAN) + gpucheck.WHEELS_BUDGET_S <= gpucheck.DEADLINE_S
     for step in gpucheck.PLAN:
         assert step.needs is None or names.index(step.needs) < names.index(step.name)
+
+
+def test_budgets_fit_the_total_the_kit_states():
+    """Every step may use its whole budget and the run still ends within the total the kit states
+    (its dry run; docs/gpu.md): the budgets with the wheels' leave a margin to the deadline, and
+    the deadline with the kit's start and the ending of a step caught at it fits the total."""
+    minutes = int(re.search(r"ends within (\d+) minutes", gpucheck.dry_run_text()).group(1))
+    total = minutes * 60
+    assert total == gpucheck.TOTAL_S == 480  # inside one 10-minute call on a borrowed GPU
+    ending = processes.GRACE_S + 3 * processes.TERM_GRACE_S  # end_session, at worst
+    assert gpucheck.KILL_GRACE_S >= ending
+    budgets = sum(s.budget_s for s in gpucheck.PLAN) + gpucheck.WHEELS_BUDGET_S
+    assert budgets + ending <= total
+    assert budgets + gpucheck.MARGIN_S <= gpucheck.DEADLINE_S
+    assert gpucheck.START_S + gpucheck.DEADLINE_S + gpucheck.KILL_GRACE_S <= total
+    assert all(s.budget_s > 0 for s in gpucheck.PLAN)
+
+
+def test_rehearsal_budgets_fit_its_deadline():
+    assert all(s.cpu_budget_s for s in gpucheck.PLAN)  # measured on a CPU, never a guess
+    budgets = sum(s.budget(True) for s in gpucheck.PLAN) + gpucheck.WHEELS_BUDGET_S
+    assert budgets + gpucheck.MARGIN_S <= gpucheck.REHEARSAL_DEADLINE_S
+    default = types.SimpleNamespace(deadline=gpucheck.DEADLINE_S, budget_scale=1.0)
+    assert gpucheck.deadline_for(default) == gpucheck.DEADLINE_S
+    default.cpu_rehearsal = True
+    assert gpucheck.deadline_for(default) == gpucheck.REHEARSAL_DEADLINE_S
+    default.budget_scale = 2.0
+    assert gpucheck.deadline_for(default) == 2 * gpucheck.REHEARSAL_DEADLINE_S
+    default.deadline = 99.0  # given: as given
+    assert gpucheck.deadline_for(default) == 99.0
+    text = gpucheck.dry_run_text(rehearsal=True)
+    for step in gpucheck.PLAN:
+        assert f". {step.name} (budget {step.cpu_budget_s} s" in text
+    assert f"inside the deadline of {gpucheck.REHEARSAL_DEADLINE_S} s" in text
 
 
 def test_unknown_step_name_is_bad_input(capsys):
@@ -164,7 +199,8 @@ def test_judge_treats_cuda_checks_as_failures_on_a_gpu_and_expected_exits():
     step = gpucheck.Step("x", 5, "p", cpu_expect_exit=4)
     na = {"status": "n/a", "detail": "needs CUDA"}
     assert gpucheck.judge(step, 0, na, rehearsal=False)[0] == "fail"
-    assert gpucheck.judge(step, 0, na, rehearsal=True)[0] == "recorded"
+    assert gpucheck.judge(step, 0, na, rehearsal=True) == ("n/a", "n/a on CPU: needs CUDA")
+    assert "n/a" in gpucheck.OK_STATUSES
     assert gpucheck.judge(step, 4, None, rehearsal=True)[0] == "pass"
     assert gpucheck.judge(step, 4, None, rehearsal=False)[0] == "fail"
     assert gpucheck.judge(step, None, None, rehearsal=False)[0] == "killed"
@@ -268,3 +304,144 @@ def test_out_folder_of_someone_else_is_refused_and_its_own_is_refilled(tmp_path)
     own = _args(tmp_path, out=str(tmp_path / "own"))
     assert gpucheck.orchestrate(own, ROOT, plan) == 0
     assert gpucheck.orchestrate(own, ROOT, plan) == 0  # its own folder: refilled in place
+
+
+# ---- asv through the runs layer, and what the kit started ends with it ----
+
+
+def test_asv_selections_leave_cuda_only_rows_out_on_a_cpu():
+    modules, benches = steps.selection("A", "cuda")
+    assert modules == ["fusion", "transfer", "amp", "models", "canary"]
+    assert any("track_kernels_per_call" in b for b in benches)
+    assert not any("track_ops_per_call_eager" in b for b in benches)
+    modules, benches = steps.selection("A", "cpu")
+    assert modules == ["fusion", "amp", "models", "canary"]  # transfer: CUDA-only rows alone
+    assert not any("kernels_per_call" in b or "transfer" in b for b in benches)
+    # the A/A gate judges an exact counter on a CPU too: the CPU side of the kernel count
+    assert steps.selection("B", "cpu") == (
+        ["fusion"],
+        [
+            r"^fusion\.PointwiseChain\.track_ops_per_call_eager$",
+            r"^fusion\.PointwiseChain\.track_(eager|compiled)_time$",
+        ],
+    )
+    for device in ("cpu", "cuda"):  # the canary's callgrind count: a minute, read by no step
+        _, canary = steps.selection("C", device)
+        names = ["canary.Canary." + n for n in ("track_ops", "track_time", "track_instructions")]
+        assert [any(re.search(r, n) for r in canary) for n in names] == [True, True, False]
+
+
+def test_asv_runs_go_through_the_runs_layers_runner(tmp_path, monkeypatch):
+    from harness.runs import asv
+
+    seen = []
+
+    def fake_run(r):
+        seen.append(r)
+        return asv.AsvResult(0, "", "", 0.5, [])
+
+    monkeypatch.setattr(asv, "run", fake_run)
+    ctx = gpucheck.Context(ROOT, tmp_path / "out", tmp_path / "work", "cpu")
+    ran = steps.asv_run(ctx, "C")
+    (r,) = seen
+    assert r.method == "spawn" and not r.capture and r.repo is not None
+    assert list(r.benches) == steps.selection("C", "cpu")[1]
+    assert r.env[settings.CANARY_EXTRA.name] == "1"
+    assert sorted(p.name for p in r.bench_dir.iterdir()) == ["__init__.py", "canary.py"]
+    assert ran["exit"] == 0 and ran["result"] is None
+
+
+def _gone(pid: int, start: int, wait_s: float = 5.0) -> bool:
+    until = time.monotonic() + wait_s
+    while processes.alive(pid, start):
+        if time.monotonic() > until:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _started(pid_file: Path, wait_s: float = 30.0) -> int:
+    until = time.monotonic() + wait_s
+    while not (pid_file.is_file() and pid_file.read_text().strip()):
+        assert time.monotonic() < until, f"{pid_file} never written"
+        time.sleep(0.05)
+    return int(pid_file.read_text())
+
+
+def test_a_step_over_budget_is_ended_with_what_it_started_in_a_session_of_its_own(tmp_path):
+    # the step starts a process in a session of its own (as asv runs under harness.runs.asv)
+    # that ignores SIGINT; ending the step's session alone would leave it running
+    pid_file = tmp_path / "pid"
+    code = (
+        "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+        "'import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(60)'], "
+        "start_new_session=True); open(sys.argv[1], 'w').write(str(p.pid)); time.sleep(60)"
+    )
+    plan = [gpucheck.Step("nested", 3, "is ended", "command", ("{py}", "-c", code, str(pid_file)))]
+    assert gpucheck.orchestrate(_args(tmp_path), ROOT, plan) == 1
+    pid = int(pid_file.read_text())
+    assert not processes.alive(pid), "the step's own session outlived it"
+
+
+def test_sigterm_to_the_kit_ends_the_running_step(tmp_path):
+    pid_file = tmp_path / "pid"
+    script = (
+        "import sys, types\n"
+        "from harness.core import exits\n"
+        "from harness.core.processes import terminate_as_interrupt\n"
+        "from harness.runs import gpucheck\n"
+        "code = \"import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); "
+        'time.sleep(60)"\n'
+        f"plan = [gpucheck.Step('sleeper', 60, 'waits', 'command', ('{{py}}', '-c', code, "
+        f"{str(pid_file)!r}))]\n"
+        f"args = types.SimpleNamespace(out={str(tmp_path / 'out')!r}, wheels=None, target=None, "
+        "cpu_rehearsal=True, only=None, deadline=100.0, budget_scale=1.0)\n"
+        "with terminate_as_interrupt():\n"
+        "    sys.exit(exits.guarded('gpu-check', lambda: gpucheck.orchestrate(args, "
+        f"{str(ROOT)!r}, plan)))\n"
+    )
+    kit = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    try:
+        pid = _started(pid_file)
+        start = processes.proc_stat(pid).start
+        kit.send_signal(signal.SIGTERM)
+        assert kit.wait(timeout=30) == 143
+        assert _gone(pid, start), "the step outlived the kit"
+    finally:
+        if kit.poll() is None:
+            kit.kill()
+
+
+# ---- a CPU rehearsal through the real worker entry point ----
+
+
+def _rehearse(tmp_path, only: list[str]) -> dict:
+    out = tmp_path / "out"
+    code = gpucheck.orchestrate(_args(tmp_path, only=only, deadline=gpucheck.DEADLINE_S), ROOT)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["cpu_rehearsal"] and summary["device"] == "cpu"
+    assert [s["name"] for s in summary["steps"]] == only
+    for step in summary["steps"]:
+        # what the kit calls passing: a pass mark, figures without one, or n/a with its reason
+        assert step["status"] in ("pass", "recorded", "n/a"), step
+        if step["status"] == "n/a":
+            assert step["detail"].startswith("n/a on CPU: ") and "needs CUDA" in step["detail"]
+        assert step["wall_s"] < step["budget_s"]
+    assert code == summary["exit"] == 0
+    return {s["name"]: s for s in summary["steps"]}
+
+
+def test_cpu_rehearsal_of_a_cuda_only_step_through_the_worker(tmp_path):
+    got = _rehearse(tmp_path, ["kernels"])
+    assert got["kernels"]["status"] == "n/a"
+    assert "harness.runs.worker gpu-check-step kernels" in got["kernels"]["command"]
+
+
+@pytest.mark.slow
+def test_cpu_rehearsal_of_the_cheap_steps(tmp_path):
+    got = _rehearse(tmp_path, ["env", "require-gpu", "timing", "kernels", "transfer"])
+    assert got["require-gpu"]["detail"] == "exit 4 as expected"  # no GPU: the gate says so
+    assert got["timing"]["status"] == "recorded"
+    assert got["timing"]["detail"].startswith(checks.NO_MARK_ON_CPU)
+    assert {got[n]["status"] for n in ("kernels", "transfer")} == {"n/a"}
+    assert json.loads((tmp_path / "out" / "env.json").read_text())

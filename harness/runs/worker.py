@@ -32,9 +32,15 @@ def main(argv: list[str] | None = None) -> int:
 
         print(json.dumps(fingerprint(), indent=2, sort_keys=True))
         return 0
+    import signal
+
     from harness.core import exits
+    from harness.core.processes import die_with_parent
     from harness.runs import gpucheck
 
+    # the kit's orchestrator gone (killed outright): an interrupt, so that what this step started
+    # in sessions of its own (asv: harness.runs.asv) is ended as on Ctrl-C
+    die_with_parent(signal.SIGINT)
     return exits.guarded(
         f"gpu-check step {args.name}",
         lambda: gpucheck.run_step(args.name, args.out, args.work, args.device),

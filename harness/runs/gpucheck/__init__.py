@@ -7,6 +7,8 @@ harness.runs.worker.
     .ci/gpu-check --list-wheels --python-version 3.12 --platform manylinux_2_28_x86_64
                   [--download DIR]
     .ci/gpu-check --wheels DIR --out OUT          on the runner: install, then every check
+    .venv/bin/python .ci/gpu-check --cpu-rehearsal --out /tmp/OUT
+                                                  every step on a CPU (CUDA-only ones n/a)
 
 The runner's python3 has torch and the test tools but no asv, asv-runner or expecttest, and no
 network: `--wheels DIR` installs the wheels built for it (gpucheck_wheels) into a private folder
@@ -16,9 +18,13 @@ from the checkout, never installed.
 
 Each step runs as its own process with a time budget: one over its budget is killed and
 reported, one that fails is reported, and the rest still run; a step whose input another step
-failed to make is "not run". A deadline for the whole run (default 470 s: inside 8 minutes with
-the installation) stops steps from starting late. Exit 0 when every step passed or recorded its
-figures, 1 when any failed (DECISIONS §5: a failed check), 3 for bad usage.
+failed to make is "not run". The kit promises to end within TOTAL_S (8 minutes, so that it fits
+one 10-minute call on a borrowed GPU machine with its start-up): the deadline (DEADLINE_S) stops
+steps from starting late and leaves room for ending the last one and writing the summary, and the
+step budgets with the wheels' fit inside the deadline with a margin (tests/test_gpucheck.py holds
+all three). A CPU rehearsal has budgets of its own (Step.cpu_budget_s, measured on a 2-core VM).
+Exit 0 when every step passed or recorded its figures (or, in a rehearsal, was n/a on a CPU),
+1 when any failed (a failed check, like a regression, fails the job), 3 for bad usage.
 
 --out collects: gpu-check.log, summary.json (every step's status and figures, the sanity bands),
 env.json, asv-A-result.json with its benchmarks.json and fingerprint, gate-aa.md and
@@ -28,27 +34,43 @@ review), steps/<name>.json.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from harness.core import exits, settings
-from harness.core.processes import end_session
+from harness.core import exits, processes, settings
 
-DEADLINE_S = 470
-WHEELS_BUDGET_S = 60  # installing the wheels, before the first step
-# every step's budget is an upper bound; together with the wheels they fit inside the deadline
+# What the kit promises on a GPU runner, start to exit.
+TOTAL_S = 8 * 60
+# Ending a step over its budget, at worst: SIGINT and a grace, SIGTERM and SIGKILL with a wait
+# each, a last wait (processes.end_session), then SIGTERM and SIGKILL with a wait each to what the
+# step started in sessions of its own (end_step).
+KILL_GRACE_S = processes.GRACE_S + 5 * processes.TERM_GRACE_S
+START_S = 5  # the orchestrator's own start and its summary (no torch imported in it)
+# No step starts after this; a step running then is ended, so the run ends by
+# START_S + DEADLINE_S + KILL_GRACE_S <= TOTAL_S.
+DEADLINE_S = 460
+# Between the sum of the budgets and the deadline: the orchestrator's work between steps, and a
+# killed step's grace, so that a plan in which every step uses its whole budget still runs all.
+MARGIN_S = 15
+WHEELS_BUDGET_S = 30  # installing the wheels, before the first step (~4 s measured)
+# A CPU rehearsal's deadline: its budgets (cpu_budget_s, about twice what each step took on a
+# loaded 2-core VM, where the whole rehearsal took about 8 minutes) with the wheels' and the margin.
+REHEARSAL_DEADLINE_S = 1260
 OUT_MARK = ".harness-gpu-check"
 
 
 @dataclasses.dataclass(frozen=True)
 class Step:
     name: str
-    budget_s: int
+    budget_s: int  # on a GPU runner
     proves: str
     kind: str = "step"  # "step": a gpucheck_steps function; "command": argv below
     argv: tuple = ()  # for "command"; {py} is the interpreter
@@ -58,6 +80,12 @@ class Step:
     # HARNESS_FULL=1: nightly model sizes (launch-bound small ones prove nothing on a GPU)
     full_sizes: bool = False
     stdout_to: str | None = None
+    # in a CPU rehearsal (small sizes, 2 shared cores: torch alone takes 5-10 s to import);
+    # None: budget_s
+    cpu_budget_s: int | None = None
+
+    def budget(self, rehearsal: bool) -> int:
+        return self.cpu_budget_s if rehearsal and self.cpu_budget_s is not None else self.budget_s
 
 
 PLAN = (
@@ -68,6 +96,7 @@ PLAN = (
         "command",
         ("{py}", "-m", "harness.runs.worker", "fingerprint"),
         stdout_to="env.json",
+        cpu_budget_s=30,
     ),
     Step(
         "require-gpu",
@@ -77,12 +106,14 @@ PLAN = (
         "command",
         ("{py}", "-m", "harness.gate", "--require-gpu"),
         cpu_expect_exit=exits.NO_GPU,
+        cpu_budget_s=30,
     ),
     Step(
         "timing",
         15,
         "CUDA-event samples (timing.measure) agree with wall clock + synchronise within "
         "10% on a long known kernel (8192^3 float32 matmul)",
+        cpu_budget_s=30,
     ),
     Step(
         "paired",
@@ -91,6 +122,7 @@ PLAN = (
         "call, host round starts, one sample per quarter second): a 2048^2 matmul over itself "
         "reads 1 and two over one read 2 within 5%, one sample per block, the 4 s window not "
         "overrun by half",
+        cpu_budget_s=40,
     ),
     Step(
         "warmup",
@@ -98,24 +130,28 @@ PLAN = (
         "the warm-up call absorbs torch.compile: the first call compiles, no timed sample "
         "holds a compile (dynamo's graph count is unchanged during samples, every sample < 10% "
         "of the first call)",
+        cpu_budget_s=45,
     ),
     Step(
         "kernels",
         35,
         "x.cos().cos() launches exactly 2 kernels eager and 1 compiled (profiler); "
         "the other fusion workloads' counts are recorded",
+        cpu_budget_s=30,
     ),
     Step(
         "asv-spawn",
         80,
         "asv runs the GPU selection and the canary with --launch-method spawn: CUDA works "
         "in spawned benchmark processes (kernel counts come back), results and fingerprint saved",
+        cpu_budget_s=300,
     ),
     Step(
         "gate-aa",
         35,
         "a second GPU run of the A/A set (counters, per-call timings): `gate A B` exits 0",
         needs="asv-spawn",
+        cpu_budget_s=120,
     ),
     Step(
         "gate-canary",
@@ -123,6 +159,7 @@ PLAN = (
         f"the canary with {settings.CANARY_EXTRA.name}=1 (one more op): `gate A C` exits 1 "
         "with track_ops a REGRESSION",
         needs="asv-spawn",
+        cpu_budget_s=75,
     ),
     Step(
         "report",
@@ -130,6 +167,7 @@ PLAN = (
         "`harness report` of run A writes report.md, PNGs and the sanity bands "
         "(ratios vs published ranges)",
         needs="asv-spawn",
+        cpu_budget_s=30,
     ),
     Step(
         "transfer",
@@ -137,6 +175,7 @@ PLAN = (
         "host-to-device copies timed apart: pageable, already pinned, pin-then-copy; "
         "non_blocking; uint8-then-convert vs float32 (nightly batch 64x3x224x224)",
         full_sizes=True,
+        cpu_budget_s=30,
     ),
     Step(
         "amp",
@@ -144,6 +183,7 @@ PLAN = (
         "fp16 + GradScaler and bf16 training steps vs fp32 for AlexNet and the LSTM "
         "(nightly sizes); AMP/fp32 ratios against the AMP recipe's 2-3x",
         full_sizes=True,
+        cpu_budget_s=75,
     ),
     Step(
         "conv",
@@ -151,12 +191,14 @@ PLAN = (
         "cudnn.benchmark and channels_last on/off for AlexNet and ResNet-18, inference "
         "and training (nightly sizes); channels_last against the tutorial's 8-35%",
         full_sizes=True,
+        cpu_budget_s=180,
     ),
     Step(
         "dataloader",
         20,
         "DataLoader pin_memory off vs on (2 workers, JPEG pipeline, AlexNet steps): "
         "samples/s and compute efficiency",
+        cpu_budget_s=75,
     ),
     Step(
         "goldens",
@@ -165,6 +207,7 @@ PLAN = (
         "against eager on the GPU and diffed against the CPU printout of the same torch; differing "
         "printouts become candidate variants; committed goldens of another torch are "
         "'not compared'",
+        cpu_budget_s=60,
     ),
     Step(
         "goldens-plugin",
@@ -185,6 +228,7 @@ PLAN = (
             "gru",
         ),
         needs="goldens",
+        cpu_budget_s=60,
     ),
 )
 
@@ -219,18 +263,32 @@ def selected(only: list[str] | None) -> list[Step]:
     return [s for s in PLAN if s.name in only]
 
 
+def deadline_for(args) -> float:
+    """The run's deadline: --deadline as given, or the default for the device (the rehearsal's
+    own when --cpu-rehearsal leaves it at the GPU run's), stretched with --budget-scale."""
+    rehearsal = bool(getattr(args, "cpu_rehearsal", False))
+    if args.deadline != DEADLINE_S:
+        return args.deadline
+    base = REHEARSAL_DEADLINE_S if rehearsal else DEADLINE_S
+    return base * max(getattr(args, "budget_scale", 1.0), 1.0)
+
+
 def dry_run_text(rehearsal: bool = False, deadline: float = DEADLINE_S) -> str:
+    if rehearsal and deadline == DEADLINE_S:
+        deadline = REHEARSAL_DEADLINE_S
+    where = "CPU rehearsal" if rehearsal else "GPU run"
     lines = [
-        "harness gpu-check: the GPU proof kit (dry run: nothing is run)",
+        "harness gpu-check: the GPU proof kit (dry run: nothing is run)"
+        + (" -- as a CPU rehearsal: CUDA-only checks say n/a" if rehearsal else ""),
         "",
-        "0. wheels (budget 60 s, with --wheels DIR): pip install --no-index --no-deps --target T; "
-        "asv, asv_runner and expecttest import from T; PYTHONPATH and ASV_PYTHONPATH name the "
-        "checkout and T",
+        f"0. wheels (budget {WHEELS_BUDGET_S} s, with --wheels DIR): pip install --no-index "
+        "--no-deps --target T; asv, asv_runner and expecttest import from T; PYTHONPATH and "
+        "ASV_PYTHONPATH name the checkout and T",
         "",
     ]
     for i, step in enumerate(PLAN, 1):
         lines.append(
-            f"{i}. {step.name} (budget {step.budget_s} s"
+            f"{i}. {step.name} (budget {step.budget(rehearsal)} s"
             + (f", after {step.needs}" if step.needs else "")
             + ")"
         )
@@ -239,16 +297,24 @@ def dry_run_text(rehearsal: bool = False, deadline: float = DEADLINE_S) -> str:
         lines.append(
             f"   runs:   {shlex.join(['python3' if a == sys.executable else a for a in argv])}"
         )
-    total = sum(s.budget_s for s in PLAN)
+    total = sum(s.budget(rehearsal) for s in PLAN)
     lines += [
         "",
-        f"Budgets add up to {total} s, {total + WHEELS_BUDGET_S} s with the wheels (each an upper "
-        f"bound; ~6 min expected on one GPU), inside the deadline of {deadline:.0f} s for the "
-        "whole run: a step still running then is killed, later steps are reported 'not run', so "
-        "the kit ends within 8 minutes.",
-        "exit 0: every step passed or recorded its figures; 1: a step failed, was killed or "
-        "could not run.",
+        f"{where}: budgets add up to {total} s, {total + WHEELS_BUDGET_S} s with the wheels "
+        f"(each an upper bound), inside the deadline of {deadline:.0f} s: no step starts after "
+        "it, a step still running then is ended and later steps are reported 'not run'.",
     ]
+    if not rehearsal:
+        lines.append(
+            f"With its start ({START_S} s) and the ending of a step caught at the deadline "
+            f"({KILL_GRACE_S:.0f} s), the kit ends within {TOTAL_S // 60} minutes "
+            f"({TOTAL_S} s)."
+        )
+    lines.append(
+        "exit 0: every step passed or recorded its figures"
+        + (" (or was n/a on the CPU)" if rehearsal else "")
+        + "; 1: a step failed, was killed or could not run."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -336,15 +402,40 @@ class StepRun:
     command: str = ""
 
 
-OK_STATUSES = ("pass", "recorded")
+# "n/a" only ever comes from a CPU rehearsal: on a GPU runner a step saying n/a failed (judge)
+OK_STATUSES = ("pass", "recorded", "n/a")
+
+
+def end_step(proc: subprocess.Popen) -> None:
+    """End a step's process and everything it started. processes.end_session ends the step's own
+    session (SIGINT first: a step running asv then ends asv's session itself, harness.runs.asv);
+    what the step started in sessions of their own (asv, pip) is swept afterwards, in case the
+    step could not end it (killed after the grace)."""
+    nested = set()
+    for pid in processes.descendants(proc.pid):
+        st = processes.proc_stat(pid)
+        if st is not None and st.session != proc.pid:
+            nested.add(st.session)
+    processes.end_session(proc)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = {pgrp for sid in nested for _, pgrp in processes.session_members(sid)}
+        if not left:
+            return
+        for pgrp in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgrp, sig)
+        until = time.monotonic() + processes.TERM_GRACE_S
+        while time.monotonic() < until and any(processes.session_members(s) for s in nested):
+            time.sleep(0.05)
 
 
 def run_process(
     argv: list[str], budget_s: float, env: dict, cwd: Path, log, stdout=None
 ) -> tuple[int | None, float]:
     """Run argv in a session of its own, output into `log` (stdout into `stdout` when given); end
-    that session (harness.core.processes) when it outlives its budget. Returns (exit code, or None
-    when killed; seconds)."""
+    it and what it started (end_step) when it outlives its budget, or when the kit is interrupted
+    (Ctrl-C, or SIGTERM: harness.cli turns it into an interrupt) before the interrupt goes on.
+    Returns (exit code, or None when killed; seconds)."""
     t0 = time.perf_counter()
     log.flush()
     proc = subprocess.Popen(
@@ -358,8 +449,11 @@ def run_process(
     try:
         code = proc.wait(timeout=max(budget_s, 1))
     except subprocess.TimeoutExpired:
-        end_session(proc)
+        end_step(proc)
         return None, time.perf_counter() - t0
+    except BaseException:
+        end_step(proc)
+        raise
     return code, time.perf_counter() - t0
 
 
@@ -368,11 +462,12 @@ def judge(
 ) -> tuple[str, str]:
     """A step's status from its exit code and the result its process wrote."""
     if code is None:
-        return "killed", f"over its budget of {budget or step.budget_s:.0f} s: killed"
+        return "killed", f"over its budget of {budget or step.budget(rehearsal):.0f} s: killed"
     if result is not None:
         status, detail = result["status"], result.get("detail", "")
         if status == "n/a":
-            return ("recorded" if rehearsal else "fail"), f"n/a: {detail}"
+            # what needs CUDA is expected to say so on a CPU, and is a failure on a GPU runner
+            return ("n/a", f"n/a on CPU: {detail}") if rehearsal else ("fail", f"n/a: {detail}")
         if status == "not run":
             return "not run", detail
         return status, detail
@@ -384,12 +479,26 @@ def judge(
     return "fail", f"exit {code}, expected {want}"
 
 
+def preflight() -> None:
+    """The steps import torch and the summary needs tabulate, from this interpreter: without
+    them every step would fail in seconds, so say so before starting (bad usage)."""
+    from importlib.util import find_spec
+
+    missing = [m for m in ("torch", "tabulate") if find_spec(m) is None]
+    if missing:
+        raise exits.BadInput(
+            f"{sys.executable} has no {' or '.join(missing)}: run the kit with a Python that has "
+            "torch and the test tools (on a runner its python3; here, for a CPU rehearsal, "
+            "`.venv/bin/python .ci/gpu-check --cpu-rehearsal`)"
+        )
+
+
 def orchestrate(args, root: Path, plan: list[Step] | None = None) -> int:
     from harness.runs.gpucheck import wheels
 
-    steps = (
-        plan if plan is not None else selected(args.only)
-    )  # bad names fail before anything is written
+    # bad names and a Python without torch fail before anything is written
+    steps = plan if plan is not None else selected(args.only)
+    preflight()
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     from harness.core.files import check_own_folder, mark_own_folder
 
@@ -399,7 +508,9 @@ def orchestrate(args, root: Path, plan: list[Step] | None = None) -> int:
     mark_own_folder(out, OUT_MARK, "harness gpu-check")
     work = out / "work"
     target = Path(args.target or root / ".gpu-check" / "site").resolve() if args.wheels else None
-    device = "cpu" if args.cpu_rehearsal else "cuda"
+    rehearsal = bool(args.cpu_rehearsal)
+    device = "cpu" if rehearsal else "cuda"
+    deadline = deadline_for(args)
     t_start = time.perf_counter()
     runs: list[StepRun] = []
     log_path = out / "gpu-check.log"
@@ -409,36 +520,23 @@ def orchestrate(args, root: Path, plan: list[Step] | None = None) -> int:
             print(text, flush=True)
             log.write(text + "\n")
 
-        say(
-            f"harness gpu-check {stamp}: device {device}, out {out}, deadline {args.deadline:.0f} s"
-        )
+        say(f"harness gpu-check {stamp}: device {device}, out {out}, deadline {deadline:.0f} s")
         env = wheels.child_environment(root, target)
         if args.wheels:
             runs.append(_install(args.wheels, target, env, say, log))
         done: dict[str, str] = {}
         for step in steps:
+            budget = step.budget(rehearsal)
+
+            def not_run(detail: str, step=step, budget=budget) -> StepRun:
+                return StepRun(step.name, "not run", budget, detail=detail, proves=step.proves)
+
             if runs and runs[0].name == "wheels" and runs[0].status not in OK_STATUSES:
-                runs.append(
-                    StepRun(
-                        step.name,
-                        "not run",
-                        step.budget_s,
-                        detail="the wheels did not install",
-                        proves=step.proves,
-                    )
-                )
+                runs.append(not_run("the wheels did not install"))
                 continue
-            left = args.deadline - (time.perf_counter() - t_start)
+            left = deadline - (time.perf_counter() - t_start)
             if left < 5:
-                runs.append(
-                    StepRun(
-                        step.name,
-                        "not run",
-                        step.budget_s,
-                        proves=step.proves,
-                        detail=f"deadline of {args.deadline:.0f} s reached",
-                    )
-                )
+                runs.append(not_run(f"deadline of {deadline:.0f} s reached"))
                 continue
             if (
                 step.needs
@@ -446,21 +544,13 @@ def orchestrate(args, root: Path, plan: list[Step] | None = None) -> int:
                 and any(s.name == step.needs for s in steps)
             ):
                 runs.append(
-                    StepRun(
-                        step.name,
-                        "not run",
-                        step.budget_s,
-                        proves=step.proves,
-                        detail=(
-                            f"needs step {step.needs}, which {done.get(step.needs, 'did not run')}"
-                        ),
-                    )
+                    not_run(f"needs step {step.needs}, which {done.get(step.needs, 'did not run')}")
                 )
                 done[step.name] = "not run"
                 continue
             run_ = _run_step(
                 step,
-                min(step.budget_s * args.budget_scale, left),
+                min(budget * args.budget_scale, left),
                 out,
                 work,
                 device,
@@ -468,12 +558,12 @@ def orchestrate(args, root: Path, plan: list[Step] | None = None) -> int:
                 root,
                 say,
                 log,
-                args.cpu_rehearsal,
+                rehearsal,
             )
             runs.append(run_)
             done[step.name] = run_.status
         wall = time.perf_counter() - t_start
-        summary = build_summary(runs, out, device, wall, args, stamp, root)
+        summary = build_summary(runs, out, device, wall, args, stamp, deadline)
         from harness.core.files import write_json_atomic
 
         write_json_atomic(out / "summary.json", summary)
@@ -496,10 +586,14 @@ def _install(wheel_dir: str, target: Path, env: dict, say, log) -> StepRun:
     )
     try:
         target.mkdir(parents=True, exist_ok=True)
-        wheels.install(Path(wheel_dir), target, say)
+        wheels.install(Path(wheel_dir), target, say, timeout_s=WHEELS_BUDGET_S)
+        # the import check gets what pip left of the one budget
+        left = WHEELS_BUDGET_S - (time.perf_counter() - t0)
         code, _ = run_process(
-            wheels.import_check_command(sys.executable), WHEELS_BUDGET_S, env, Path.cwd(), log
+            wheels.import_check_command(sys.executable), left, env, Path.cwd(), log
         )
+        if code is None:
+            raise RuntimeError(f"the import check ran past the {WHEELS_BUDGET_S} s budget")
         if code != 0:
             raise RuntimeError(f"import check failed (exit {code}); see the log")
         run_.detail = f"installed into {target}"
@@ -544,7 +638,7 @@ def _run_step(
     return StepRun(
         step.name,
         status,
-        step.budget_s,
+        step.budget(rehearsal),
         round(wall, 1),
         code,
         detail,
@@ -555,7 +649,7 @@ def _run_step(
 
 
 def build_summary(
-    runs: list[StepRun], out: Path, device: str, wall: float, args, stamp: str, root: Path
+    runs: list[StepRun], out: Path, device: str, wall: float, args, stamp: str, deadline: float
 ) -> dict:
     failed = [r.name for r in runs if r.status not in OK_STATUSES]
     env_file = out / "env.json"
@@ -568,7 +662,7 @@ def build_summary(
         "device": device,
         "cpu_rehearsal": bool(args.cpu_rehearsal),
         "wall_s": round(wall, 1),
-        "deadline_s": args.deadline,
+        "deadline_s": deadline,
         "exit": exits.REGRESSION if failed else exits.PASS,
         "failed_steps": failed,
         "runner": runner,

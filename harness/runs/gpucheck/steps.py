@@ -1,8 +1,8 @@
-"""The steps of `harness gpu-check` that run inside a harness process (part of that command; the
-plan, budgets and orchestration are in harness.commands.gpucheck).
+"""The steps of `harness gpu-check` that run inside a harness process (the plan, budgets and
+orchestration are in harness.runs.gpucheck).
 
-Each step runs in its own process (`python -m harness.cli gpu-check --step NAME ...`) so that
-a step over its budget can be killed without losing the others, and returns a JSON-able dict
+Each step runs in its own process (`python -m harness.runs.worker gpu-check-step NAME ...`) so
+that a step over its budget can be killed without losing the others, and returns a JSON-able dict
 (`status`, `figures`, `detail`) that the orchestrator writes into summary.json. A step needing
 CUDA on a machine without it returns status "n/a" with the reason: a failure on a GPU runner,
 expected in a CPU rehearsal.
@@ -10,41 +10,75 @@ expected in a CPU rehearsal.
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import re
 import shutil
 import subprocess
-import time
+import sys
 from pathlib import Path
 
 from harness.core import settings
 
-# asv selections (regular expressions on `name(param, ...)`, as asv's --bench). The A/A set holds
-# exact counters and timings with per-call samples; the report set adds the ratios that the
-# report plots and holds against published figures. Run A = A/A + report + canary, run B = A/A,
-# run C = canary with one extra op.
+
+@dataclasses.dataclass(frozen=True)
+class Rows:
+    """asv --bench regexes (on `name(param, ...)`) and where they can be measured: "any", or
+    "cuda" for rows that are n/a on a CPU, or "cpu" for the CPU side of a CUDA-only row."""
+
+    regexes: tuple[str, ...]
+    where: str = "any"
+
+
+# The A/A set holds exact counters and timings with per-call samples; the report set adds the
+# ratios that the report plots and holds against published figures. Run A = A/A + report +
+# canary, run B = A/A, run C = canary with one extra op.
 AA_SET = (
-    r"^fusion\.KernelLaunchesPerCall\.track_kernels_per_call\('pointwise_chain'",
-    r"^fusion\.PointwiseChain\.track_(eager|compiled)_time$",
-    r"^transfer\.HostToDeviceCopy\.track_copy_time\('pinned', True, 'float32'\)",
+    Rows((r"^fusion\.KernelLaunchesPerCall\.track_kernels_per_call\('pointwise_chain'",), "cuda"),
+    # the CPU side of the kernel count: an exact counter, so the A/A gate judges a row on a CPU too
+    Rows((r"^fusion\.PointwiseChain\.track_ops_per_call_eager$",), "cpu"),
+    Rows((r"^fusion\.PointwiseChain\.track_(eager|compiled)_time$",)),
+    Rows((r"^transfer\.HostToDeviceCopy\.track_copy_time\('pinned', True, 'float32'\)",), "cuda"),
 )
 REPORT_SET = (
-    r"^fusion\.PointwiseChain\.track_compiled_over_eager$",
-    r"^transfer\.HostToDeviceCopy\.track_copy_time\('(pageable|pin_then_copy)', True, 'float32'\)",
-    r"^transfer\.PinnedOverPageable\.track_pinned_over_pageable\(True, 'float32'\)",
-    r"^amp\.AutocastOverFp32\.track_autocast_over_fp32\('alexnet'",
-    r"^models\.Inference\.track_inference_time\('alexnet', False",
+    Rows((r"^fusion\.PointwiseChain\.track_compiled_over_eager$",)),
+    Rows(
+        (
+            r"^transfer\.HostToDeviceCopy\.track_copy_time\('(pageable|pin_then_copy)', True, "
+            r"'float32'\)",
+            r"^transfer\.PinnedOverPageable\.track_pinned_over_pageable\(True, 'float32'\)",
+        ),
+        "cuda",
+    ),
+    Rows(
+        (
+            r"^amp\.AutocastOverFp32\.track_autocast_over_fp32\('alexnet'",
+            r"^models\.Inference\.track_inference_time\('alexnet', False",
+        )
+    ),
 )
-CANARY_SET = (r"^canary\.",)
+# What the gate-canary step judges; the canary's instruction count is left out: callgrind takes
+# over a minute where valgrind is installed, and no step reads it.
+CANARY_SET = (Rows((r"^canary\.Canary\.track_(ops|time|time_over_reference)$",)),)
 RUNS = {
-    "A": {
-        "modules": ["fusion", "transfer", "amp", "models", "canary"],
-        "benches": AA_SET + REPORT_SET + CANARY_SET,
-    },
-    "B": {"modules": ["fusion", "transfer"], "benches": AA_SET},
-    "C": {"modules": ["canary"], "benches": CANARY_SET, "env": {settings.CANARY_EXTRA.name: "1"}},
+    "A": {"rows": AA_SET + REPORT_SET + CANARY_SET},
+    "B": {"rows": AA_SET},
+    "C": {"rows": CANARY_SET, "env": {settings.CANARY_EXTRA.name: "1"}},
 }
 # Launch method under test: a forked CUDA context is unusable, so GPU runs must spawn.
 LAUNCH = "spawn"
+
+
+def selection(run: str, device: str) -> tuple[list[str], list[str]]:
+    """(suite modules, asv --bench regexes) of run A, B or C on `device`. On a CPU the CUDA-only
+    rows are left out: each would cost a spawned process importing torch only to say n/a."""
+    wanted = ("any", "cuda") if device != "cpu" else ("any", "cpu")
+    benches = [r for rows in RUNS[run]["rows"] if rows.where in wanted for r in rows.regexes]
+    modules = []
+    for regex in benches:  # asv imports every module it finds: only the ones selected
+        module = re.match(r"\^(\w+)\\\.", regex).group(1)
+        if module not in modules:
+            modules.append(module)
+    return modules, benches
 
 
 def _result(status: str, figures: dict, detail: str) -> dict:
@@ -110,45 +144,45 @@ def run_dir(ctx, run: str) -> Path:
 
 def asv_run(ctx, run: str) -> dict:
     """One `asv run` of a selection with the spawn launch method into work/run<X>/asv, with the
-    environment fingerprint where the gate looks for it."""
+    environment fingerprint where the gate looks for it. It goes through the runs layer's asv
+    runner (harness.runs.asv.run): asv in a session of its own, ended with everything in it when
+    this step is interrupted or killed over its budget."""
     from harness.core import records
     from harness.core.env import fingerprint, machine_name
     from harness.core.files import write_json_atomic
     from harness.runs import asv
-    from harness.verdict.results import result_files
 
-    spec = RUNS[run]
+    modules, benches = selection(run, ctx.device)
     root = run_dir(ctx, run)
     results = root / "asv"
-    bench_dir = root / "benchmarks"
-    bench_dir.mkdir(parents=True, exist_ok=True)
-    (bench_dir / "__init__.py").write_text("")
-    for mod in spec["modules"]:  # asv imports every module it finds: only the ones needed
-        shutil.copy(ctx.root / "suites" / "benchmarks" / f"{mod}.py", bench_dir / f"{mod}.py")
+    bench_dir = asv.benchmark_subset(ctx.root, modules, root / "benchmarks")
+    # a copied checkout without .git runs against a scratch repository (see _commit)
     repo, sha, note = _commit(ctx)
     machine = machine_name()
-    env = asv.environment(spec.get("env"))
-    t0 = time.perf_counter()
-    with asv.config(ctx.root, results, benchmark_dir=bench_dir) as config:
-        conf = json.loads(Path(config).read_text())
-        # a copied checkout without .git runs against a scratch repository (see _commit); the run
-        # config already names HEAD alone as its branch (asv.config)
-        conf.update(repo=str(repo))
-        Path(config).write_text(json.dumps(conf, indent=2))
-        env = asv.record_machine(config, machine, env)
-        cmd = asv.run_command(config, sha, machine, LAUNCH, benches=list(spec["benches"]))
-        print("$ " + " ".join(cmd[2:]), flush=True)
-        rc = subprocess.run(cmd, cwd=ctx.root, env=env).returncode
-    wall = time.perf_counter() - t0
+    ran = asv.run(
+        asv.AsvRun(
+            project=ctx.root,
+            results=results,
+            machine=machine,
+            commit=sha,
+            env=asv.environment(RUNS[run].get("env")),
+            benches=tuple(benches),
+            method=LAUNCH,
+            bench_dir=bench_dir,
+            repo=repo,
+            capture=False,  # asv's output goes on into the step's log
+            echo=sys.stdout,
+        )
+    )
     fp = fingerprint()
     fp.update(
         machine_name=machine,
         commit=sha,
         launch_method=LAUNCH,
-        asv_wall_s=round(wall, 1),
+        asv_wall_s=round(ran.wall_s, 1),
         mode="fast",
         quick=False,
-        suites=spec["modules"],
+        suites=modules,
     )
     # laid out as a run record (run.json, fingerprint.json, asv/), where the gate looks for it
     write_json_atomic(root / records.FINGERPRINT, fp)
@@ -156,14 +190,14 @@ def asv_run(ctx, run: str) -> dict:
         root / records.RUN_JSON,
         {"run_id": root.name, "machine": machine, "commit": sha, "label": f"gpu-check-{run}"},
     )
-    files = result_files(results / machine)
     return {
-        "exit": rc,
-        "result": str(files[-1]) if files else None,
-        "wall_s": round(wall, 1),
+        "exit": ran.returncode,
+        "result": str(ran.files[-1]) if ran.files else None,
+        "wall_s": round(ran.wall_s, 1),
         "machine": machine,
         "commit": sha,
         "commit_source": note,
+        "benches": benches,
     }
 
 
@@ -313,6 +347,10 @@ def step_report(ctx) -> dict:
 
 # ---- graph goldens on the device ----
 
+# On a CPU the device printout is the CPU printout, and `pytest suites` checks every model's CPU
+# goldens anyway: a rehearsal runs the model that the goldens-plugin step reads (-k gru) alone.
+REHEARSAL_GOLDEN_MODELS = ("gru",)
+
 
 def step_goldens(ctx) -> dict:
     """Every zoo model under every front end captured and run on the device, against eager on
@@ -320,7 +358,8 @@ def step_goldens(ctx) -> dict:
     from harness.golden import devicecheck
 
     tree = ctx.work / "runner-expect"
-    results = devicecheck.run(ctx.device, "small", ctx.root / "expect", tree)
+    models = list(REHEARSAL_GOLDEN_MODELS) if ctx.device == "cpu" else None
+    results = devicecheck.run(ctx.device, "small", ctx.root / "expect", tree, models)
     cases = {
         r.golden_id: {
             "status": r.status,
@@ -351,7 +390,8 @@ def step_goldens(ctx) -> dict:
             "candidates": [p.name for p in candidates],
             "cases": cases,
         },
-        f"{len(results)} cases: {counts}; failed: {', '.join(failed) or 'none'}",
+        f"{len(results)} cases: {counts}; failed: {', '.join(failed) or 'none'}"
+        + (f" (CPU rehearsal: model {', '.join(models)} only)" if models else ""),
     )
 
 

@@ -245,8 +245,11 @@ def child_environment(root: Path, target: Path | None, base: dict | None = None)
     return env
 
 
-def install(wheel_dir: Path, target: Path, log) -> None:
-    """Install the folder's wheels into `target`; raises RuntimeError with pip's output."""
+def install(wheel_dir: Path, target: Path, log, timeout_s: float = 30) -> None:
+    """Install the folder's wheels into `target` within `timeout_s` (pip in a session of its own,
+    ended on a timeout or an interrupt); raises RuntimeError with pip's output."""
+    from harness.core.processes import run_in_session
+
     wheel_dir = Path(wheel_dir)
     if not wheel_dir.is_dir() or not any(wheel_dir.glob("*.whl")):
         raise RuntimeError(
@@ -261,10 +264,12 @@ def install(wheel_dir: Path, target: Path, log) -> None:
         )
     cmd = install_command(sys.executable, wheel_dir, target)
     log("$ " + " ".join(cmd[:10]) + f" ... ({len(cmd) - 10} wheels)")
-    try:  # the wheels step's budget: local wheels install in seconds
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    try:  # part of the wheels step's budget: local wheels install in seconds
+        proc = run_in_session(cmd, capture=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise RuntimeError(f"pip install into {target} took over 60 s; killed") from None
+        raise RuntimeError(
+            f"pip install into {target} took over {timeout_s:.0f} s; ended"
+        ) from None
     log(proc.stdout[-3000:] + proc.stderr[-3000:])
     if proc.returncode:
         raise RuntimeError(
