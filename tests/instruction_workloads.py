@@ -1,5 +1,7 @@
 """Tiny workloads for the real instruction counter (tests/test_instructions_valgrind.py): the same
-pointwise op, and that op with one more."""
+pointwise op, and that op with one more; and two in-place ops, which allocate nothing per call
+(glibc's malloc moves a call's count by a few hundred instructions with its heap's history, too
+coarse for checking that an injection adds exactly what it was asked for)."""
 
 import torch
 
@@ -16,9 +18,15 @@ def _two_ops(folder):
     return lambda: x.add(1.0).mul(2.0)
 
 
+def _two_ops_in_place(folder):
+    x = torch.ones(1024)
+    return lambda: x.add_(1.0).mul_(0.5)
+
+
 INSTRUCTION_WORKLOADS = {
     "one_op": InstructionWorkload("one_op", _one_op, layouts=(2, 2)),
     "two_ops": InstructionWorkload("two_ops", _two_ops, layouts=(2, 2)),
+    "two_ops_in_place": InstructionWorkload("two_ops_in_place", _two_ops_in_place, layouts=(2, 2)),
     # the same work again, for the injection (HARNESS_TEST_EXTRA_INSTRUCTIONS) to be measured on
-    "two_ops_injected": InstructionWorkload("two_ops_injected", _two_ops, layouts=(2, 2)),
+    "two_ops_injected": InstructionWorkload("two_ops_injected", _two_ops_in_place, layouts=(2, 2)),
 }

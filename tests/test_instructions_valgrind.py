@@ -29,6 +29,9 @@ def test_a_count_moves_with_one_added_op_and_repeats_in_another_process(tmp_path
         instructions.Target("t.T.track_instructions('one_op')", SOURCE, "one_op"),
         instructions.Target("t.T.track_instructions('two_ops')", SOURCE, "two_ops"),
         instructions.Target(
+            "t.T.track_instructions('two_ops_in_place')", SOURCE, "two_ops_in_place"
+        ),
+        instructions.Target(
             "t.T.track_instructions('two_ops_injected')", SOURCE, "two_ops_injected"
         ),
     ]
@@ -41,11 +44,14 @@ def test_a_count_moves_with_one_added_op_and_repeats_in_another_process(tmp_path
         a.rows["t.T.track_instructions('two_ops')"],
     )
     assert two > one * 1.2, (one, two)  # the mul of 1024 floats and its dispatch
-    # the injection adds what it was asked for, measured in the row itself (not half of it)
+    # the injection adds what it was asked for, measured in the row itself (not half of it);
+    # on in-place ops, whose count does not move with glibc's heap
+    clean = a.rows["t.T.track_instructions('two_ops_in_place')"]
     injected = a.rows["t.T.track_instructions('two_ops_injected')"]
-    assert injected / two == pytest.approx(1.2, abs=0.01), (two, injected)
-    # another process, another list of workloads, another scratch folder: the same count
-    assert b.rows["t.T.track_instructions('one_op')"] == pytest.approx(one, rel=0.002)
+    assert injected / clean == pytest.approx(1.2, abs=0.01), (clean, injected)
+    # another process, another list of workloads, another scratch folder: the same count, to
+    # the instruction (a child's start does not depend on the other rows of its process)
+    assert b.rows["t.T.track_instructions('one_op')"] == one
     record = a.record
     assert record["fingerprint"]["threads"] == 1 and record["fingerprint"]["valgrind"].startswith(
         "valgrind"

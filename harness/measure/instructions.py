@@ -302,6 +302,56 @@ def _dump_for(prefix: Path, pid: int, tag: str) -> Path | None:
     return found
 
 
+TASKS = "tasks"  # below OUT: one file per counting child, NNNN.json in the order they start
+
+
+def _task_tag(job: dict, layout: int) -> str:
+    """A task's name in dumps and status files: of one length for every task, so that a child's
+    strings are the same size whichever row and position it has."""
+    return f"{job['tag']}-{layout:02d}"
+
+
+def _phases(sources: set[str]) -> list[list[str]]:
+    """The import phases of every workload of these sources' tables, fewest modules first: a
+    child is forked after its own phase's modules (and those of the phases before it) were
+    imported. Taken from the whole tables, not from the selected rows, so that a child's state
+    is the same whichever rows a run selected."""
+    imports = {tuple(w.imports) for src in sorted(sources) for w in _load_table(src).values()}
+    return [list(p) for p in sorted(imports, key=lambda p: (len(p), p))]
+
+
+def _plan(out: Path, jobs: list[dict], phases: list[list[str]], sources: dict[str, str]) -> None:
+    """What the worker forks, in order: the workload sources to load, per phase its modules and
+    number of tasks (plan.json), and per task (a job and a memory layout) its file, costliest
+    first within a phase. `sources` maps a source to its path in the counting process."""
+    order = [[] for _ in phases]
+    for job in jobs:
+        order[phases.index(list(job["imports"]))].append(job)
+    k = 0
+    for phase_jobs in order:
+        tasks = [(j, layout) for j in phase_jobs for layout in range(j["layouts"])]
+        for job, layout in sorted(tasks, key=lambda t: -t[0]["cost"]):
+            task = dict(
+                job,
+                source=sources.get(job["source"], job["source"]),
+                layout=layout,
+                tag=_task_tag(job, layout),
+            )
+            write_atomic(out / TASKS / f"{k:04d}.json", json.dumps(task))
+            k += 1
+    counts = [sum(j["layouts"] for j in phase_jobs) for phase_jobs in order]
+    write_atomic(
+        out / "plan.json",
+        json.dumps(
+            {
+                "sources": sorted({sources.get(j["source"], j["source"]) for j in jobs}),
+                "phases": [[p, n] for p, n in zip(phases, counts)],
+                "tasks": k,
+            }
+        ),
+    )
+
+
 def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> Counted:
     """Count every target in one valgrind process; see the module docstring. Raises Unavailable
     when valgrind (or the helper) is missing; a workload that fails is in `failed`."""
@@ -326,6 +376,7 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
             jobs.append(
                 {
                     "index": i,
+                    "tag": f"{i:04d}",
                     "row": t.row,
                     "source": t.source,
                     "workload": t.workload,
@@ -339,19 +390,23 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
         extra = settings.TEST_EXTRA_INSTRUCTIONS.get()
         slowed = settings.TEST_EXTRA_INSTRUCTIONS_WORKLOADS.get()
         python, env, sources = _canonical(work, helper, [j["source"] for j in jobs])
+        phases = _phases({t.source for t in targets if t.row not in failed})
         # a module the counting process compiles (no .pyc yet, or a stale one) leaves its heap
         # otherwise than one it loads: make every .pyc of the harness current first
         compileall.compile_dir(str(Path(__file__).resolve().parents[1]), quiet=1)
         (work / STATE).mkdir()
         (work / OUT / "status").mkdir(parents=True)
+        (work / OUT / TASKS).mkdir()
         prefix = work / OUT / "cg"
         ready_r, ready_w = os.pipe()  # the parent says "prepared" through it
+        # What the worker reads before it forks is the same whatever the job list: a count must
+        # not depend on which other rows a run selected. The jobs reach each child in a file of
+        # its own (_plan), read after the fork.
         spec = {
             "helper": f"{CANON}/helper.so",
             "state": STATE,
             "out": OUT,
             "ready_fd": ready_r,
-            "jobs": [dict(j, source=sources.get(j["source"], j["source"])) for j in jobs],
             "parallel": PARALLEL,
             "extra": {"fraction": extra, "workloads": slowed},
             "prefix": f"{OUT}/cg",
@@ -378,10 +433,7 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
                     failed[job["row"]] = (
                         f"preparing {job['workload']} failed: {type(exc).__name__}: {exc}"
                     )
-            write_atomic(
-                work / OUT / "prepared.json",
-                json.dumps([j["index"] for j in jobs if j["row"] not in failed]),
-            )
+            _plan(work / OUT, [j for j in jobs if j["row"] not in failed], phases, sources)
             times["prepare"] = round(time.perf_counter() - t0, 1)
             os.write(ready_w, b"r")  # one blocking read there: no polling loop moves its heap
 
@@ -416,11 +468,12 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
         for job in jobs:
             dumps, seconds, extras = [], [], []
             for layout in range(job["layouts"]):
-                status = worker["jobs"].get(f"{job['index']}-{layout}") or {}
+                tag = _task_tag(job, layout)
+                status = worker["jobs"].get(tag) or {}
                 if status.get("error"):
                     failed[job["row"]] = status["error"]
                     break
-                dump = _dump_for(prefix, status.get("pid", -1), f"harness-{job['index']}-{layout}")
+                dump = _dump_for(prefix, status.get("pid", -1), f"harness-{tag}")
                 if dump is None:
                     failed[job["row"]] = (
                         "a counting child left no callgrind dump (it died: see stderr)"
@@ -552,19 +605,17 @@ def _shift_layout(layout: int) -> list:
     return keep
 
 
-def _count_one(
-    req: _Requests, job: dict, layout: int, folder: Path, extra: dict, prefix: Path
-) -> dict:
+def _count_one(req: _Requests, job: dict, folder: Path, extra: dict, prefix: Path) -> dict:
     import torch
 
     from harness.measure.allocator import freed_memory_retained
 
     t0 = time.perf_counter()
-    keep = _shift_layout(layout)
+    keep = _shift_layout(job["layout"])
     torch.manual_seed(0)
     fn = workload_of(Target(job["row"], job["source"], job["workload"])).build(folder)
     out: dict = {}
-    tag = f"{job['index']}-{layout}"
+    tag = job["tag"]
     with freed_memory_retained():
         for _ in range(job["warmup"]):
             fn()
@@ -596,8 +647,10 @@ def _slowed(req: _Requests, fn, job: dict, tag: str, fraction: float, prefix: Pa
         return slowed
 
     # Every count holds the client requests' own instructions (ctypes calls, thousands): an
-    # empty measurement's count is taken off. The wrapper's own call is part of the extra work.
-    req.measure(lambda: None, 1, f"empty-{tag}")
+    # empty measurement's count is taken off, the last of three, warm (as the worker's is). The
+    # wrapper's own call is part of the extra work.
+    for _ in range(3):
+        req.measure(lambda: None, 1, f"empty-{tag}")
     req.measure(fn, calls, f"calibrate-{tag}")
     req.measure(with_busy(0), calls, f"wrapper-{tag}")
     for _ in range(20):
@@ -627,9 +680,10 @@ def _slowed(req: _Requests, fn, job: dict, tag: str, fraction: float, prefix: Pa
 
 def _worker(spec_path: str) -> int:
     """The valgrind process: import torch, then fork every child from a state that depends only
-    on its phase (the modules imported before it), never on which children ran or how many
-    (each waits on a pipe of its own until it may run: at most `parallel` at once, costliest
-    first)."""
+    on its phase (the modules imported before it), never on which children ran, how many, or
+    which rows the run selected: nothing of the job list is read here but the number of tasks
+    per phase, and forking a child and waiting for one leave the heap as they found it. At most
+    `parallel` children count at once; each reads its task after the fork."""
     t0 = time.perf_counter()
     spec = json.loads(Path(spec_path).read_text())
     req = _Requests(spec["helper"])
@@ -643,53 +697,41 @@ def _worker(spec_path: str) -> int:
         "pid": os.getpid(),
         "jobs": {},
     }
-    folder, out = Path(spec["state"]), Path(spec["out"])
+    out = Path(spec["out"])
     os.read(spec["ready_fd"], 1)  # the parent has prepared what the workloads load
-    prepared = out / "prepared.json"
-    ready = set(json.loads(prepared.read_text())) if prepared.is_file() else set()
-    jobs = [j for j in spec["jobs"] if j["index"] in ready]
-    for job in jobs:
-        workload_of(Target(job["row"], job["source"], job["workload"]))  # import once, here
+    plan_file = out / "plan.json"
+    plan = json.loads(plan_file.read_text()) if plan_file.is_file() else {}
+    plan = {"sources": [], "phases": [], "tasks": 0, **plan}
+    for source in plan["sources"]:
+        _load_table(source)  # imported once, here, before any fork
     for _ in range(3):  # the last of three: the client requests' own instructions, warm
         req.measure(lambda: None, 1, "harness-overhead")
-    status_dir = out / "status"
-    tasks = [(job, layout) for job in jobs for layout in range(job["layouts"])]
-    gates = [os.pipe() for _ in tasks]  # made before any fork: every child sees them all
-    phases = sorted({tuple(job["imports"]) for job in jobs}, key=len)
-    pending: list[int] = []
-    state = {"running": 0, "done": 0}
-
-    def release() -> None:
-        while state["running"] < spec["parallel"] and pending:
-            os.write(gates[pending.pop(0)][1], b"g")
-            state["running"] += 1
-
-    for phase in phases:
-        for module in phase:
+    started = running = 0
+    for modules, n in plan["phases"]:
+        if started == plan["tasks"]:
+            break  # no later phase has a task: its imports would only cost time
+        for module in modules:
             importlib.import_module(module)
-        for i, (job, layout) in enumerate(tasks):
-            if tuple(job["imports"]) == phase and os.fork() == 0:
-                _child(req, job, layout, folder, spec, gates[i][0])
-        pending += sorted(
-            (i for i, (job, _) in enumerate(tasks) if tuple(job["imports"]) == phase),
-            key=lambda i: -tasks[i][0]["cost"],
-        )
-        pending.sort(key=lambda i: -tasks[i][0]["cost"])
-        release()
-    while state["done"] < len(tasks):
-        pid, _ = os.wait()
-        state["running"] -= 1
-        state["done"] += 1
-        release()
-    for job, layout in tasks:
-        tag = f"{job['index']}-{layout}"
-        path = status_dir / f"{tag}.json"
-        result["jobs"][tag] = (
+        for _ in range(n):
+            if running == spec["parallel"]:
+                os.wait()
+                running -= 1
+            if os.fork() == 0:
+                _child(req, started, spec)
+            running += 1
+            started += 1
+    while running:
+        os.wait()
+        running -= 1
+    for k in range(plan["tasks"]):
+        task = json.loads((out / TASKS / f"{k:04d}.json").read_text())
+        path = out / "status" / f"{task['tag']}.json"
+        result["jobs"][task["tag"]] = (
             json.loads(path.read_text())
             if path.is_file()
             else {
                 "error": (
-                    f"a counting child ({job['workload']}, layout {layout}) died before "
+                    f"a counting child ({task['workload']}, layout {task['layout']}) died before "
                     "writing its result"
                 )
             }
@@ -698,18 +740,19 @@ def _worker(spec_path: str) -> int:
     return 0
 
 
-def _child(req: _Requests, job: dict, layout: int, folder: Path, spec: dict, gate: int) -> None:
-    """A counting child: wait for the go, count, say how it went, leave without cleaning up."""
+def _child(req: _Requests, k: int, spec: dict) -> None:
+    """A counting child: read task k, count, say how it went, leave without cleaning up."""
     from harness.core.processes import die_with_parent
 
     die_with_parent()
-    os.read(gate, 1)
+    out = Path(spec["out"])
+    task = json.loads((out / TASKS / f"{k:04d}.json").read_text())
     try:
-        status = _count_one(req, job, layout, folder, spec["extra"], Path(spec["prefix"]))
+        status = _count_one(req, task, Path(spec["state"]), spec["extra"], Path(spec["prefix"]))
     except BaseException as exc:  # noqa: BLE001 (any failure is this row's, reported)
         status = {"error": f"{type(exc).__name__}: {exc}"}
     status["pid"] = os.getpid()
-    (Path(spec["out"]) / "status" / f"{job['index']}-{layout}.json").write_text(json.dumps(status))
+    (out / "status" / f"{task['tag']}.json").write_text(json.dumps(status))
     os._exit(0)
 
 
