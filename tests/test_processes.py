@@ -49,6 +49,30 @@ def test_a_timed_out_runner_is_ended_with_the_child_in_a_group_of_its_own(tmp_pa
     assert not processes.alive(child), "the child in a process group of its own outlived the runner"
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_runner_gets_sigterm_when_the_harness_is_killed_outright(tmp_path):
+    """SIGKILL (an OOM kill, a runner's hard timeout) leaves no handler to end the session; the
+    runner's leader must still go (asv then ends its forkserver and benchmark itself)."""
+    leader_file = tmp_path / "leader.pid"
+    harness = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from harness.core import processes; processes.run_in_session("
+            "[sys.executable, '-c', 'import os, sys, time; "
+            'open(sys.argv[1], "w").write(str(os.getpid())); time.sleep(120)\', sys.argv[1]])',
+            str(leader_file),
+        ]
+    )
+    leader = int(_wait_for(leader_file))
+    harness.kill()
+    harness.wait()
+    deadline = time.monotonic() + 10
+    while processes.alive(leader) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not processes.alive(leader), "the runner outlived a harness killed with SIGKILL"
+
+
 def test_sigterm_unwinds_as_an_interrupt_only_inside_the_block():
     with pytest.raises(processes.Terminated):
         with processes.terminate_as_interrupt():

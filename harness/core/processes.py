@@ -150,7 +150,8 @@ def run_in_session(
 ) -> subprocess.CompletedProcess:
     """subprocess.run(cmd) in a session of its own that ends with it: on any exception while
     waiting (an interrupt, a timeout) the whole session is ended (end_session) and the exception
-    goes on; what the command left running when it exited is ended too. `capture`: stdout and
+    goes on; what the command left running when it exited is ended too; if this process is
+    killed outright, the leader gets SIGTERM (_preexec_end_with_parent). `capture`: stdout and
     stderr as text, as capture_output=True, text=True. `on_line`: stdout and stderr merged and
     handed over line by line as they come (also returned as stdout); `timeout` is then checked
     between lines."""
@@ -164,6 +165,7 @@ def run_in_session(
         text=bool(capture or on_line) or None,
         bufsize=1 if on_line else -1,
         start_new_session=True,
+        preexec_fn=_preexec_end_with_parent if _LIBC is not None else None,
     )
     try:
         if on_line:
@@ -208,6 +210,14 @@ def _preexec_die_with_parent():
     libc = _LIBC
     if libc is not None:
         libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+
+
+def _preexec_end_with_parent():
+    # A harness killed outright (SIGKILL: an OOM kill, a runner's hard timeout) cannot end the
+    # session; SIGTERM still reaches its leader, and asv ends its forkserver and benchmark on it.
+    libc = _LIBC
+    if libc is not None:
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 try:
