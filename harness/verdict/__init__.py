@@ -1,3 +1,4 @@
-"""Job 3, the verdict: load results (results), compare them row by row (metrics, compare), decide
-and render the gate (gate), noise bands (calibrate), summaries and reports (summary, report), and
-the nightly run (nightly). Imports harness.core and harness.measure (to run asv), never golden."""
+"""Job 3, the verdict: load results (results, resultset, pytest_benchmark), compare them row by
+row (metrics, compare, between), decide and render the gate (gate), history and what changed
+(history, operators, functions), summaries and reports (summary, report, machines, bands), advice
+and drift. It only judges: it imports harness.core alone, never measure, golden or runs."""
