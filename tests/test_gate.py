@@ -304,10 +304,15 @@ def test_failed_and_missing_exit_2(tmp_path, capsys):
     assert run_cli(capsys, b, h)[0] == 2
 
 
-def test_skipped_on_both_sides_is_visible_and_nothing_compared_is_bad(tmp_path, capsys):
+def test_skipped_on_both_sides_is_counted_and_nothing_compared_is_bad(tmp_path, capsys):
     b, h = pair(tmp_path, {"a.k": math.nan, "b.k": 1}, {"a.k": math.nan, "b.k": 1})
-    code, out, _ = run_cli(capsys, b, h)
-    assert code == 0 and "skipped" in out
+    code, out, _ = run_cli(capsys, b, h, "--json", str(tmp_path / "v.json"))
+    # counted and said, left out of the table (a --bench selection skips dozens of parameters)
+    assert code == 0 and "1 skipped" in out and "1 row(s) skipped on both sides" in out
+    assert not any(line.startswith("a.k") for line in out.splitlines())
+    assert any(line.startswith("b.k") for line in out.splitlines())
+    rows = json.loads((tmp_path / "v.json").read_text())["rows"]
+    assert {r["name"]: r["verdict"] for r in rows} == {"a.k": "skipped", "b.k": "ok"}
     b, h = pair(tmp_path / "2", {"a.k": math.nan}, {"a.k": math.nan})
     code, out, err = run_cli(capsys, b, h)
     assert code == 3 and "nothing was compared" in err

@@ -187,9 +187,24 @@ def _trials(args, project, root, machine, work, threshold) -> dict:
         suites=tuple(slowdown.modules_for(args.workload)),
         benches=tuple(args.bench or ()),
     )
+    return _run_trials(args, project, root, work, threshold, spec, bench, env)
+
+
+def _run_trials(args, project, root, work, threshold, spec, bench, slowed_env) -> dict:
+    """Either proof's trials on the benchmark folder `bench`, through the gate or harness ab."""
+    from harness.runs import calibrate
+
     if args.route == "ab":
         return calibrate.ab_trials(
-            project, args.trials, work, threshold, spec, bench, env, _pairs(args), aa=args.aa
+            project,
+            args.trials,
+            work,
+            threshold,
+            spec,
+            bench,
+            slowed_env,
+            _pairs(args),
+            aa=args.aa,
         )
     return calibrate.trials(
         project,
@@ -199,7 +214,7 @@ def _trials(args, project, root, machine, work, threshold) -> dict:
         threshold,
         spec,
         bench_dir=bench,
-        slowed_env=env,
+        slowed_env=slowed_env,
         aa=args.aa,
     )
 
@@ -256,18 +271,4 @@ def _instruction_trials(args, project, root, machine, work, threshold) -> dict:
         instructions.EXTRA_WORKLOADS_ENV: names,
     }
     bench = calibrate._benchmark_dir(project, ["instructions"], work)
-    if args.route == "ab":
-        return calibrate.ab_trials(
-            project, args.trials, work, threshold, spec, bench, slowed, _pairs(args), aa=args.aa
-        )
-    return calibrate.trials(
-        project,
-        args.trials,
-        root,
-        work,
-        threshold,
-        spec,
-        bench_dir=bench,
-        slowed_env=slowed,
-        aa=args.aa,
-    )
+    return _run_trials(args, project, root, work, threshold, spec, bench, slowed)

@@ -8,7 +8,7 @@ pull-request comment. How each metric is compared is in harness.verdict.compare.
 
 Exit codes (harness.core.exits; the highest that applies wins):
 
-  0  pass: no regression (improvements and benchmarks skipped on both sides are listed)
+  0  pass: no regression (improvements are listed; benchmarks skipped on both sides are counted)
   1  regression: a counter grew, memory grew beyond tolerance, or a judged timing row (paired
      ratio, reference-normalised time, or a raw time whose calibrated noise band is below the
      threshold) is slower: significant *and* beyond max(threshold, noise band). Raw times
@@ -135,7 +135,18 @@ class Outcome:
                 + render(["setting", "base", "head"], self.env_diff, fmt)
                 + "\n"
             )
-        return env + table(self.rows, fmt, self.title, footer)
+        # A --bench selection of a parametrised benchmark leaves its other parameters skipped on
+        # both sides: dozens of rows that say nothing. They stay in --json.
+        shown = [r for r in self.rows if r.verdict != compare.SKIPPED]
+        hidden = len(self.rows) - len(shown)
+        if hidden and shown:
+            footer += ("\n\n" if fmt == "markdown" else "\n") + (
+                f"{hidden} row(s) skipped on both sides (n/a here) are left out of the table; "
+                "--json lists them"
+            )
+        else:
+            shown = self.rows
+        return env + table(shown, fmt, self.title, footer)
 
 
 def verdict_counts(rows: list[compare.Row]) -> dict[str, int]:
