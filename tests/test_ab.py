@@ -154,3 +154,43 @@ def test_a_side_s_processes_share_the_paired_window(monkeypatch):
 
     with pytest.raises(BadInput, match="HARNESS_PAIRED_WINDOW_S must be a number, got 'soon'"):
         timing.loop_settings()
+
+
+def test_a_suite_of_instruction_rows_only_is_counted_once_and_runs_no_pairs(monkeypatch, tmp_path):
+    # `harness ab ... --suite instructions`: after one counting process per side the pairs
+    # select no rows ("No benchmarks selected"); that ends the suite, it is not a failure
+    from harness.runs import asv
+    from harness.runs.spec import RunSpec
+
+    calls = []
+
+    def fake_run(run):
+        calls.append(run.benches[0])
+        if "(?=" + ab.INSTRUCTION_ROWS + ")" in run.benches[0]:
+            return asv.AsvResult(0, "", "", 1.0, [tmp_path / f"{len(calls)}.json"])
+        return asv.AsvResult(1, "· No benchmarks selected\n", "", 1.0, [])
+
+    monkeypatch.setattr(asv, "run", fake_run)
+    bench_dir = tmp_path / "benchmarks"
+    bench_dir.mkdir()
+    (bench_dir / "instructions.py").write_text("def track_instructions(): pass\n")
+    side = {
+        label: ab.Side(label, "HEAD", tmp_path, "python", "c0ffee", {})
+        for label in ("base", "head")
+    }
+    job = ab._Job(
+        side,
+        RunSpec(machine="m", suites=("instructions",)),
+        tmp_path,
+        {},
+        "spawn",
+        ab.Pairs(),
+        None,
+        bench_dir,
+        lambda msg: None,
+    )
+    done, left_out = ab._measure(job)
+    assert list(done) == ["instructions"] and left_out == []
+    assert set(done["instructions"].instructions) == {"base", "head"}
+    assert done["instructions"].pairs == []
+    assert len(calls) == 3  # two counting processes, one pair's first process found nothing

@@ -104,7 +104,8 @@ def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str
 
 
 class NoMatch(Exception):
-    """No benchmark of this suite matches --bench: the suite is left out."""
+    """No benchmark of this suite matches --bench (or, for the pairs, none but instruction
+    rows): the suite is left out, or keeps only its instruction rows."""
 
 
 @dataclasses.dataclass
@@ -192,7 +193,13 @@ def run_side(
             cpu_affinity=cpus,
         )
     )
-    if not result.files and benches and "No benchmarks selected" in result.output:
+    # nothing selected: --bench matched none of the suite, or the suite's only rows are
+    # instruction rows (counted once per side) and the pairs' "timing" rows are none
+    if (
+        not result.files
+        and (benches or rows == "timing")
+        and "No benchmarks selected" in result.output
+    ):
         raise NoMatch(suite)
     if not result.files:
         raise RunnerFailed(
