@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import math
 import pathlib
 
 import pytest
@@ -230,13 +231,13 @@ def test_per_row_tally_counts_the_gate_verdict_and_the_verdict_if_judged(tmp_pat
     b = write_set(
         tmp_path / "base",
         "aaaaaaaa11",
-        {"t.rel": draw(30, seed=1), "t.ratio": draw(30, seed=3)},
+        {"t.rel": draw(30, seed=1), "t.ratio": draw(30, seed=3), "t.off": math.nan},
         units=units,
     )
     h = write_set(
         tmp_path / "head",
         "bbbbbbbb22",
-        {"t.rel": draw(30, seed=2, scale=1.2), "t.ratio": draw(30, seed=4)},
+        {"t.rel": draw(30, seed=2, scale=1.2), "t.ratio": draw(30, seed=4), "t.off": math.nan},
         units=units,
     )
     outcome = run_gate(str(b), str(h), root=tmp_path / "none")
@@ -251,6 +252,10 @@ def test_per_row_tally_counts_the_gate_verdict_and_the_verdict_if_judged(tmp_pat
         "caught_if_judged": 1,
         "false_alarms_if_judged": 0,
         "judged": False,
+        "skipped": False,
     }
     assert per_bench["t.ratio"]["judged"] and per_bench["t.ratio"]["caught_if_judged"] == 0
+    # a row outside the run's selection (skipped on both sides) is marked, so the table leaves
+    # it out instead of calling it judged
+    assert per_bench["t.off"]["skipped"] and not per_bench["t.ratio"]["skipped"]
     assert "(if judged: REGRESSION)" in cells["t.rel"]

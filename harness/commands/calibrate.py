@@ -130,6 +130,7 @@ def run(args) -> int:
                 f"{c['false_alarms_if_judged']}/{m}",
             )
             for name, c in sorted(out["per_benchmark"].items())
+            if not c.get("skipped")  # not run in any trial (outside the selection)
         ]
         print(
             render(

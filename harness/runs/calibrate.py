@@ -138,8 +138,10 @@ def _tally(per_bench: dict, rows, key: str, if_judged=None) -> dict[str, str]:
                 "caught_if_judged": 0,
                 "false_alarms_if_judged": 0,
                 "judged": r.verdict != "not judged",
+                "skipped": True,
             },
         )
+        counts["skipped"] = counts["skipped"] and r.verdict == "skipped"
         counts[key] += r.verdict == "REGRESSION"
         w = what_if.get(r.name)
         if w is not None:
