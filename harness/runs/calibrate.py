@@ -127,6 +127,8 @@ def calibrate(
 def _tally(per_bench: dict, rows, key: str, if_judged=None) -> dict[str, str]:
     """Count each row's REGRESSION under the gate's rules (`key`) and, where given, under the
     rule "every timing row judged, uncalibrated" (`key` + "_if_judged"); the row's cells."""
+    from harness.verdict.compare import NOT_JUDGED, REGRESSION, SKIPPED
+
     cells = {}
     what_if = {r.name: r for r in if_judged or []}
     for r in rows:
@@ -137,15 +139,15 @@ def _tally(per_bench: dict, rows, key: str, if_judged=None) -> dict[str, str]:
                 "false_alarms": 0,
                 "caught_if_judged": 0,
                 "false_alarms_if_judged": 0,
-                "judged": r.verdict != "not judged",
-                "skipped": True,
+                "judged": r.verdict != NOT_JUDGED,
+                "skipped": True,  # until a trial runs the row
             },
         )
-        counts["skipped"] = counts["skipped"] and r.verdict == "skipped"
-        counts[key] += r.verdict == "REGRESSION"
+        counts["skipped"] = counts["skipped"] and r.verdict == SKIPPED
+        counts[key] += r.verdict == REGRESSION
         w = what_if.get(r.name)
         if w is not None:
-            counts[key + "_if_judged"] += w.verdict == "REGRESSION"
+            counts[key + "_if_judged"] += w.verdict == REGRESSION
         cells[r.name] = f"{r.ratio:.3f} {r.verdict}" if r.ratio is not None else r.verdict
         if w is not None and w.verdict != r.verdict:
             cells[r.name] += f" (if judged: {w.verdict})"
