@@ -124,15 +124,16 @@ def check_case(
         ]
     if committed_dir is not None:
         golden_id = f"{name}.{frontend}"
-        path = store.lookup(committed_dir, golden_id, device)
+        path = store.lookup(committed_dir, golden_id, device, store.torch_lane())
         try:
             golden = store.read(path)
         except store.GoldenError as exc:
             result.committed = f"unreadable: {exc}"
         else:
             result.committed = against_committed(golden, dev.text, store.torch_version())
-            if path.parent.name == device:
-                result.committed += f" (variant {device}/{path.name})"
+            if not store.is_reference(committed_dir, path):
+                variant = path.relative_to(committed_dir)
+                result.committed += f" (variant {variant})"
     return result, cpu, dev.text
 
 

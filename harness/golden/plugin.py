@@ -4,7 +4,10 @@ Options: `--accept` (or EXPECTTEST_ACCEPT=1) writes goldens; `--full` (or HARNES
 full model configurations and their goldens under `expect/full/`. `HARNESS_GOLDEN_DEVICE=cuda`
 captures on the GPU (fixture `golden_device`): a committed variant `expect/cuda/<id>.expect` is
 then used where one exists, else the CPU golden; accepting there writes a variant only where the
-GPU printout differs from the CPU golden. With CI set, accepting is
+GPU printout differs from the CPU golden. Under a torch whose major.minor is not the reference
+one, a committed `expect/torch-<major.minor>/<id>.expect` (or `expect/<device>/torch-<m.m>/`) is
+used the same way, and `--accept` writes there: the reference goldens are only ever written by
+the reference torch on the CPU (harness.golden.store.candidates). With CI set, accepting is
 refused unless `--force-accept` (or HARNESS_FORCE_ACCEPT=1) is given too.
 
 Models of your own: modules named by the ini option `harness_models`, HARNESS_MODELS or the
@@ -17,7 +20,8 @@ run that passed removes them. A filtered run (-k, -m, a file or node id, --lf, d
 never touches them. A golden id is `<model>.<frontend>`: a golden whose model this run does not
 know (not registered, declared by no test) is never an orphan -- its model may live in a suite
 that is not part of this run -- it is reported as such and kept. Under pytest-xdist the workers
-report what they collected and the controller decides, so orphans are computed once.
+report what they collected and the controller decides, so orphans are computed once. Variants
+are orphans with their golden id.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ class GoldenSession:
         )
         self.directory = root / "full" if self.full else root
         self.device = settings.GOLDEN_DEVICE.get().lower()
+        self.lane = store.torch_lane()  # goldens of another torch live in expect/torch-<lane>/
         self.directory_forced = settings.EXPECT_DIR.is_set()
         self.declared: set[str] = set()
         self.produced: set[str] = set()
@@ -90,6 +95,7 @@ class GoldenSession:
         self.orphans: list[Path] = []
         self.unknown: list[Path] = []  # goldens of models this run does not know: kept
         self.removed: list[Path] = []
+        self.redundant: list[tuple[Path, Path]] = []  # (variant removed by --accept, its fallback)
 
     def directory_for(self, golden_id: str) -> Path:
         """The run's expect folder, or the model's own (register_model(expect_dir=...)) unless
@@ -131,6 +137,8 @@ class GoldenSession:
         models = self.models | self.registered_models() | {names.model_of(i) for i in known}
         folders = {self.directory} | {self.directory_for(i) for i in known}
         orphans, unknown = [], []
+        # variants (torch-*/, <device>/, <device>/torch-*/) are orphans with their golden id
+        folders |= {variant for folder in folders for variant in store.variant_folders(folder)}
         for folder in sorted(folders):
             for path in sorted(folder.glob("*" + store.SUFFIX)) if folder.is_dir() else []:
                 golden_id = path.name[: -len(store.SUFFIX)]
@@ -172,8 +180,9 @@ class GoldenFixture:
         session = self._session
         golden_id = name or self._default_id()
         directory = session.directory_for(golden_id)
-        path = store.lookup(directory, golden_id, session.device)
-        variant = store.variant_path(directory, golden_id, session.device)
+        where = (directory, golden_id, session.device, session.lane)
+        path = store.lookup(*where)
+        target = store.accept_target(*where)
         session.produced.add(golden_id)
         actual = store.normalize(text)
         try:
@@ -183,11 +192,7 @@ class GoldenFixture:
                 raise
             existing = None  # accepting rewrites an unreadable golden; git still has the old one
         if session.accept:
-            # Leave an equal golden alone, so accepting twice gives byte-identical files. On a
-            # device, a printout that differs from the CPU golden goes to the device's variant.
-            if existing is None or existing.body != actual:
-                target = variant or path
-                store.save(target, store.render(actual, fields))
+            self._accept(directory, path, target, existing, actual, fields)
             return
         hint = accept_command(self._node, golden_id, session.full)
         if existing is None:
@@ -199,9 +204,40 @@ class GoldenFixture:
                 pytrace=False,
             )
         if existing.body != actual:
-            existing.path = _display(path, self._node.config)
+            config = self._node.config
+            existing.path = _display(path, config)
             what = ", ".join(f"{k} {v}" for k, v in fields.items()) or golden_id
-            pytest.fail(store.mismatch_message(existing, actual, what, hint), pytrace=False)
+            note = store.variant_note(
+                _display(path, config), _display(target, config), session.lane, hint
+            )
+            message = store.mismatch_message(existing, actual, what, hint, (note,) if note else ())
+            pytest.fail(message, pytrace=False)
+
+    def _accept(self, directory, path, target, existing, actual, fields) -> None:
+        """Write what this run captured where it belongs. An equal golden is left alone, so
+        accepting twice gives byte-identical files (only a stale header is rewritten). A
+        printout that differs goes to the most specific variant (another device, another
+        torch): the reference golden only on the CPU with the reference torch."""
+        session = self._session
+        off_reference = session.lane != store.REFERENCE_TORCH or session.device != "cpu"
+        if off_reference and store.is_reference(directory, target):
+            raise store.GoldenError(  # accept_target never gives this; the guard keeps it so
+                f"refusing to write the reference golden {target} from torch {session.lane} "
+                f"on {session.device}"
+            )
+        if existing is not None and existing.body == actual:
+            if path == target and store.stale_header(existing, fields):
+                store.save(path, store.render(actual, fields))
+            return
+        if path == target and path.parent.resolve() != Path(directory).resolve():
+            # a variant that now says what the golden below it says is no longer needed
+            below = store.lookup_below(directory, path, session.device, session.lane)
+            golden = store.read(below) if below is not None else None
+            if golden is not None and golden.body == actual:
+                path.unlink()
+                session.redundant.append((path, below))
+                return
+        store.save(target, store.render(actual, fields))
 
 
 def accept_command(node, golden_id: str, full: bool) -> str:
@@ -323,6 +359,7 @@ def pytest_testnodedown(node, error):
     state = node.config.stash[_KEY]
     state.declared.update(out.get("harness_declared", []))
     state.produced.update(out.get("harness_produced", []))
+    state.redundant += [(Path(a), Path(b)) for a, b in out.get("harness_redundant", [])]
     state.deselected |= bool(out.get("harness_deselected"))
     state.models.update(out.get("harness_models", []))
 
@@ -333,6 +370,7 @@ def pytest_sessionfinish(session, exitstatus):
     if _is_worker(config):
         config.workeroutput["harness_declared"] = sorted(state.declared)
         config.workeroutput["harness_produced"] = sorted(state.produced)
+        config.workeroutput["harness_redundant"] = [[str(a), str(b)] for a, b in state.redundant]
         config.workeroutput["harness_deselected"] = state.deselected
         config.workeroutput["harness_models"] = sorted(state.registered_models())
         return
@@ -348,6 +386,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     state = config.stash[_KEY]
+    redundant = state.redundant
     lines = []
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and getattr(config.option, "keyword", ""):
         lines += _nothing_selected_hint(config, state)
@@ -361,6 +400,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             f"the file yourself if the model is gone)"
         )
     lines += [f"removed orphan golden {path} (no test produces it)" for path in state.removed]
+    lines += [
+        f"removed variant {path}: this run prints what {below} holds" for path, below in redundant
+    ]
     if state.orphans and not state.removed:
         lines += [f"orphan golden {path}: no test produces it" for path in state.orphans]
         lines.append("an unfiltered, passing `pytest --accept` run removes them")

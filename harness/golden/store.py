@@ -19,10 +19,10 @@ a torn file. Nothing here writes outside the directory it is given.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from pathlib import Path
 
 from harness.core import files, names, settings
+from harness.golden.diff import golden_diff
 from harness.golden.normalize import NORMALISER_VERSION, normalize, op_counts
 
 
@@ -84,6 +84,21 @@ def golden_path(directory: Path, golden_id: str) -> Path:
     return path
 
 
+# The torch (major.minor) the goldens in expect/ were recorded with; pyproject's `test` extra pins
+# the same release (tests/test_expect_store.py checks that they agree).
+REFERENCE_TORCH = "2.14"
+TORCH_VARIANT_PREFIX = "torch-"
+FULL_FOLDER = "full"  # expect/full/: the full-size goldens, a root of its own, not a variant
+
+
+def torch_lane(version: str | None = None) -> str:
+    """`2.15` for torch 2.15.0+cu132 (or 2.15.0.dev20261201): the lane a torch build's goldens
+    belong to."""
+    version = version or torch_version()
+    parts = version.split("+")[0].split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else version
+
+
 def variant_path(directory: Path, golden_id: str, device: str | None) -> Path | None:
     """`expect/<device>/<id>.expect`: a committed variant for a device whose printout legitimately
     differs from the CPU one (a `device('cuda:0')` constant, a cuDNN-only op). None on the CPU."""
@@ -92,21 +107,97 @@ def variant_path(directory: Path, golden_id: str, device: str | None) -> Path | 
     return golden_path(Path(directory) / device, golden_id)
 
 
-def lookup(directory: Path, golden_id: str, device: str | None = None) -> Path:
-    """The golden a capture on `device` is compared with: its variant when one is committed,
-    else the CPU golden (most printouts are the same on every device)."""
-    variant = variant_path(directory, golden_id, device)
-    if variant is not None and variant.is_file():
-        return variant
-    return golden_path(directory, golden_id)
+def candidates(
+    directory: Path, golden_id: str, device: str | None = None, lane: str | None = None
+) -> list[Path]:
+    """Where a capture on `device` under torch `lane` may find its golden, most specific first:
+    `<device>/torch-<lane>/`, `torch-<lane>/`, `<device>/`, then the reference golden. Variants
+    apply only off the reference: on the CPU with the reference torch only the reference exists."""
+    directory = Path(directory)
+    lane = lane or REFERENCE_TORCH
+    on_device = bool(device) and device != "cpu"
+    other_torch = lane != REFERENCE_TORCH
+    folders = []
+    if on_device and other_torch:
+        folders.append(directory / device / f"{TORCH_VARIANT_PREFIX}{lane}")
+    if other_torch:
+        folders.append(directory / f"{TORCH_VARIANT_PREFIX}{lane}")
+    if on_device:
+        folders.append(directory / device)
+    folders.append(directory)
+    return [golden_path(folder, golden_id) for folder in folders]
+
+
+def lookup(
+    directory: Path, golden_id: str, device: str | None = None, lane: str | None = None
+) -> Path:
+    """The golden a capture is compared with: the most specific committed variant (see
+    `candidates`), else the reference golden (most printouts are the same everywhere)."""
+    found = candidates(directory, golden_id, device, lane)
+    return next((path for path in found if path.is_file()), found[-1])
+
+
+def accept_target(
+    directory: Path, golden_id: str, device: str | None = None, lane: str | None = None
+) -> Path:
+    """Where `--accept` writes a printout that differs from the golden it was compared with: the
+    most specific variant. It is the reference golden only on the CPU with the reference torch,
+    so another torch or device can never rewrite the reference."""
+    return candidates(directory, golden_id, device, lane)[0]
+
+
+def lookup_below(
+    directory: Path, variant: Path, device: str | None = None, lane: str | None = None
+) -> Path | None:
+    """The golden a capture would fall back to without `variant`: the next existing candidate
+    after it, or None."""
+    found = candidates(directory, variant.name[: -len(SUFFIX)], device, lane)
+    rest = found[found.index(variant) + 1 :] if variant in found else []
+    return next((path for path in rest if path.is_file()), None)
+
+
+def is_reference(directory: Path, path: Path) -> bool:
+    return Path(path).parent.resolve() == Path(directory).resolve()
+
+
+def variant_folders(directory: Path) -> list[Path]:
+    """Every variant folder under an expect root: `torch-*/`, `<device>/` and
+    `<device>/torch-*/` (not `full/`, which is a root of its own)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    out = []
+    for child in sorted(p for p in directory.iterdir() if p.is_dir()):
+        if child.name == FULL_FOLDER or child.name.startswith("."):
+            continue
+        out.append(child)
+        if not child.name.startswith(TORCH_VARIANT_PREFIX):
+            out += sorted(p for p in child.glob(f"{TORCH_VARIANT_PREFIX}*") if p.is_dir())
+    return out
+
+
+def header_of(body: str, fields: dict[str, str]) -> dict[str, str]:
+    """The header `render` writes for this body: the caller's fields, then torch, normaliser
+    and body-lines."""
+    header = dict(fields)
+    header.setdefault("torch", torch_version())
+    header["normaliser"] = str(NORMALISER_VERSION)
+    header["body-lines"] = str(normalize(body).count("\n"))
+    return header
+
+
+def stale_header(golden: GoldenFile, fields: dict[str, str]) -> bool:
+    """True when a re-accept from scratch would write another header for the same body (an
+    older normaliser, other fields or order); the torch build alone does not count, so a
+    golden is not rewritten for every local torch build of the same release."""
+    want = header_of(golden.body, fields)
+    want["torch"] = golden.header.get("torch", want["torch"])
+    return list(golden.header.items()) != list(want.items())
 
 
 def render(body: str, fields: dict[str, str]) -> str:
     body = normalize(body)
-    header = dict(fields)
-    header.setdefault("torch", torch_version())
-    header["normaliser"] = str(NORMALISER_VERSION)
-    header["body-lines"] = str(body.count("\n"))
+    header = header_of(body, fields)
     lines = [FIRST_LINE] + [f"# {k}: {v}" for k, v in header.items()] + ["#"]
     return "\n".join(lines) + "\n" + body
 
@@ -192,23 +283,39 @@ def op_count_summary(expected: str, actual: str) -> list[str]:
 
 
 def unified_diff(expected: str, actual: str, label: str) -> list[str]:
-    a, b = expected.splitlines(), actual.splitlines()
-    if len(a) * len(b) > MAX_DIFF_WORK:
-        return [f"  (diff skipped: {len(a)} vs {len(b)} lines is too large to diff quickly)"]
-    diff = list(difflib.unified_diff(a, b, f"{label} (expected)", "actual", lineterm="", n=2))
-    if len(diff) > MAX_DIFF_LINES:
-        more = len(diff) - MAX_DIFF_LINES
-        diff = diff[:MAX_DIFF_LINES] + [f"... diff cut here: {more} more lines not shown"]
-    return diff
+    """The lines that changed in substance (harness.golden.diff: lines that differ only by
+    renumbered values are counted, not listed), cut after MAX_DIFF_LINES."""
+    a, b = expected.count("\n") + 1, actual.count("\n") + 1
+    if a * b > MAX_DIFF_WORK:
+        return [f"  (diff skipped: {a} vs {b} lines is too large to diff quickly)"]
+    return golden_diff(expected, actual, label, MAX_DIFF_LINES)
 
 
-def mismatch_message(golden: GoldenFile, actual: str, what: str, accept_hint: str) -> str:
+def variant_note(compared: Path, target: Path, lane: str, accept_hint: str) -> str | None:
+    """What a failure under another torch says about its lane's variant: which golden was used,
+    and the command that records the variant (it writes `target`, never the reference)."""
+    if lane == REFERENCE_TORCH:
+        return None
+    if compared.parent.name == f"{TORCH_VARIANT_PREFIX}{lane}":
+        return f"Compared with the torch {lane} variant {compared}."
+    return (
+        f"No golden variant for torch {lane} exists ({target}); the golden recorded with torch "
+        f"{REFERENCE_TORCH} was used. If torch {lane} changed this graph and that is expected, "
+        f"record the variant: {accept_hint} (under torch {lane} it writes {target}; the "
+        f"torch {REFERENCE_TORCH} golden is never rewritten from another torch)."
+    )
+
+
+def mismatch_message(
+    golden: GoldenFile, actual: str, what: str, accept_hint: str, notes: tuple[str, ...] = ()
+) -> str:
     lines = [f"{what} does not match golden {golden.path}."]
     if golden.torch_version and golden.torch_version != torch_version():
         lines.append(
             f"Note: the golden was recorded with torch {golden.torch_version}; this run uses "
             f"torch {torch_version()}. The change may come from torch itself."
         )
+    lines += [f"Note: {note}" for note in notes]
     if golden.header.get("normaliser") != str(NORMALISER_VERSION):
         lines.append(
             "Note: the golden was written by normaliser version "
