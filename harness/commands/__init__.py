@@ -16,6 +16,10 @@ from harness.core import exits
 COMMANDS = {
     "models": ("harness.commands.models", "list the model zoo with parameter counts"),
     "graph": ("harness.commands.graph", "print a model's canonical graph for one front end"),
+    "graph-diff": (
+        "harness.commands.graph_diff",
+        "what another torch build or commit changed in every model's graphs",
+    ),
     "env": ("harness.commands.env", "print the environment fingerprint"),
     "bench": ("harness.commands.bench", "run the asv benchmark suites and summarise key ratios"),
     "merge": (

@@ -142,17 +142,13 @@ def pair_renames(expected: list[str], actual: list[str]) -> Renames:
 
 
 def golden_diff(
-    expected: str, actual: str, label: str, max_lines: int, context: int = 2
+    expected: str, actual: str, labels: tuple[str, str], max_lines: int, context: int = 2
 ) -> list[str]:
     """Unified diff of the lines that changed in substance, cut after `max_lines`, led by one
     line counting the lines that differ only by renamed values."""
     a, b = expected.splitlines(), actual.splitlines()
     found = pair_renames(a, b)
-    diff = list(
-        difflib.unified_diff(
-            found.expected, b, f"{label} (expected)", "actual", lineterm="", n=context
-        )
-    )
+    diff = list(difflib.unified_diff(found.expected, b, *labels, lineterm="", n=context))
     if len(diff) > max_lines:
         more = len(diff) - max_lines
         diff = diff[:max_lines] + [f"... diff cut here: {more} more lines not shown"]

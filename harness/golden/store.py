@@ -288,7 +288,7 @@ def unified_diff(expected: str, actual: str, label: str) -> list[str]:
     a, b = expected.count("\n") + 1, actual.count("\n") + 1
     if a * b > MAX_DIFF_WORK:
         return [f"  (diff skipped: {a} vs {b} lines is too large to diff quickly)"]
-    return golden_diff(expected, actual, label, MAX_DIFF_LINES)
+    return golden_diff(expected, actual, (f"{label} (expected)", "actual"), MAX_DIFF_LINES)
 
 
 def variant_note(compared: Path, target: Path, lane: str, accept_hint: str) -> str | None:

@@ -4,6 +4,8 @@ going through the `harness` command line.
 
     python -m harness.runs.worker gpu-check-step NAME --out DIR --work DIR --device cuda
     python -m harness.runs.worker fingerprint          this interpreter's fingerprint as JSON
+    python -m harness.runs.worker graph-capture --out FILE [--size full] [--model M] [--frontend F]
+                                                        every case's canonical graph, as JSON
 """
 
 from __future__ import annotations
@@ -26,7 +28,18 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser(
         "fingerprint", help="harness.core.env.fingerprint() of this interpreter, as JSON"
     )
+    graphs = sub.add_parser(
+        "graph-capture", help="every model under every front end, as harness graph-diff needs"
+    )
+    graphs.add_argument("--out", required=True)
+    graphs.add_argument("--size", default="small", choices=("small", "full"))
+    graphs.add_argument("--model", action="append")
+    graphs.add_argument("--frontend", action="append")
     args = parser.parse_args(argv)
+    if args.job == "graph-capture":
+        from harness.core import exits
+
+        return exits.guarded("graph-capture", lambda: _graph_capture(args))
     if args.job == "fingerprint":
         from harness.core.env import fingerprint
 
@@ -45,6 +58,16 @@ def main(argv: list[str] | None = None) -> int:
         f"gpu-check step {args.name}",
         lambda: gpucheck.run_step(args.name, args.out, args.work, args.device),
     )
+
+
+def _graph_capture(args) -> int:
+    from pathlib import Path
+
+    from harness.core.files import write_json_atomic
+    from harness.golden.graphdiff import capture_all
+
+    write_json_atomic(Path(args.out), capture_all(args.size, args.model, args.frontend))
+    return 0
 
 
 if __name__ == "__main__":
