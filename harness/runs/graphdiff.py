@@ -22,7 +22,9 @@ from harness.golden import graphdiff
 from harness.runs import ab
 
 
-def capture_side(side: ab.Side, size: str, models, frontends, cwd: pathlib.Path) -> dict:
+def capture_side(
+    side: ab.Side, size: str, models, frontends, cwd: pathlib.Path, project: pathlib.Path
+) -> dict:
     """Run the capture worker in `side`'s interpreter over `side`'s checkout."""
     with tempfile.TemporaryDirectory(prefix="harness-graph-diff-") as scratch:
         out = pathlib.Path(scratch) / "capture.json"
@@ -41,6 +43,11 @@ def capture_side(side: ab.Side, size: str, models, frontends, cwd: pathlib.Path)
         env.setdefault("PYTHONHASHSEED", "0")
         env[settings.PROJECT.name] = str(side.project)
         proc = run_in_session(cmd, cwd=cwd, env=env, capture=True)
+        if "invalid choice: 'graph-capture'" in proc.stderr:
+            raise BadInput(
+                f"{side.label} {side.spec!r} predates graph-diff: its harness has no graph-capture "
+                f"worker. Compare revisions from {_first_commit(project)} on, or two interpreters."
+            )
         if proc.returncode == 3:
             raise BadInput(f"{side.label} ({side.spec}): {proc.stderr.strip()[-1500:]}")
         if proc.returncode or not out.is_file():
@@ -52,6 +59,19 @@ def capture_side(side: ab.Side, size: str, models, frontends, cwd: pathlib.Path)
         return json.loads(out.read_text())
 
 
+def _first_commit(project: pathlib.Path) -> str:
+    """The commit that added graph-diff's capture worker, for the message above."""
+    import subprocess
+
+    found = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%h", "-1", "--", "harness/golden/graphdiff.py"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    return found.stdout.strip() or "the commit that added harness/golden/graphdiff.py"
+
+
 def run(project: pathlib.Path, specs: dict[str, str], size: str, models, frontends, log=print):
     """({label: capture}, {label: description}, rows, seconds)."""
     start = time.monotonic()
@@ -61,7 +81,7 @@ def run(project: pathlib.Path, specs: dict[str, str], size: str, models, fronten
             git_side = side.project != project
             cwd = side.project if git_side else pathlib.Path.cwd()
             log(f"graph-diff: capturing {label} ({side.spec}) ...")
-            captures[label] = capture_side(side, size, models, frontends, cwd)
+            captures[label] = capture_side(side, size, models, frontends, cwd, project)
             where = f"commit {side.commit[:10]}" if git_side else side.python
             described[label] = f"{side.spec} (torch {captures[label]['torch']}, {where})"
     rows = graphdiff.compare(captures["base"], captures["head"])
