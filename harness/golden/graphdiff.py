@@ -166,7 +166,8 @@ def render(rows: list[CaseDiff], sides: dict[str, str], fmt: str = "text") -> st
     counts = {v: sum(r.verdict == v for r in rows) for v in (SAME, CHANGED, FAILS, ONE_SIDE)}
     both = sum(r.verdict == BOTH_FAIL for r in rows)
     head_line = (
-        f"graph-diff: {len(rows)} case{'' if len(rows) == 1 else 's'}; {counts[SAME]} same, {counts[CHANGED]} changed, "
+        f"graph-diff: {len(rows)} case{'' if len(rows) == 1 else 's'}; {counts[SAME]} same, "
+        f"{counts[CHANGED]} changed, "
         f"{counts[FAILS]} fail on one side, {counts[ONE_SIDE]} on one side only"
         + (f", {both} fail on both sides" if both else "")
     )
