@@ -229,7 +229,7 @@ class GoldenFixture:
             if path == target and store.stale_header(existing, fields):
                 store.save(path, store.render(actual, fields))
             return
-        if path == target and path.parent.resolve() != Path(directory).resolve():
+        if path == target and not store.is_reference(directory, path):
             # a variant that now says what the golden below it says is no longer needed
             below = store.lookup_below(directory, path, session.device, session.lane)
             golden = store.read(below) if below is not None else None
@@ -386,7 +386,6 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     state = config.stash[_KEY]
-    redundant = state.redundant
     lines = []
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and getattr(config.option, "keyword", ""):
         lines += _nothing_selected_hint(config, state)
@@ -401,7 +400,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         )
     lines += [f"removed orphan golden {path} (no test produces it)" for path in state.removed]
     lines += [
-        f"removed variant {path}: this run prints what {below} holds" for path, below in redundant
+        f"removed variant {path}: this run prints what {below} holds"
+        for path, below in state.redundant
     ]
     if state.orphans and not state.removed:
         lines += [f"orphan golden {path}: no test produces it" for path in state.orphans]
