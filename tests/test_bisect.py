@@ -1,0 +1,278 @@
+"""`harness bisect GOOD BAD`: the search (with fake commits), classifying a commit by its rows,
+bad input, and end to end on a scratch repository whose canary gains an op in one commit."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import random
+import subprocess
+
+import pytest
+
+from harness.cli import main
+from harness.core import records
+from harness.runs import bisect
+from harness.runs.bisect import BAD, GOOD, SKIP, UNKNOWN
+from harness.verdict import compare
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+# ---- the search, with fake commits ----
+
+
+def fake(n: int, culprit: int, odd: dict[int, str] | None = None):
+    """n commits c0..c{n-1} (the last is BAD); commits from `culprit` on are bad; `odd` maps
+    an index to skip or unknown. Returns (commits, classify, asked)."""
+    commits = [f"c{i}" for i in range(n)]
+    asked: list[str] = []
+
+    def classify(c: str) -> str:
+        asked.append(c)
+        i = int(c[1:])
+        if odd and i in odd:
+            return odd[i]
+        return BAD if i >= culprit else GOOD
+
+    return commits, classify, asked
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 15, 16, 33])
+def test_the_culprit_is_named_within_a_binary_search_s_steps(n):
+    for culprit in range(n):
+        commits, classify, asked = fake(n, culprit)
+        found = bisect.search(commits, classify)
+        assert found.first_bad == f"c{culprit}" and found.range == [f"c{culprit}"]
+        assert found.stopped == bisect.FOUND
+        assert len(asked) <= bisect.most_steps(n) <= math.ceil(math.log2(n + 1)) + 1, (
+            culprit,
+            asked,
+        )
+        assert commits[-1] not in asked, "BAD is known bad: never measured as a step"
+        assert len(set(asked)) == len(asked), "no commit is measured twice"
+
+
+def test_sixteen_commits_take_at_most_ceil_log2_16_plus_one_steps():
+    # GOOD is the first of 16 commits, so the search runs over the 15 after it
+    worst = max(len(_asked(15, c)) for c in range(15))
+    assert worst <= math.ceil(math.log2(16)) + 1
+    assert bisect.most_steps(15) == 4
+
+
+def _asked(n, culprit):
+    commits, classify, asked = fake(n, culprit)
+    bisect.search(commits, classify)
+    return asked
+
+
+def test_a_skipped_neighbour_gives_the_right_answer_or_the_two_commit_range():
+    for culprit in range(1, 10):
+        for broken in (culprit - 1, culprit + 1):
+            if not 0 <= broken < 9:  # BAD itself (index 9) is known bad, never skipped
+                continue
+            commits, classify, asked = fake(10, culprit, {broken: SKIP})
+            found = bisect.search(commits, classify)
+            if found.first_bad is not None:
+                assert found.first_bad == f"c{culprit}"
+            else:
+                assert found.stopped == bisect.HIDDEN
+                assert sorted(found.range) == sorted([f"c{culprit}", f"c{broken}"])
+
+
+def test_skips_that_hide_the_answer_leave_the_range_between_last_good_and_first_bad():
+    commits, classify, asked = fake(8, 4, {2: SKIP, 3: UNKNOWN, 4: SKIP})
+    found = bisect.search(commits, classify)
+    assert found.first_bad is None and found.stopped == bisect.HIDDEN
+    assert found.range == ["c2", "c3", "c4", "c5"]  # c1 good, c5 bad
+    assert ("c1", GOOD) in found.measured and ("c5", BAD) in found.measured
+
+
+def test_unknown_commits_never_yield_a_wrong_commit():
+    rng = random.Random(29)
+    for _ in range(400):
+        n = rng.randint(1, 20)
+        culprit = rng.randrange(n)
+        odd = {i: rng.choice((SKIP, UNKNOWN)) for i in range(n - 1) if rng.random() < 0.35}
+        commits, classify, _ = fake(n, culprit, odd)
+        found = bisect.search(commits, classify)
+        assert f"c{culprit}" in found.range, (n, culprit, odd, found)
+        if found.first_bad is not None:
+            assert found.first_bad == f"c{culprit}"
+        else:
+            assert len(found.range) > 1
+
+
+def test_an_exhausted_budget_reports_the_narrowed_range():
+    commits, classify, asked = fake(16, 11)
+    ticks = iter([False, False, True])
+    found = bisect.search(commits, classify, out_of_time=lambda: next(ticks))
+    assert found.stopped == bisect.BUDGET and found.first_bad is None
+    assert len(asked) == 2 and "c11" in found.range
+    assert len(found.range) < len(commits) / 2  # narrowed by the two steps
+
+
+def test_a_classification_outside_the_four_is_an_error():
+    with pytest.raises(ValueError, match="maybe"):
+        bisect.search(["a", "b", "c"], lambda c: "maybe")
+
+
+# ---- a commit classified by its rows against GOOD's ----
+
+
+def row(name, verdict, unit="ops", note=""):
+    return compare.Row(name, unit, 10, 11, 1.1, verdict, note)
+
+
+def test_rows_classify_a_commit_in_the_direction_the_ends_moved():
+    decide = bisect.decisive(
+        [row("s.A.ops", compare.REGRESSION), row("s.A.time", compare.OK, "seconds")]
+    )
+    assert decide == {"s.A.ops": bisect.WORSE}
+    c = bisect.classify_rows
+    assert c([row("s.A.ops", compare.OK)], decide)[0] == GOOD
+    assert c([row("s.A.ops", compare.REGRESSION)], decide)[0] == BAD
+    assert c([row("s.A.ops", compare.IMPROVED)], decide)[0] == UNKNOWN  # moved the other way
+    assert c([row("s.A.ops", compare.UNKNOWN, "seconds")], decide)[0] == UNKNOWN
+    assert c([row("s.A.ops", compare.CHANGED)], decide)[0] == UNKNOWN
+    assert c([row("s.A.ops", compare.FAILED)], decide)[0] == SKIP
+    assert c([], decide) == (SKIP, "A.ops missing")
+    # two deciding rows: one bad is enough (the commit holds a change); one failed is a skip
+    both = {"s.A.ops": bisect.WORSE, "s.B.ops": bisect.WORSE}
+    assert c([row("s.A.ops", compare.OK), row("s.B.ops", compare.REGRESSION)], both)[0] == BAD
+    assert c([row("s.A.ops", compare.OK), row("s.B.ops", compare.FAILED)], both)[0] == SKIP
+    assert c([row("s.A.ops", compare.OK), row("s.B.ops", compare.OK)], both)[0] == GOOD
+
+
+def test_counters_and_instruction_counts_take_one_process_timing_rows_take_pairs():
+    assert bisect.one_process_decides("ops") and bisect.one_process_decides("instructions")
+    for unit in ("seconds", "ratio", "relative", "bytes"):
+        assert not bisect.one_process_decides(unit), unit
+
+
+# ---- bad input ----
+
+
+def test_bad_revisions_are_bad_input(capsys, tmp_path):
+    args = ["--suite", "canary", "--bench", "track_ops", "--results-dir", str(tmp_path)]
+    assert main(["bisect", "no-such-rev", "HEAD", *args]) == 3
+    assert "GOOD 'no-such-rev' is not a commit" in capsys.readouterr().err
+    assert main(["bisect", "HEAD", "HEAD~2", *args]) == 3
+    assert "is not an ancestor of BAD" in capsys.readouterr().err
+    assert main(["bisect", "HEAD", "HEAD", *args]) == 3
+    assert "the same commit" in capsys.readouterr().err
+    assert main(["bisect", "HEAD~1", "HEAD", "--suite", "canary"]) == 3  # --bench is required
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_bench_regex_matching_nothing_is_bad_input_naming_what_it_could_match(capsys, tmp_path):
+    code = main(
+        ["bisect", "HEAD~1", "HEAD", "--suite", "canary", "--bench", "NoSuchRow"]
+        + ["--results-dir", str(tmp_path)]
+    )
+    assert code == 3
+    assert "canary.Canary.track_ops" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+# ---- end to end: a scratch repository ----
+
+EXTRA_OP = "    y = y.sqrt()  # bisect test: the regression\n"
+BREAK = "    raise RuntimeError('bisect test: a broken commit')\n"
+CHAIN_RETURN = "    if _extra():\n"
+
+
+def scratch_repo(path: pathlib.Path, n: int, culprit: int, broken: int | None = None) -> list[str]:
+    """A clone of this checkout with n commits on top of its HEAD (the first of them GOOD):
+    commit `culprit` appends an op to the canary's chain; commit `broken` (before the
+    culprit) makes the chain raise, and the culprit repairs it. Returns the n shas."""
+
+    def git(*args):
+        return subprocess.run(
+            ["git", *args], cwd=path, check=True, capture_output=True, text=True
+        ).stdout.strip()
+
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(path)], check=True)
+    git("config", "user.email", "bisect@example.com")
+    git("config", "user.name", "bisect test")
+    canary = path / "suites" / "benchmarks" / "canary.py"
+    clean = canary.read_text()
+    assert clean.count(CHAIN_RETURN) == 1
+    shas = []
+    for i in range(n):
+        if i == culprit:
+            canary.write_text(clean.replace(CHAIN_RETURN, EXTRA_OP + CHAIN_RETURN))
+        elif i == broken:
+            canary.write_text(clean.replace(CHAIN_RETURN, BREAK + CHAIN_RETURN))
+        (path / "bisect-scratch.txt").write_text(f"{i}\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", f"scratch commit {i}" + (" adds an op" if i == culprit else ""))
+        shas.append(git("rev-parse", "HEAD"))
+    return shas
+
+
+def bisect_cli(repo, root, shas, tmp_path, capsys):
+    out = tmp_path / "bisect.json"
+    code = main(
+        ["bisect", shas[0], shas[-1], "--suite", "canary", "--bench", "track_ops"]
+        + ["--project", str(repo), "--results-dir", str(root), "--machine", "bisect-cpu"]
+        + ["--json", str(out), "--markdown", str(tmp_path / "bisect.md")]
+    )
+    return code, capsys.readouterr(), json.loads(out.read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("bisect-canary")
+def test_bisect_names_the_commit_that_added_an_op_and_resumes(tmp_path, capsys, monkeypatch):
+    repo, root = tmp_path / "repo", tmp_path / "results"
+    shas = scratch_repo(repo, 6, culprit=3)
+    monkeypatch.chdir(repo)
+    code, captured, data = bisect_cli(repo, root, shas, tmp_path, capsys)
+    assert code == 0, captured.out + captured.err
+    line = next(x for x in captured.out.splitlines() if x.startswith("first bad commit:"))
+    assert shas[3][:12] in line and "adds an op" in line
+    assert data["first_bad"]["commit"] == shas[3] and data["range"] == [shas[3]]
+    assert data["first_bad"]["parent"]["commit"] == shas[2]
+    (ops,) = data["first_bad"]["rows"]
+    assert (ops["name"], ops["base"], ops["head"]) == ("canary.Canary.track_ops", 10, 11)
+    assert any("aten::sqrt +1" in x for x in data["first_bad"]["explanation"])
+    assert data["first_bad"]["environment"]["torch"]
+    measured = [m["commit"] for m in data["measured"]]
+    assert len(measured) <= math.ceil(math.log2(6)) + 1
+    assert not set(measured) & {shas[0], shas[-1]}
+    assert "first bad commit:" in (tmp_path / "bisect.md").read_text()
+    # every measured commit is a run record labelled with the bisect
+    label = f"bisect.{shas[0][:8]}.{shas[-1][:8]}"
+    kept = records.list_runs(root, "bisect-cpu")
+    assert {r.commit for r in kept} == {shas[0], shas[-1], *measured}
+    assert all(r.label == label and r.meta["bisect"]["good"] == shas[0] for r in kept)
+    # no worktree is left behind
+    trees = subprocess.run(
+        ["git", "worktree", "list"], cwd=repo, capture_output=True, text=True
+    ).stdout
+    assert len(trees.splitlines()) == 1
+    # a rerun measures nothing again: every record is found and reused
+    code, captured, again = bisect_cli(repo, root, shas, tmp_path, capsys)
+    assert code == 0 and again["first_bad"]["commit"] == shas[3]
+    assert all(m["reused"] for m in again["measured"]) and again["ends"]["reused"]
+    assert len(records.list_runs(root, "bisect-cpu")) == len(kept)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("bisect-canary")
+def test_a_broken_commit_next_to_the_culprit_gives_it_or_the_two_commit_range(
+    tmp_path, capsys, monkeypatch
+):
+    repo, root = tmp_path / "repo", tmp_path / "results"
+    shas = scratch_repo(repo, 6, culprit=3, broken=2)
+    monkeypatch.chdir(repo)
+    code, captured, data = bisect_cli(repo, root, shas, tmp_path, capsys)
+    verdicts = {m["commit"]: m["verdict"] for m in data["measured"]}
+    assert verdicts.get(shas[2]) in (None, SKIP), verdicts  # never guessed good or bad
+    if data["first_bad"] is not None:
+        assert code == 0 and data["first_bad"]["commit"] == shas[3]
+    else:
+        assert code == 6, captured.out + captured.err
+        assert sorted(data["range"]) == sorted([shas[2], shas[3]])
+        assert shas[2][:12] in captured.out and shas[3][:12] in captured.out
