@@ -276,3 +276,107 @@ def test_a_broken_commit_next_to_the_culprit_gives_it_or_the_two_commit_range(
         assert code == 6, captured.out + captured.err
         assert sorted(data["range"]) == sorted([shas[2], shas[3]])
         assert shas[2][:12] in captured.out and shas[3][:12] in captured.out
+
+
+# ---- the whole bisect with a fake measurer: what each outcome of the ends and steps means ----
+
+
+class FakeBisect:
+    """Stands in for bisect.Bisect: the ends' rows and each commit's verdict are given."""
+
+    ends_rows: list = []
+    verdicts: dict = {}
+
+    def __init__(self, project, root, good, bad, spec, *, pairs, budget_s=None, log=print):
+        self.good, self.bad, self.spec, self.root, self.pairs = good, bad, spec, root, pairs
+        self.paired = False
+        self.ends_ = None
+
+    def ends(self):
+        self.ends_ = bisect.Ends(
+            None, None, self.ends_rows, bisect.decisive(self.ends_rows), False, 0
+        )
+        return self.ends_
+
+    def classify(self, commit):
+        return bisect.Step(commit, self.verdicts.get(commit, GOOD), "fake", None, None)
+
+    def out_of_time(self):
+        return False
+
+    def spent(self):
+        return 1.0
+
+
+def fake_run(monkeypatch, ends_rows, verdicts=None):
+    from harness.runs.spec import RunSpec
+
+    shas = subprocess.run(
+        ["git", "rev-list", "--first-parent", "--reverse", "-4", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    monkeypatch.setattr(FakeBisect, "ends_rows", ends_rows)
+    monkeypatch.setattr(FakeBisect, "verdicts", verdicts or {})
+    monkeypatch.setattr(bisect, "Bisect", FakeBisect)
+    monkeypatch.setattr(bisect, "_explained", lambda project, b, commits, found, steps: {})
+    result = bisect.run(
+        ROOT,
+        ROOT / "results",
+        shas[0],
+        shas[-1],
+        RunSpec(machine="m", suites=("canary",), benches=("track_ops",)),
+        pairs=bisect.ab.Pairs(),
+        log=lambda msg: None,
+    )
+    return shas, result
+
+
+def test_ends_that_do_not_differ_are_exit_0_and_said_so(monkeypatch):
+    _, r = fake_run(monkeypatch, [row("c.C.track_ops", compare.OK)])
+    assert r.code == 0 and "no difference between GOOD and BAD" in r.message
+    assert r.steps == [] and r.first_bad is None
+    assert bisect.as_json(r)["first_bad"] is None and bisect.as_json(r)["range"] == []
+
+
+def test_ends_left_unknown_are_exit_6_with_the_whole_range(monkeypatch):
+    shas, r = fake_run(monkeypatch, [row("c.C.track_time", compare.UNKNOWN, "seconds")])
+    assert r.code == 6 and "UNKNOWN" in r.message
+    assert [d["commit"] for d in r.range] == shas[1:]
+
+
+def test_a_selection_failing_at_an_end_is_bad_input(monkeypatch):
+    from harness.core.exits import BadInput
+
+    with pytest.raises(BadInput, match="must run at both ends"):
+        fake_run(monkeypatch, [row("c.C.track_ops", compare.FAILED)])
+
+
+def test_a_found_commit_is_exit_0_an_unknown_neighbour_leaves_a_range_exit_6(monkeypatch):
+    ends = [row("c.C.track_ops", compare.REGRESSION)]
+    shas, r = fake_run(monkeypatch, ends, {})  # every commit before BAD is good
+    assert r.code == 0 and r.message.startswith(f"first bad commit: {shas[-1]}")
+    assert bisect.as_json(r)["range"] == [shas[-1]]
+    shas, r = fake_run(monkeypatch, ends, {shas[2]: UNKNOWN})
+    assert r.code == 6 and r.first_bad is None
+    assert bisect.as_json(r)["range"] == shas[2:] and bisect.as_json(r)["first_bad"] is None
+    assert shas[2][:12] in bisect.render(r) and "hide the first bad one" in bisect.render(r)
+
+
+def test_nightly_hints_say_when_both_nights_ran_one_commit(tmp_path):
+    import types
+
+    from harness.runs import nightly
+    from tests.test_history import OPS, write_runs
+
+    root = tmp_path / "results"
+    write_runs(root, [{OPS: 10}] * 2)
+    runs = records.list_runs(root, "m1-cpu")
+    step = types.SimpleNamespace(benchmark=OPS, last_before=runs[0].run_id, run_id=runs[0].run_id)
+    (line,) = nightly.bisect_hints(root, "m1-cpu", [step])
+    assert "both nights ran commit" in line and "harness bisect" not in line
+    step.run_id = runs[1].run_id
+    (line,) = nightly.bisect_hints(root, "m1-cpu", [step])
+    assert line.startswith(f"to find the commit: harness bisect {runs[0].commit} {runs[1].commit}")

@@ -625,8 +625,8 @@ def as_json(r: Result) -> dict:
         "stopped": r.search.stopped if r.search else None,
         "deciding_rows": ends.decide if ends else {},
         "ends": {
-            "good_record": str(ends.good.path),
-            "bad_record": str(ends.bad.path),
+            "good_record": str(ends.good.path) if ends.good else None,
+            "bad_record": str(ends.bad.path) if ends.bad else None,
             "reused": ends.reused,
             "rows": [dataclasses.asdict(x) for x in ends.rows],
         }
@@ -690,6 +690,7 @@ def render(r: Result, fmt: str = "text") -> str:
         out += [
             "",
             f"commits measured besides GOOD and BAD: {len(measured)} of {r.commits - 1}",
+            "",
             table(("commit", "verdict", "why", "time"), measured, fmt).rstrip(),
         ]
     return "\n".join(out) + "\n"
