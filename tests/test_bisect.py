@@ -145,6 +145,37 @@ def test_rows_classify_a_commit_in_the_direction_the_ends_moved():
     assert c([row("s.A.ops", compare.OK), row("s.B.ops", compare.OK)], both)[0] == GOOD
 
 
+def test_timing_rows_are_checked_against_both_ends():
+    # BAD's raw time is twice GOOD's: the boundary is their geometric midpoint, 1.41
+    T, P = "c.C.track_time", "c.C.track_time_over_reference"
+    decide, levels = {T: bisect.WORSE}, {T: 2.0}
+
+    def c(verdict, bounds, unit="seconds"):
+        return bisect.classify_rows([row(T, verdict, unit)], decide, levels, {T: bounds})[0]
+
+    assert c(compare.OK, (0.99, 1.01)) == GOOD
+    assert c(compare.REGRESSION, (1.6, 2.5)) == BAD
+    assert c(compare.REGRESSION, (1.18, 3.9)) == UNKNOWN  # straddles the midpoint
+    assert c(compare.UNKNOWN, (0.99, 1.01)) == UNKNOWN  # ab's UNKNOWN stays unknown
+    # ab's false DIFFERENT on identical code (seen on the loaded VM) is not the ends' change
+    assert c(compare.IMPROVED, (0.68, 0.94)) == GOOD
+    assert c(compare.REGRESSION, (1.02, 1.08)) == GOOD
+    # an improvement between the ends: mirrored
+    better = {T: bisect.BETTER}
+    rows = [row(T, compare.IMPROVED, "seconds")]
+    assert bisect.classify_rows(rows, better, {T: 0.5}, {T: (0.45, 0.55)})[0] == BAD
+    assert bisect.classify_rows(rows, better, {T: 0.5}, {T: (0.9, 1.1)})[0] == GOOD
+    # two timing rows that disagree leave the commit unknown, never bad
+    two = {T: bisect.WORSE, P: bisect.WORSE}
+    rows = [row(T, compare.REGRESSION, "seconds"), row(P, compare.OK, "ratio")]
+    both = bisect.classify_rows(rows, two, {T: 2.0, P: 2.0}, {T: (1.8, 2.2)})
+    assert both[0] == UNKNOWN and both[1].startswith("rows disagree")
+    # an exact counter that moved decides: the commit holds the change
+    mixed = {"c.C.track_ops": bisect.WORSE, T: bisect.WORSE}
+    rows = [row("c.C.track_ops", compare.REGRESSION), row(T, compare.OK, "seconds")]
+    assert bisect.classify_rows(rows, mixed, {T: 2.0}, {T: (0.95, 1.05)})[0] == BAD
+
+
 def test_counters_and_instruction_counts_take_one_process_timing_rows_take_pairs():
     assert bisect.one_process_decides("ops") and bisect.one_process_decides("instructions")
     for unit in ("seconds", "ratio", "relative", "bytes"):

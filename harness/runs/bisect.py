@@ -117,33 +117,104 @@ def decisive(rows: list[compare.Row]) -> dict[str, str]:
     return {r.name: DIRECTION[r.verdict] for r in rows if r.verdict in DIRECTION}
 
 
-def classify_rows(rows: list[compare.Row], decide: dict[str, str]) -> tuple[str, str]:
-    """(verdict, why) of a commit from its rows against GOOD's. A row is bad when it moved as
-    it moved between the ends, good when it is the same as GOOD's, skip when it failed or is
-    missing, unknown otherwise (UNKNOWN across processes, moved the other way, not judged, its
-    benchmark's code changed). The commit is bad when any row is bad (it holds a change), else
-    skip or unknown when any row is, else good."""
+def classify_rows(
+    rows: list[compare.Row],
+    decide: dict[str, str],
+    levels: dict[str, float] | None = None,
+    bounds: dict[str, tuple[float, float]] | None = None,
+) -> tuple[str, str]:
+    """(verdict, why) of a commit from its rows against GOOD's; `decide`: the deciding rows and
+    their direction (decisive). Per row:
+
+    - failed, missing or skipped: skip;
+    - an exact counter or instruction count (one_process_decides): good when the same as
+      GOOD's, bad when it moved as it moved between the ends, unknown when it moved the other
+      way or was not judged;
+    - a timing row: unknown when ab left it UNKNOWN (or it was not judged); otherwise it is
+      checked against both ends: `levels` holds each row's BAD / GOOD ratio from the ends, and
+      the commit's ratio to GOOD (its interval across processes from `bounds`, else the point
+      ratio) must lie wholly on GOOD's side of the two levels' geometric midpoint to be good,
+      wholly on BAD's side to be bad, else unknown. A false DIFFERENT (one seen on identical
+      code on a loaded 2-core VM: per-pair ratio 0.80 [0.68, 0.94]) is thus never taken for
+      the change the ends show.
+
+    The commit is bad when a counter row is bad (it holds the change), or a timing row is and
+    no row is good (rows that disagree make it unknown); else skip or unknown when any row is;
+    else good."""
+    levels, bounds = levels or {}, bounds or {}
     by_name = {r.name: r for r in rows}
     found: dict[str, list[str]] = {v: [] for v in VERDICTS}
+    hard_bad = False
     for name, direction in decide.items():
         r = by_name.get(name)
         short = name.split(".", 1)[-1]
         if r is None:
             found[SKIP].append(f"{short} missing")
-        elif r.verdict in CANNOT_RUN:
+            continue
+        if r.verdict in CANNOT_RUN:
             found[SKIP].append(f"{short} {r.verdict}")
-        elif r.verdict == compare.OK:
-            found[GOOD].append(f"{short} same as GOOD")
-        elif r.verdict in DIRECTION and DIRECTION[r.verdict] == direction:
-            found[BAD].append(f"{short} {r.verdict} ({r.note.split(';')[0]})")
-        elif r.verdict in DIRECTION:
-            found[UNKNOWN].append(f"{short} moved the other way ({r.verdict})")
-        else:
-            found[UNKNOWN].append(f"{short} {r.verdict} ({r.note.split(';')[0]})")
+            continue
+        note = r.note.split(";")[0]
+        if one_process_decides(r.unit) or name not in levels or r.ratio is None:
+            if r.verdict == compare.OK:
+                found[GOOD].append(f"{short} same as GOOD")
+            elif r.verdict in DIRECTION and DIRECTION[r.verdict] == direction:
+                found[BAD].append(f"{short} {r.verdict} ({note})")
+                hard_bad = hard_bad or one_process_decides(r.unit)
+            elif r.verdict in DIRECTION:
+                found[UNKNOWN].append(f"{short} moved the other way ({r.verdict})")
+            else:
+                found[UNKNOWN].append(f"{short} {r.verdict} ({note})")
+            continue
+        if r.verdict not in (compare.OK, *DIRECTION):
+            found[UNKNOWN].append(f"{short} {r.verdict} ({note})")
+            continue
+        side = _side(bounds.get(name, (r.ratio, r.ratio)), levels[name])
+        found[side].append(f"{short} {r.verdict} ({note}), {_SIDE_WHY[side]}")
+    if hard_bad:
+        return BAD, "; ".join(found[BAD])
+    if found[BAD] and found[GOOD]:
+        return UNKNOWN, "rows disagree: " + "; ".join(found[BAD] + found[GOOD])
     for verdict in (BAD, SKIP, UNKNOWN, GOOD):
         if found[verdict]:
             return verdict, "; ".join(found[verdict])
     return SKIP, "no row to judge"
+
+
+_SIDE_WHY = {
+    GOOD: "nearer GOOD's level than BAD's",
+    BAD: "nearer BAD's level than GOOD's",
+    UNKNOWN: "between GOOD's and BAD's levels",
+}
+
+
+def _side(interval: tuple[float, float], level: float) -> str:
+    """Which end a ratio to GOOD (an interval, low <= high) lies nearer: GOOD is 1, BAD is
+    `level`; the boundary is their geometric midpoint."""
+    low, high = interval
+    if not (level > 0 and low > 0 and high > 0) or level == 1:
+        return UNKNOWN
+    mid = math.sqrt(level)
+    nearer_bad = low > mid if level > 1 else high < mid
+    nearer_good = high < mid if level > 1 else low > mid
+    return BAD if nearer_bad else GOOD if nearer_good else UNKNOWN
+
+
+def across_bounds(record: records.RunRecord, rows: list[compare.Row]) -> dict:
+    """Row -> the (low, high) interval of its per-pair ratios, for the rows an ab record judged
+    across processes (its ab-pairs.json); empty for a record measured alone."""
+    from harness.verdict import between
+
+    data = records.read_ab_pairs(record.path)
+    out = {}
+    for r in rows:
+        if not data or not between.judged_across_processes(r.unit):
+            continue
+        pairs = [tuple(p) for p in (data.get("pairs") or {}).get(r.name, [])]
+        ci = between.interval(between.ratios_of(pairs))
+        if ci is not None:
+            out[r.name] = (ci.low, ci.high)
+    return out
 
 
 def one_process_decides(unit: str) -> bool:
@@ -263,6 +334,7 @@ class Bisect:
             "max_pairs": pairs.most,
         }
         self.ends_: Ends | None = None
+        self.levels: dict[str, float] = {}
         self.paired = False  # whether steps need ab's pairs (some decisive row is a timing row)
         self.longest_s = 0.0  # the longest measuring done in this process, for the budget
 
@@ -354,6 +426,9 @@ class Bisect:
             outcome.message,
         )
         self.ends_ = ends
+        # BAD's level of each deciding row, as a ratio to GOOD's: timing rows are checked
+        # against both ends (classify_rows)
+        self.levels = {r.name: r.ratio for r in outcome.rows if r.name in ends.decide and r.ratio}
         units = {r.name: r.unit for r in outcome.rows}
         self.paired = any(not one_process_decides(units[name]) for name in ends.decide)
         return ends
@@ -386,7 +461,9 @@ class Bisect:
         if not outcome.rows:
             verdict, why = SKIP, f"not compared: {outcome.message}"
         else:
-            verdict, why = classify_rows(outcome.rows, self.ends_.decide)
+            verdict, why = classify_rows(
+                outcome.rows, self.ends_.decide, self.levels, across_bounds(rec, outcome.rows)
+            )
         return Step(commit, verdict, why, rec, base, reused, self.clock() - t0, list(outcome.rows))
 
     def _find_step(self, commit: str) -> tuple[records.RunRecord, records.RunRecord] | None:
