@@ -411,3 +411,68 @@ def test_nightly_hints_say_when_both_nights_ran_one_commit(tmp_path):
     step.run_id = runs[1].run_id
     (line,) = nightly.bisect_hints(root, "m1-cpu", [step])
     assert line.startswith(f"to find the commit: harness bisect {runs[0].commit} {runs[1].commit}")
+
+
+# ---- records of a bisect: found again by its key; a commit that cannot be measured is skipped ----
+
+
+def test_a_rerun_finds_the_bisect_s_records_and_skips_what_cannot_be_measured(
+    tmp_path, monkeypatch
+):
+    from harness.core.exits import RunnerFailed
+    from harness.runs import ab
+    from harness.runs.spec import RunSpec
+    from tests.test_gate_support import write_set
+
+    good, bad, mid, other = "a" * 40, "b" * 40, "c" * 40, "d" * 40
+    spec = RunSpec(machine="m1-cpu", suites=("canary",), benches=("track_ops",))
+    b = bisect.Bisect(ROOT, tmp_path, good, bad, spec, pairs=ab.Pairs(), log=lambda m: None)
+
+    def record(commit, ops, role, key=None, against=None, base_run=None):
+        run_id = records.new_run_id(commit, b.label)
+        meta = {"commit": commit, "bisect": {**(key or b.key), "role": role, "against": against}}
+        with records.writing(tmp_path, "m1-cpu", run_id, meta) as staging:
+            write_set(staging / "asv", commit, {"canary.Canary.track_ops": ops}, units={})
+            if base_run:
+                records.write_ab_pairs(staging, base_run, {}, {})
+        return run_id
+
+    g = record(good, 10, "good")
+    record(bad, 11, "bad", base_run=g)
+    record(mid, 11, "step", against=g)
+    record(other, 10, "step", key={**b.key, "benches": ["track_time"]}, against=g)
+
+    def no_measuring(*args, **kw):
+        raise RunnerFailed("asv saved nothing (a build that breaks)")
+
+    monkeypatch.setattr(ab, "run", no_measuring)
+    ends = b.ends()
+    assert ends.reused and ends.decide == {"canary.Canary.track_ops": bisect.WORSE}
+    assert b.paired is False  # an exact counter decides: one process a commit
+    step = b.classify(mid)
+    assert (step.verdict, step.reused, step.base.run_id) == (BAD, True, g)
+    # the record of `other` belongs to another selection: it is measured, which fails: skip
+    step = b.classify(other)
+    assert step.verdict == SKIP and step.record is None and "a build that breaks" in step.why
+
+
+def test_the_budget_stops_before_a_step_that_would_overrun_it():
+    from harness.runs import ab
+    from harness.runs.spec import RunSpec
+
+    now = [0.0]
+    b = bisect.Bisect(
+        ROOT,
+        ROOT / "results",
+        "a" * 40,
+        "b" * 40,
+        RunSpec(machine="m"),
+        pairs=ab.Pairs(),
+        budget_s=100,
+        clock=lambda: now[0],
+    )
+    b.longest_s = 30.0
+    now[0] = 60.0
+    assert not b.out_of_time() and b.remaining() == 40.0
+    now[0] = 75.0
+    assert b.out_of_time() and b.remaining() == 25.0
