@@ -243,6 +243,15 @@ def scratch_repo(path: pathlib.Path, n: int, culprit: int, broken: int | None = 
     return shas
 
 
+def in_repo(monkeypatch, repo):
+    """Work in the scratch repository; --project sets the checkout for the whole process, so
+    the setting is put back after the test."""
+    from harness.core import settings
+
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv(settings.PROJECT.name, str(repo))
+
+
 def bisect_cli(repo, root, shas, tmp_path, capsys):
     out = tmp_path / "bisect.json"
     code = main(
@@ -258,7 +267,7 @@ def bisect_cli(repo, root, shas, tmp_path, capsys):
 def test_bisect_names_the_commit_that_added_an_op_and_resumes(tmp_path, capsys, monkeypatch):
     repo, root = tmp_path / "repo", tmp_path / "results"
     shas = scratch_repo(repo, 6, culprit=3)
-    monkeypatch.chdir(repo)
+    in_repo(monkeypatch, repo)
     code, captured, data = bisect_cli(repo, root, shas, tmp_path, capsys)
     assert code == 0, captured.out + captured.err
     line = next(x for x in captured.out.splitlines() if x.startswith("first bad commit:"))
@@ -297,7 +306,7 @@ def test_a_broken_commit_next_to_the_culprit_gives_it_or_the_two_commit_range(
 ):
     repo, root = tmp_path / "repo", tmp_path / "results"
     shas = scratch_repo(repo, 6, culprit=3, broken=2)
-    monkeypatch.chdir(repo)
+    in_repo(monkeypatch, repo)
     code, captured, data = bisect_cli(repo, root, shas, tmp_path, capsys)
     verdicts = {m["commit"]: m["verdict"] for m in data["measured"]}
     assert verdicts.get(shas[2]) in (None, SKIP), verdicts  # never guessed good or bad
@@ -476,3 +485,64 @@ def test_the_budget_stops_before_a_step_that_would_overrun_it():
     assert not b.out_of_time() and b.remaining() == 40.0
     now[0] = 75.0
     assert b.out_of_time() and b.remaining() == 25.0
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("bisect-canary")
+def test_sigterm_mid_bisect_leaves_no_worktree_and_the_rerun_resumes(tmp_path, capsys, monkeypatch):
+    """As a CI timeout does: SIGTERM while a commit is being measured. Exit 143, no worktree or
+    scratch folder left; the rerun reuses the ends and the commit measured before, and measures
+    only the rest."""
+    import os
+    import signal
+    import sys
+    import time
+
+    repo, root = tmp_path / "repo", tmp_path / "results"
+    shas = scratch_repo(repo, 5, culprit=2)  # steps: shas[2] (bad), then shas[1] (good)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    argv = ["bisect", shas[0], shas[-1], "--suite", "canary", "--bench", "track_ops"]
+    argv += ["--results-dir", str(root), "--machine", "bisect-cpu"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", *argv],
+        cwd=repo,
+        env=dict(os.environ, TMPDIR=str(scratch)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def kept():
+        folder = root / "runs" / "bisect-cpu"
+        return (
+            [p for p in folder.iterdir() if not p.name.startswith(".")] if folder.is_dir() else []
+        )
+
+    def trees():
+        out = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True)
+        return len(out.stdout.splitlines())
+
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(kept()) >= 3 and trees() > 1:  # the ends and one step kept, the next being measured
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stderr.read()
+    done_before = {records.load_record(p).commit for p in kept()}
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert trees() == 1, "a worktree outlived the interrupted bisect"
+    assert list(scratch.iterdir()) == [], list(scratch.iterdir())
+    assert len(done_before) == 3 and {shas[0], shas[-1]} < done_before
+
+    out = tmp_path / "again.json"
+    in_repo(monkeypatch, repo)
+    code = main(["bisect", *argv[1:], "--project", str(repo), "--json", str(out)])
+    data = json.loads(out.read_text())
+    assert code == 0 and data["first_bad"]["commit"] == shas[2], capsys.readouterr()
+    assert data["ends"]["reused"]
+    reused = {m["commit"] for m in data["measured"] if m["reused"]}
+    assert reused == done_before - {shas[0], shas[-1]}
+    assert len(data["measured"]) == len(reused) + 1  # only the interrupted commit again
