@@ -34,7 +34,7 @@ import time
 from harness.core import records, settings
 from harness.core.exits import BadInput, RunnerFailed
 from harness.core.files import write_json_atomic
-from harness.core.processes import terminate_as_interrupt
+from harness.core.processes import run_in_session, terminate_as_interrupt
 from harness.measure.instructions import RECORD_ENV
 from harness.runs import asv
 from harness.runs.spec import RunSpec
@@ -56,7 +56,10 @@ class Side:
 
 
 def _git(root: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    # in a session of its own that an interrupt ends politely (SIGINT first): `git worktree add`
+    # killed outright leaves its half-made worktree registered and locked ("initializing"),
+    # which `git worktree prune` never removes; interrupted, git removes it itself
+    return run_in_session(["git", *args], cwd=root, capture=True)
 
 
 @contextlib.contextmanager
@@ -89,18 +92,20 @@ def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str
                 )
             sha = rev.stdout.strip()
             tree = scratch / f"{label}-{sha[:8]}"
+            made.append(tree)  # before adding: an interrupted add leaves a half-made one
             added = _git(project, "worktree", "add", "--detach", str(tree), sha)
             if added.returncode:
                 raise RunnerFailed(f"git worktree add failed for {spec}: {added.stderr.strip()}")
-            made.append(tree)
             env = {"ASV_PYTHONPATH": str(tree), **envs.get(label, {})}
             out[label] = Side(label, spec, tree, sys.executable, sha, env)
         yield out
     finally:
         for tree in made:
-            _git(project, "worktree", "remove", "--force", str(tree))
-        _git(project, "worktree", "prune")
+            if tree.exists():
+                _git(project, "worktree", "remove", "--force", str(tree))
         shutil.rmtree(scratch, ignore_errors=True)  # the harness made it
+        # last: git prunes a registration only once its folder is gone (a half-made worktree)
+        _git(project, "worktree", "prune")
 
 
 class NoMatch(Exception):
