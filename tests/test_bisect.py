@@ -327,7 +327,9 @@ class FakeBisect:
     ends_rows: list = []
     verdicts: dict = {}
 
-    def __init__(self, project, root, good, bad, spec, *, pairs, budget_s=None, log=print):
+    def __init__(
+        self, project, root, good, bad, spec, *, pairs, budget_s=None, log=print, started=None
+    ):
         self.good, self.bad, self.spec, self.root, self.pairs = good, bad, spec, root, pairs
         self.paired = False
         self.ends_ = None

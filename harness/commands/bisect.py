@@ -57,6 +57,9 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    import time
+
+    started = time.perf_counter()  # --budget counts the checks before the search too
     from harness.core.exits import BadInput
     from harness.core.files import write_atomic, write_json_atomic
     from harness.core.project import head_commit, project_root
@@ -101,6 +104,7 @@ def run(args) -> int:
         pairs=ab.Pairs(most=args.max_pairs, threshold=threshold),
         budget_s=args.budget,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
+        started=started,
     )
     print(bisect.render(result), end="")
     print(

@@ -318,11 +318,12 @@ class Bisect:
         budget_s: float | None = None,
         log=print,
         clock: Callable[[], float] = time.perf_counter,
+        started: float | None = None,
     ):
         self.project, self.root, self.good, self.bad, self.spec = project, root, good, bad, spec
         self.pairs = dataclasses.replace(pairs, counters_once=True)
         self.budget_s, self.log, self.clock = budget_s, log, clock
-        self.started = clock()
+        self.started = clock() if started is None else started  # the budget counts from here
         self.label = f"bisect.{good[:8]}.{bad[:8]}"
         self.key = {
             "good": good,
@@ -538,13 +539,16 @@ def run(
     pairs: ab.Pairs,
     budget_s: float | None = None,
     log=print,
+    started: float | None = None,
 ) -> Result:
     """Resolve the ends, check that the selected rows differ between them, search; the result
     with its exit code (0 found, or no difference; 6 a range is left)."""
     good = resolve(project, good_rev, "GOOD")
     bad = resolve(project, bad_rev, "BAD")
     commits = commits_between(project, good, bad)
-    b = Bisect(project, root, good, bad, spec, pairs=pairs, budget_s=budget_s, log=log)
+    b = Bisect(
+        project, root, good, bad, spec, pairs=pairs, budget_s=budget_s, log=log, started=started
+    )
     ends = b.ends()
     result = Result(
         exits.PASS,
