@@ -551,3 +551,19 @@ def test_sigterm_mid_bisect_leaves_no_worktree_and_the_rerun_resumes(tmp_path, c
     reused = {m["commit"] for m in data["measured"] if m["reused"]}
     assert reused == done_before - {shas[0], shas[-1]}
     assert len(data["measured"]) == len(reused) + 1  # only the interrupted commit again
+
+
+def test_suites_the_selection_matches_nothing_of_are_left_out(monkeypatch, tmp_path, capsys):
+    # every commit would otherwise pay one asv process per such suite only to find nothing
+    seen = {}
+
+    def fake(project, root, good, bad, spec, **kw):
+        seen["suites"] = spec.suites
+        r = bisect.Result(0, {"commit": good}, {"commit": bad}, 1, None, [], None, "no difference")
+        return r
+
+    monkeypatch.setattr(bisect, "run", fake)
+    argv = ["bisect", "HEAD~1", "HEAD", "--suite", "canary", "--suite", "transfer"]
+    argv += ["--bench", r"^canary\.Canary\.track_ops$", "--results-dir", str(tmp_path)]
+    assert main(argv) == 0
+    assert seen["suites"] == ("canary",)

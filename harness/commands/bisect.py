@@ -3,6 +3,7 @@ GOOD's, each commit measured as `harness ab` measures a side (see harness.runs.b
 Exit 0 the first bad commit named (or no difference between the ends), 6 a range left by
 skipped or UNKNOWN commits or the budget, 3 bad input."""
 
+import dataclasses
 import sys
 
 from harness.commands import options
@@ -93,8 +94,11 @@ def run(args) -> int:
         machine=options.machine_name(args),
     )
     # a --bench regex that matches nothing is bad input naming what it could match (asv's
-    # discovery over this checkout's suites)
-    shard.plan(project, spec, sha=head_commit(project), regexes=list(args.bench))
+    # discovery over this checkout's suites); suites it matches nothing of are left out, so
+    # no commit pays an asv process per such suite
+    plan = shard.plan(project, spec, sha=head_commit(project), regexes=list(args.bench))
+    matched = {name.split(".", 1)[0] for name in plan.selection}
+    spec = dataclasses.replace(spec, suites=tuple(s for s in suites if s in matched))
     result = bisect.run(
         project,
         root,
