@@ -8,6 +8,7 @@ import math
 import pathlib
 import random
 import subprocess
+import sys
 
 import pytest
 
@@ -193,6 +194,8 @@ def test_bad_revisions_are_bad_input(capsys, tmp_path):
     assert "is not an ancestor of BAD" in capsys.readouterr().err
     assert main(["bisect", "HEAD", "HEAD", *args]) == 3
     assert "the same commit" in capsys.readouterr().err
+    assert main(["bisect", sys.executable, "HEAD", *args]) == 3  # an interpreter has no commits
+    assert "compare two interpreters with `harness ab`" in capsys.readouterr().err
     assert main(["bisect", "HEAD~1", "HEAD", "--suite", "canary"]) == 3  # --bench is required
     assert not (tmp_path / "runs").exists()
 

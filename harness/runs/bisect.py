@@ -238,9 +238,16 @@ def resolve(project: pathlib.Path, rev: str, what: str) -> str:
     """The full sha of a revision, or BadInput naming it."""
     out = _git(project, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
     if out.returncode or not out.stdout.strip():
+        path = pathlib.Path(rev)
+        hint = (
+            " (an interpreter has no commits between two ends: compare two interpreters with "
+            "`harness ab`)"
+            if path.is_file()
+            else ""
+        )
         raise BadInput(
             f"{what} {rev!r} is not a commit of {project}; give a commit, branch or tag "
-            "(`git log --first-parent --oneline` lists them)"
+            f"(`git log --first-parent --oneline` lists them){hint}"
         )
     return out.stdout.strip()
 
@@ -724,6 +731,7 @@ def render(r: Result, fmt: str = "text") -> str:
     environment and what changed; or the range left; then every commit measured."""
     from harness.core.table import render as table
     from harness.core.units import format_ratio, format_value
+    from harness.verdict.gate import tally
 
     md = fmt == "markdown"
     out = [f"## harness bisect {r.good['commit'][:12]} {r.bad['commit'][:12]}", ""] if md else []
@@ -731,6 +739,11 @@ def render(r: Result, fmt: str = "text") -> str:
         fb = r.first_bad
         out.append(f"first bad commit: {_short(fb)}")
         out.append(f"parent: {_short(fb['parent'])}")
+        # as every comparison: the environment first, then the rows with how they were judged
+        env = ", ".join(f"{k} {v}" for k, v in fb["environment"].items())
+        out.append(f"environment: {env}")
+        diffs = ", ".join(f"{k} {b} -> {a}" for k, b, a in fb["environment_differences"])
+        out.append(f"environment differences, parent -> it: {diffs or 'none'}")
         if fb["rows"]:
             cells = [
                 (
@@ -743,15 +756,13 @@ def render(r: Result, fmt: str = "text") -> str:
                 )
                 for x in fb["rows"]
             ]
+            shown = [compare.Row(**x) for x in fb["rows"]]
             out += [
                 "",
                 table(("row", "parent", "it", "ratio", "verdict", "note"), cells, fmt).rstrip(),
+                f"parent -> it: {tally(shown)}",
                 "",
             ]
-        env = ", ".join(f"{k} {v}" for k, v in fb["environment"].items())
-        out.append(f"environment: {env}")
-        diffs = ", ".join(f"{k} {b} -> {a}" for k, b, a in fb["environment_differences"])
-        out.append(f"environment differences, parent -> it: {diffs or 'none'}")
         out += fb["explanation"]
     else:
         out.append(f"bisect: {r.message}")
