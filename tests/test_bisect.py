@@ -300,6 +300,10 @@ def test_bisect_names_the_commit_that_added_an_op_and_resumes(tmp_path, capsys, 
     assert code == 0 and again["first_bad"]["commit"] == shas[3]
     assert all(m["reused"] for m in again["measured"]) and again["ends"]["reused"]
     assert len(records.list_runs(root, "bisect-cpu")) == len(kept)
+    # the records are ordinary runs: history reads every one of them
+    hist = tmp_path / "history.json"
+    main(["history", "--results-dir", str(root), "--machine", "bisect-cpu", "--json", str(hist)])
+    assert json.loads(hist.read_text())["machines"][0]["runs"] == len(kept)
 
 
 @pytest.mark.slow
