@@ -173,10 +173,18 @@ def test_nightly_writes_a_summary_and_exits_1_on_a_new_step(tmp_path, monkeypatc
     assert main(["nightly", "--skip-bench", "--results-dir", str(root), "--machine", "m1-cpu"]) == 0
     write_runs(root, [{OPS: 11}] * 4, start=6)
     argv = ["nightly", "--skip-bench", "--results-dir", str(root), "--machine", "m1-cpu"]
+    capsys.readouterr()
     assert main(argv) == 1
+    # the search for the commit: from the last good night's commit to the first bad one's
+    command = (
+        f"harness bisect {5:040x} {6:040x} --suite canary "
+        "--bench '^canary\\.Canary\\.track_ops$' --machine m1-cpu"
+    )
+    assert f"nightly: to find the commit: {command}" in capsys.readouterr().out
     newest = records.list_runs(root, "m1-cpu")[-1].run_id
     first = root / "report" / f"steps-{newest}.md"
     summary = first.read_text()
     assert "# New step(s)" in summary and OPS in summary and "(#7)" in summary
+    assert command in summary
     assert main(argv) == 1  # the same night again: a second summary, the first kept
     assert first.read_text() == summary and (root / "report" / f"steps-{newest}.2.md").is_file()

@@ -32,6 +32,10 @@ COMMANDS = {
     ),
     "gate": ("harness.commands.gate", "compare two result sets; exit 1 on a regression"),
     "ab": ("harness.commands.ab", "run BASE and HEAD alternately in this job, then gate them"),
+    "bisect": (
+        "harness.commands.bisect",
+        "find the first commit between GOOD and BAD whose benchmark rows moved",
+    ),
     "calibrate": ("harness.commands.calibrate", "measure per-benchmark noise bands (A/A runs)"),
     "report": ("harness.commands.report", "write a Markdown summary and plots"),
     "advise": (

@@ -34,7 +34,7 @@ import time
 from harness.core import records, settings
 from harness.core.exits import BadInput, RunnerFailed
 from harness.core.files import write_json_atomic
-from harness.core.processes import terminate_as_interrupt
+from harness.core.processes import run_in_session, terminate_as_interrupt
 from harness.measure.instructions import RECORD_ENV
 from harness.runs import asv
 from harness.runs.spec import RunSpec
@@ -56,7 +56,10 @@ class Side:
 
 
 def _git(root: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    # in a session of its own that an interrupt ends politely (SIGINT first): `git worktree add`
+    # killed outright leaves its half-made worktree registered and locked ("initializing"),
+    # which `git worktree prune` never removes; interrupted, git removes it itself
+    return run_in_session(["git", *args], cwd=root, capture=True)
 
 
 @contextlib.contextmanager
@@ -89,18 +92,20 @@ def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str
                 )
             sha = rev.stdout.strip()
             tree = scratch / f"{label}-{sha[:8]}"
+            made.append(tree)  # before adding: an interrupted add leaves a half-made one
             added = _git(project, "worktree", "add", "--detach", str(tree), sha)
             if added.returncode:
                 raise RunnerFailed(f"git worktree add failed for {spec}: {added.stderr.strip()}")
-            made.append(tree)
             env = {"ASV_PYTHONPATH": str(tree), **envs.get(label, {})}
             out[label] = Side(label, spec, tree, sys.executable, sha, env)
         yield out
     finally:
         for tree in made:
-            _git(project, "worktree", "remove", "--force", str(tree))
-        _git(project, "worktree", "prune")
+            if tree.exists():
+                _git(project, "worktree", "remove", "--force", str(tree))
         shutil.rmtree(scratch, ignore_errors=True)  # the harness made it
+        # last: git prunes a registration only once its folder is gone (a half-made worktree)
+        _git(project, "worktree", "prune")
 
 
 class NoMatch(Exception):
@@ -135,6 +140,9 @@ class Pairs:
     most: int = 20
     threshold: float = between.DEFAULT_THRESHOLD
     duet: bool = False
+    # stop after the first pair when every row it ran is an exact counter: one process a side
+    # decides those, more pairs add nothing (harness bisect)
+    counters_once: bool = False
 
     @property
     def planned(self) -> int:
@@ -346,7 +354,7 @@ def _once(job: _Job, runs: SuiteRuns, suite: str) -> bool:
         return False
     t0 = time.perf_counter()
     try:
-        for label in ("base", "head"):
+        for label in job.side:
             runs.instructions[label] = run_side(
                 job,
                 label,
@@ -374,8 +382,9 @@ def duet_cpus() -> tuple[str, str] | None:
 
 def _pair(job: _Job, suite: str, i: int) -> dict[str, pathlib.Path]:
     """Pair i: A then B, or B then A on odd pairs; in duet mode both at once, the CPU sets
-    swapped on odd pairs."""
-    order = ("base", "head") if i % 2 == 0 else ("head", "base")
+    swapped on odd pairs. A job of one side (a commit measured alone) runs one process."""
+    labels = list(job.side)
+    order = labels if i % 2 == 0 else labels[::-1]
 
     def one(label: str, cpus: str | None = None) -> pathlib.Path:
         return run_side(job, label, suite, job.work / f"{suite}-{label}-{i}", "timing", cpus)
@@ -446,6 +455,11 @@ def _alternate(job: _Job, runs: SuiteRuns, suite: str) -> None:
             f"ab: {suite} pair {i + 1}{'/' + str(most) if policy.fixed else ''} took {pair_s:.0f} s"
         )
         n = i + 1
+        if not policy.fixed and policy.counters_once and n == 1:
+            _, units = pair_values(runs.pairs)
+            if units and all(metrics.kind_of(u).exact for u in units.values()):
+                why = "one pair: every row it ran is an exact counter"
+                break
         if not policy.fixed and n >= between.MIN_PAIRS:
             values, units = pair_values(runs.pairs)
             judged = [r for r in values if between.judged_across_processes(units[r])]
@@ -474,12 +488,22 @@ def run(
     envs: dict[str, dict[str, str]] | None = None,
     bench_dir: pathlib.Path | None = None,
     log=print,
+    labels: dict[str, str] | None = None,
+    meta: dict[str, dict] | None = None,
+    operator_pass: bool = False,
 ) -> dict:
     """Alternate the sides per suite of `spec` (its machine, mode, threads, --bench selection);
-    save each side as a run record. Returns what was run and left out, and the two run records.
+    save each side as a run record. Returns what was run and left out, and the run records.
     Scratch folders (the asv runs before merging, the run's inductor cache) and worktrees are
     removed afterwards, also when a run fails or is interrupted (Ctrl-C, SIGTERM: the asv
-    processes are ended first): the records hold the data."""
+    processes are ended first): the records hold the data.
+
+    `specs` holds "base" and "head", or one side alone (a commit measured by itself, with a
+    fixed number of processes: `harness bisect`). `labels`: each side's run label (default its
+    name); `meta`: more run.json fields per side; `operator_pass`: also store the per-operator
+    counts behind ops/kernels rows (harness.runs.bench.operator_pass) in each record."""
+    if len(specs) == 1 and not pairs.fixed:
+        raise ValueError("a side measured alone needs a fixed number of processes")
     with (
         terminate_as_interrupt(),
         tempfile.TemporaryDirectory(prefix="harness-ab-runs-") as work,
@@ -501,9 +525,27 @@ def run(
             log,
         )
         done, left_out = _measure(job)
-        values, units = pair_values([p for r in done.values() for p in r.pairs])
-        saved = {"base": _keep(job, root, "base", done)}
-        saved["head"] = _keep(job, root, "head", done, (saved["base"].run_id, values, units))
+        labels, meta = labels or {}, meta or {}
+
+        def keep(label: str, ab_pairs=None) -> records.RunRecord:
+            return _keep(
+                job,
+                root,
+                label,
+                done,
+                ab_pairs,
+                run_label=labels.get(label),
+                extra=meta.get(label),
+                operators=operator_pass,
+            )
+
+        values, units = {}, {}
+        if len(side) == 2:
+            values, units = pair_values([p for r in done.values() for p in r.pairs])
+            saved = {"base": keep("base")}
+            saved["head"] = keep("head", (saved["base"].run_id, values, units))
+        else:
+            saved = {label: keep(label) for label in side}
     records.rebuild_view(root)
     return {
         "records": saved,
@@ -546,20 +588,30 @@ def _measure(job: _Job) -> tuple[dict[str, SuiteRuns], list[str]]:
 
 
 def _keep(
-    job: _Job, root: pathlib.Path, label: str, done: dict[str, SuiteRuns], ab_pairs=None
+    job: _Job,
+    root: pathlib.Path,
+    label: str,
+    done: dict[str, SuiteRuns],
+    ab_pairs=None,
+    *,
+    run_label: str | None = None,
+    extra: dict | None = None,
+    operators: bool = False,
 ) -> records.RunRecord:
-    """One side's processes merged into one run record labelled `label`; the head's also keeps
-    the per-pair values (`ab_pairs`: base run id, values, units; records.AB_PAIRS)."""
+    """One side's processes merged into one run record labelled `run_label` (default the side's
+    name); the head's also keeps the per-pair values (`ab_pairs`: base run id, values, units;
+    records.AB_PAIRS). `extra`: more run.json fields; `operators`: run the operator pass."""
     import json
 
     by_suite = {suite: runs.files(label) for suite, runs in done.items()}
     ran_suites = list(done)
     s, machine = job.side[label], job.spec.machine
-    run_id = records.new_run_id(s.commit, label)
+    run_id = records.new_run_id(s.commit, run_label or label)
     meta = {
+        **(extra or {}),
         "commit": s.commit,
         "started": run_id.split("-")[0],
-        "label": label,
+        "label": run_label or label,
         "suites": ran_suites,
         "mode": "fast" if job.spec.quick else "full",
         "quick": job.spec.quick,
@@ -599,4 +651,15 @@ def _keep(
         write_json_atomic(staging / records.FINGERPRINT, fp)
         if ab_pairs is not None:
             records.write_ab_pairs(staging, *ab_pairs)
+        if operators:
+            meta["operator_pass"] = _operator_pass(job, s, staging, ran_suites)
     return records.load_record(records.runs_dir(root) / machine / run_id)
+
+
+def _operator_pass(job: _Job, s: Side, staging: pathlib.Path, suites: list[str]) -> str:
+    """The per-operator counts behind the record's ops/kernels rows, counted by the side's own
+    harness (its worktree first on the path), as `harness bench` stores them."""
+    from harness.runs.bench import operator_pass
+
+    env = {**job.env, **s.env, "PYTHONPATH": str(s.project)}
+    return operator_pass(s.project, staging, suites, env, profile=False, out=sys.stderr)

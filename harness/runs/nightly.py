@@ -19,7 +19,9 @@ Steps, in order:
 6. History (harness.verdict.history) over all runs of the machine: when a new step appears (one
    not acknowledged in RESULTS/history-acknowledged.json), a Markdown summary fit for an issue or
    a chat message is written to `--steps-markdown FILE` (default
-   RESULTS/report/steps-<newest run id>.md, a new file per night: nothing is overwritten).
+   RESULTS/report/steps-<newest run id>.md, a new file per night: nothing is overwritten),
+   with the `harness bisect` command that searches between the last good night's commit and
+   the first bad night's (bisect_hints).
 
 Exit codes (harness.core.exits): 0 done, the gate passed (with --gate) and no new step; 1 a new
 step appeared in the history (or, with --gate, the gate found a regression); the gate's 2/3 with
@@ -163,15 +165,53 @@ def report_steps(root: pathlib.Path, machine: str, path: str | None) -> int:
     h = history.detect(root, machine)
     print(history.render_text(h), end="")
     if h.code == exits.REGRESSION:
+        hints = bisect_hints(root, machine, [s for s in h.steps if s.new])
+        for line in hints:
+            print(f"nightly: {line}")
         newest = records.list_runs(root, machine)[-1].run_id
         target = pathlib.Path(path) if path else root / "report" / f"steps-{newest}.md"
         n = 1
         while target.exists():  # a rerun of the same night: a new file, never an overwrite
             n += 1
             target = target.with_name(f"{target.stem.rsplit('.', 1)[0]}.{n}{target.suffix}")
-        write_atomic(target, history.render_markdown(h))
+        extra = "".join(f"- {line}\n" for line in hints)
+        write_atomic(target, history.render_markdown(h) + (f"\n{extra}" if extra else ""))
         print(f"nightly: new step(s); summary written to {target}")
     return h.code
+
+
+def bisect_hints(root: pathlib.Path, machine: str, steps: list) -> list[str]:
+    """For new history steps: the `harness bisect` command that searches between the commits of
+    the last good night and the first bad one, per pair of commits (its rows selected exactly),
+    or why there is nothing to bisect (both nights ran the same commit)."""
+    import re
+    import shlex
+
+    commit_of = {r.run_id: r.commit for r in records.list_runs(root, machine)}
+    rows: dict[tuple[str, str], list[str]] = {}
+    for step in steps:
+        pair = (commit_of.get(step.last_before, ""), commit_of.get(step.run_id, ""))
+        rows.setdefault(pair, []).append(step.benchmark)
+    lines = []
+    for (good, bad), names in rows.items():
+        if not (good and bad):
+            lines.append(f"{', '.join(names)}: a night's commit is not recorded; no bisect")
+            continue
+        if good == bad:
+            lines.append(
+                f"{', '.join(names)}: both nights ran commit {good[:12]}, so the step is not a "
+                "change of this checkout (see the environment differences above)"
+            )
+            continue
+        suites = dict.fromkeys(n.split(".", 1)[0] for n in names)
+        args = [f"--suite {s}" for s in suites] + [
+            f"--bench {shlex.quote('^' + re.escape(n) + '$')}" for n in names
+        ]
+        machine_arg = f" --machine {shlex.quote(machine)}"
+        lines.append(
+            f"to find the commit: harness bisect {good} {bad} {' '.join(args)}" + machine_arg
+        )
+    return lines
 
 
 # ---- offline dashboard: asv's index.html loads jQuery, flot, bootstrap... from CDNs ----

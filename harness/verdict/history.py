@@ -371,16 +371,18 @@ def explain(step: Step, points: list[Point], idx: int, last_before: int, loader:
             f"{after.value - before.value:+,.0f} instructions per call "
             f"({before.value:,.0f} -> {after.value:,.0f})"
         )
-        step.explanation += _explain_instructions(step.benchmark, before.run, after.run)
+        step.explanation += explain_instructions(step.benchmark, before.run, after.run)
         return
     if step.kind not in (metrics.COUNTER, metrics.MEMORY):
         step.profile, lines = operators.explain_timing(step.benchmark, before.run, after.run)
         step.explanation += lines
 
 
-def _explain_instructions(
+def explain_instructions(
     name: str, before: records.RunRecord, after: records.RunRecord
 ) -> list[str]:
+    """Lines naming where an instruction row's count moved between two runs: the library
+    groups and the functions whose self counts changed most (also `harness bisect`)."""
     b, a = before.instructions().get(name), after.instructions().get(name)
     if not (b and a):
         missing = before.run_id if not b else after.run_id
