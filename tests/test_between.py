@@ -230,3 +230,40 @@ def test_a_process_s_value_is_its_fastest_call_for_raw_times_and_the_median_othe
     assert between.process_value([100.0, 80.0, 120.0], None, "samples/s") == 120.0
     assert between.process_value([1.0, 1.2, 0.9], None, "relative") == 1.0
     assert between.process_value(None, 2.5, "seconds") == 2.5  # a bare value is all there is
+
+
+def _sequential_run(draw_log_ratio, most: int = 20, threshold: float = 0.02) -> str:
+    """One sequential ab row: a pair at a time, judged after each from MIN_PAIRS on, stopping at
+    the first SAME or DIFFERENT (as ab._alternate does)."""
+    ratios = []
+    for n in range(1, most + 1):
+        ratios.append(math.exp(draw_log_ratio()))
+        if n >= between.MIN_PAIRS:
+            verdict = between.decide(ratios, threshold).verdict
+            if verdict != between.UNKNOWN:
+                return verdict
+    return between.UNKNOWN
+
+
+@pytest.mark.parametrize("noise", ["normal", "heavy-tailed"])
+def test_looking_after_every_pair_keeps_false_differents_of_a_whole_aa_run_under_one_percent(
+    noise,
+):
+    # Every look is one more chance of a false DIFFERENT; the +-threshold band, which a
+    # DIFFERENT interval must clear wholly, keeps the whole run's rate low for pairs whose
+    # ratios are independent (a host that slows one side only is not: a quieter runner decides).
+    rng = random.Random(7)
+
+    def draw():
+        if noise == "normal":
+            return rng.gauss(0, 0.05)
+        return rng.gauss(0, 0.2) if rng.random() < 0.15 else rng.gauss(0, 0.03)
+
+    runs = [_sequential_run(draw) for _ in range(600)]
+    false = sum(v == between.DIFFERENT for v in runs) / len(runs)
+    assert false <= 0.01, f"{false:.1%} of A/A runs ended DIFFERENT"
+    # and a 10% slowdown of the same noise is caught in most runs: the rule is not just mute
+    caught = [
+        _sequential_run(lambda: math.log(1.10) + draw()) == between.DIFFERENT for _ in range(200)
+    ]
+    assert sum(caught) / len(caught) >= 0.75
