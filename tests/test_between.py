@@ -173,6 +173,7 @@ class _FakeJob:
     def __init__(self, policy, ratios):
         self.pairs, self.ratios, self.budget_s, self.started = policy, ratios, None, 0.0
         self.work = pathlib.Path("/nonexistent")  # fakes write nothing
+        self.side = {"base": None, "head": None}  # the two sides, in the order a pair starts
         self.lines: list[str] = []
 
     def log(self, line):
