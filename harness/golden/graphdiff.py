@@ -16,7 +16,7 @@ import re
 from harness.core import exits
 from harness.core.table import render as render_table
 from harness.golden.diff import golden_diff
-from harness.golden.normalize import op_counts
+from harness.golden.store import op_count_changes
 
 SAME, CHANGED, FAILS, ONE_SIDE, BOTH_FAIL = (
     "same",
@@ -126,13 +126,7 @@ def compare_case(case: str, base: dict | None, head: dict | None) -> CaseDiff:
     a, b = base["text"], head["text"]
     if a == b:
         return CaseDiff(case, SAME)
-    before, after = op_counts(a), op_counts(b)
-    ops = [
-        (op, before.get(op, 0), after.get(op, 0))
-        for op in set(before) | set(after)
-        if before.get(op, 0) != after.get(op, 0)
-    ]
-    ops.sort(key=lambda c: (-abs(c[2] - c[1]), c[0]))
+    ops = op_count_changes(a, b)
     ga, ba, ra = dynamo_summary(a)
     gb, bb, rb = dynamo_summary(b)
     reasons = {r: (ra.get(r, 0), rb.get(r, 0)) for r in sorted(set(ra) | set(rb))}

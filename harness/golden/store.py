@@ -269,15 +269,20 @@ def save(path: Path, text: str) -> None:
         ) from None
 
 
-def op_count_summary(expected: str, actual: str) -> list[str]:
-    """`aten::relu_  7 -> 0` lines for every op whose count changed, biggest change first."""
+def op_count_changes(expected: str, actual: str) -> list[tuple[str, int, int]]:
+    """(op, count before, count after) for every op whose count changed, biggest change first."""
     before, after = op_counts(expected), op_counts(actual)
     changed = [
         (op, before.get(op, 0), after.get(op, 0))
         for op in set(before) | set(after)
         if before.get(op, 0) != after.get(op, 0)
     ]
-    changed.sort(key=lambda c: (-abs(c[2] - c[1]), c[0]))
+    return sorted(changed, key=lambda c: (-abs(c[2] - c[1]), c[0]))
+
+
+def op_count_summary(expected: str, actual: str) -> list[str]:
+    """`aten::relu_  7 -> 0` lines for every op whose count changed, biggest change first."""
+    changed = op_count_changes(expected, actual)
     width = max((len(op) for op, _, _ in changed), default=0)
     return [f"  {op:<{width}}  {b} -> {a}" for op, b, a in changed]
 
