@@ -152,3 +152,48 @@ def _leads_session(pid: int) -> bool:
 
 def _children(pid: int) -> list[int]:
     return [p for p in processes.all_pids() if (st := processes.proc_stat(p)) and st.ppid == pid]
+
+
+def test_cleanup_runs_to_its_end_when_an_interrupt_lands_in_it():
+    ran = []
+    hit = {"remove": 1}
+
+    def remove():
+        ran.append("remove")
+        if hit["remove"]:
+            hit["remove"] -= 1
+            raise processes.Terminated  # SIGTERM landing in the command's `finally`
+
+    with pytest.raises(processes.Terminated):
+        processes.cleanup_despite_interrupts(remove, lambda: ran.append("prune"))
+    assert ran == ["remove", "remove", "prune"]  # re-run, then the rest, then the interrupt
+
+
+def test_ab_worktrees_and_scratch_are_removed_when_sigterm_lands_in_the_cleanup(
+    monkeypatch, tmp_path
+):
+    import tempfile
+
+    from harness.core.project import project_root
+    from harness.runs import ab
+
+    real_git = ab._git
+    interrupted = []
+
+    def git(root, *args):
+        out = real_git(root, *args)
+        if args[:2] == ("worktree", "remove") and not interrupted:
+            interrupted.append(args)
+            raise processes.Terminated  # after git removed it: the next steps must still run
+        return out
+
+    monkeypatch.setattr(ab, "_git", git)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # this test's scratch alone
+    project = project_root()
+    with pytest.raises(processes.Terminated), ab.sides(project, {"base": "HEAD"}, {}) as sides:
+        tree = sides["base"].project
+        assert tree.is_dir()
+    assert interrupted and not tree.exists()
+    assert list(tmp_path.iterdir()) == []
+    listed = real_git(project, "worktree", "list").stdout
+    assert str(tree) not in listed

@@ -54,6 +54,23 @@ def terminate_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+def cleanup_despite_interrupts(*steps) -> None:
+    """Run every cleanup step to its end even when Ctrl-C or SIGTERM arrives during one (the
+    signal that unwinds a command can land in its `finally`): the interrupted step is run again,
+    the rest go on, and the first interrupt is raised once all are done. Steps must be safe to
+    run twice."""
+    pending = None
+    for step in steps:
+        for _ in range(3):  # a step interrupted again and again is given up, not looped on
+            try:
+                step()
+                break
+            except KeyboardInterrupt as exc:  # Terminated included
+                pending = pending or exc
+    if pending is not None:
+        raise pending
+
+
 class ProcStat(NamedTuple):
     state: str  # R, S, D, Z (zombie: dead, only not reaped yet), ...
     ppid: int

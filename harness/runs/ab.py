@@ -34,7 +34,11 @@ import time
 from harness.core import records, settings
 from harness.core.exits import BadInput, RunnerFailed
 from harness.core.files import write_json_atomic
-from harness.core.processes import run_in_session, terminate_as_interrupt
+from harness.core.processes import (
+    cleanup_despite_interrupts,
+    run_in_session,
+    terminate_as_interrupt,
+)
 from harness.measure.instructions import RECORD_ENV
 from harness.runs import asv
 from harness.runs.spec import RunSpec
@@ -67,9 +71,10 @@ def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str
     """Yield {label: Side}; temporary worktrees live only inside the `with` block."""
     from harness.core.project import head_commit
 
-    scratch = pathlib.Path(tempfile.mkdtemp(prefix="harness-ab-"))
+    scratch: pathlib.Path | None = None
     made: list[pathlib.Path] = []
     try:
+        scratch = pathlib.Path(tempfile.mkdtemp(prefix="harness-ab-"))
         out = {}
         for label, spec in specs.items():
             path = pathlib.Path(spec)
@@ -100,12 +105,20 @@ def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str
             out[label] = Side(label, spec, tree, sys.executable, sha, env)
         yield out
     finally:
-        for tree in made:
-            if tree.exists():
-                _git(project, "worktree", "remove", "--force", str(tree))
-        shutil.rmtree(scratch, ignore_errors=True)  # the harness made it
+
+        def remove_trees():
+            for tree in made:
+                if tree.exists():
+                    _git(project, "worktree", "remove", "--force", str(tree))
+
+        def remove_scratch():
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)  # the harness made it
+
         # last: git prunes a registration only once its folder is gone (a half-made worktree)
-        _git(project, "worktree", "prune")
+        cleanup_despite_interrupts(
+            remove_trees, remove_scratch, lambda: _git(project, "worktree", "prune")
+        )
 
 
 class NoMatch(Exception):
