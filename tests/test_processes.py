@@ -197,3 +197,53 @@ def test_ab_worktrees_and_scratch_are_removed_when_sigterm_lands_in_the_cleanup(
     assert list(tmp_path.iterdir()) == []
     listed = real_git(project, "worktree", "list").stdout
     assert str(tree) not in listed
+
+
+def test_a_sigterm_whose_exception_was_swallowed_still_ends_the_command_with_143():
+    from harness.core import exits
+
+    def command():
+        try:  # where Python ignores a callback's exception (logging's after-fork hook)
+            processes._raise_terminated(signal.SIGTERM, None)
+        except KeyboardInterrupt:
+            pass
+        processes.run_in_session(["true"])  # the next runner is never started
+        return 0
+
+    with processes.terminate_as_interrupt():
+        assert exits.guarded("test", command) == exits.TERMINATED
+        with pytest.raises(processes.Terminated):
+            processes.check_terminated()
+    processes.check_terminated()  # outside the block: nothing pending any more
+
+    def finishes():
+        try:
+            processes._raise_terminated(signal.SIGTERM, None)
+        except KeyboardInterrupt:
+            pass
+        return 0
+
+    with processes.terminate_as_interrupt():
+        assert exits.guarded("test", finishes) == exits.TERMINATED  # never a silent 0
+
+
+def test_after_a_real_sigterm_the_worktree_cleanup_still_runs_its_git_commands(
+    tmp_path, monkeypatch
+):
+    import tempfile
+
+    from harness.core.project import project_root
+    from harness.runs import ab
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    project = project_root()
+    with processes.terminate_as_interrupt():
+        with pytest.raises(processes.Terminated), ab.sides(project, {"b": "HEAD"}, {}) as sides:
+            tree = sides["b"].project
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises here
+    assert not tree.exists() and list(tmp_path.iterdir()) == []
+    listed = subprocess.run(
+        ["git", "worktree", "list"], cwd=project, capture_output=True, text=True
+    )
+    assert str(tree) not in listed.stdout

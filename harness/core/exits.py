@@ -61,8 +61,12 @@ def guarded(name: str, fn) -> int:
     import sys
     import traceback
 
+    from harness.core.processes import check_terminated
+
     try:
-        return int(fn() or 0)
+        code = int(fn() or 0)
+        check_terminated()  # a SIGTERM whose exception was swallowed still ends in 143
+        return code
     except HarnessError as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)
         return exc.code

@@ -35,23 +35,40 @@ class Terminated(KeyboardInterrupt):
     exit_code = 143  # harness.core.exits.TERMINATED
 
 
+_terminated = False  # SIGTERM arrived (kept: the raise below can be swallowed, see check)
+
+
 def _raise_terminated(signum, frame):
+    global _terminated
+    _terminated = True
     raise Terminated
+
+
+def check_terminated() -> None:
+    """Raise Terminated if SIGTERM arrived but its exception was swallowed: a signal that lands
+    in a callback whose exceptions Python ignores (logging's after-fork hook, which every fork
+    for a subprocess runs) is otherwise lost, and the command would carry on to exit 0. Not
+    while an interrupt is unwinding (cleanup in `finally` blocks sees it in sys.exc_info)."""
+    if _terminated and not isinstance(sys.exc_info()[1], KeyboardInterrupt):
+        raise Terminated
 
 
 @contextlib.contextmanager
 def terminate_as_interrupt():
     """While inside, SIGTERM raises Terminated in the main thread (a no-op elsewhere: signal
     handlers can only be set from the main thread)."""
+    global _terminated
     try:
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
     except ValueError:  # not the main thread
         yield
         return
+    _terminated = False
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        _terminated = False  # what the block's SIGTERM meant has been acted on by now
 
 
 def cleanup_despite_interrupts(*steps) -> None:
@@ -59,6 +76,7 @@ def cleanup_despite_interrupts(*steps) -> None:
     signal that unwinds a command can land in its `finally`): the interrupted step is run again,
     the rest go on, and the first interrupt is raised once all are done. Steps must be safe to
     run twice."""
+    global _terminated
     pending = None
     for step in steps:
         for _ in range(3):  # a step interrupted again and again is given up, not looped on
@@ -67,6 +85,7 @@ def cleanup_despite_interrupts(*steps) -> None:
                 break
             except KeyboardInterrupt as exc:  # Terminated included
                 pending = pending or exc
+                _terminated = False  # taken in hand: raised again below, once all is done
     if pending is not None:
         raise pending
 
@@ -173,6 +192,7 @@ def run_in_session(
     handed over line by line as they come (also returned as stdout); `timeout` is then checked
     between lines."""
     pipe = subprocess.PIPE if capture or on_line else None
+    check_terminated()
     proc = subprocess.Popen(
         cmd,
         cwd=cwd,
@@ -185,6 +205,7 @@ def run_in_session(
         preexec_fn=_preexec_end_with_parent if _LIBC is not None else None,
     )
     try:
+        check_terminated()  # a SIGTERM during the fork is swallowed by its after-fork hooks
         if on_line:
             out, err = _stream(proc, on_line, timeout), None
         else:
@@ -284,6 +305,7 @@ def run_tied(
             preexec_fn=_preexec_die_with_parent if _LIBC is not None else None,
         )
         try:
+            check_terminated()
             if meanwhile is not None:
                 meanwhile()
             proc.wait(timeout=timeout)
