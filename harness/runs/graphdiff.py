@@ -20,6 +20,7 @@ from harness.core.exits import BadInput, RunnerFailed
 from harness.core.processes import run_in_session
 from harness.golden import graphdiff
 from harness.runs import ab
+from harness.runs.spec import HASH_SEED
 
 
 def capture_side(
@@ -34,13 +35,12 @@ def capture_side(
             cmd += ["--model", model]
         for frontend in frontends or ():
             cmd += ["--frontend", frontend]
-        env = {k: v for k, v in os.environ.items() if k != "ASV_PYTHONPATH"}
-        env.update(side.env)
-        env.pop("ASV_PYTHONPATH", None)
+        env = {**os.environ, **side.env}
+        env.pop("ASV_PYTHONPATH", None)  # the side's checkout goes on PYTHONPATH instead
         env["PYTHONPATH"] = os.pathsep.join(
             [str(side.project)] + [p for p in [os.environ.get("PYTHONPATH")] if p]
         )
-        env.setdefault("PYTHONHASHSEED", "0")
+        env["PYTHONHASHSEED"] = os.environ.get("PYTHONHASHSEED") or HASH_SEED
         env[settings.PROJECT.name] = str(side.project)
         proc = run_in_session(cmd, cwd=cwd, env=env, capture=True)
         if "invalid choice: 'graph-capture'" in proc.stderr:
