@@ -38,3 +38,31 @@ def clean_registry(monkeypatch):
     user_models._LOADED.update(loaded)
     user_models.LOADED_FILES.clear()
     user_models.LOADED_FILES.update(files)
+
+
+# What a golden test run reads from the environment: cleared, so the developer's shell (CI set,
+# an expect folder elsewhere, a GPU device) cannot change what a pytester run does.
+GOLDEN_ENV = (
+    "CI",
+    "EXPECTTEST_ACCEPT",
+    "HARNESS_EXPECT_DIR",
+    "HARNESS_FORCE_ACCEPT",
+    "HARNESS_FULL",
+    "HARNESS_GOLDEN_DEVICE",
+    "FAKE_GRAPH",
+)
+
+
+@pytest.fixture
+def golden_project(pytester, monkeypatch):
+    """`make(module, source)`: a pytester project with one golden test module and a clean
+    golden environment."""
+
+    def make(module: str, source: str):
+        for var in GOLDEN_ENV:
+            monkeypatch.delenv(var, raising=False)
+        pytester.makeini("[pytest]\n")
+        pytester.makepyfile(**{module: source})
+        return pytester
+
+    return make

@@ -28,20 +28,8 @@ DEVICE_GRAPH = "zeros: f32[2] = aten.zeros.default([2], device=device('cuda:0'))
 
 
 @pytest.fixture
-def project(pytester, monkeypatch):
-    for var in (
-        "CI",
-        "EXPECTTEST_ACCEPT",
-        "HARNESS_EXPECT_DIR",
-        "HARNESS_FORCE_ACCEPT",
-        "HARNESS_FULL",
-        "FAKE_GRAPH",
-        "HARNESS_GOLDEN_DEVICE",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_fake_device_graphs=TEST_FILE)
-    return pytester
+def project(golden_project):
+    return golden_project("test_fake_device_graphs", TEST_FILE)
 
 
 def test_variant_is_written_only_where_the_device_printout_differs_and_then_used(

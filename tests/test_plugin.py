@@ -23,19 +23,8 @@ def test_beta(golden):
 
 
 @pytest.fixture
-def project(pytester, monkeypatch):
-    for var in (
-        "CI",
-        "EXPECTTEST_ACCEPT",
-        "HARNESS_EXPECT_DIR",
-        "HARNESS_FORCE_ACCEPT",
-        "HARNESS_FULL",
-        "FAKE_GRAPH",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_fake_graphs=TEST_FILE)
-    return pytester
+def project(golden_project):
+    return golden_project("test_fake_graphs", TEST_FILE)
 
 
 def expect_files(pytester):

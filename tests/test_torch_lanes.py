@@ -30,20 +30,8 @@ NEXT_GRAPH = "v: f32[2] = aten._unsafe_view.default(x, [2])\nreturn (v,)\n"
 
 
 @pytest.fixture
-def project(pytester, monkeypatch):
-    for var in (
-        "CI",
-        "EXPECTTEST_ACCEPT",
-        "HARNESS_EXPECT_DIR",
-        "HARNESS_FORCE_ACCEPT",
-        "HARNESS_FULL",
-        "FAKE_GRAPH",
-        "HARNESS_GOLDEN_DEVICE",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    pytester.makeini("[pytest]\n")
-    pytester.makepyfile(test_fake_lanes=TEST_FILE)
-    return pytester
+def project(golden_project):
+    return golden_project("test_fake_lanes", TEST_FILE)
 
 
 def _under_torch(monkeypatch, version: str) -> None:
