@@ -23,12 +23,7 @@ def add_arguments(parser):
         "base", help="git revision (commit, branch, tag, HEAD~1) or a Python interpreter"
     )
     parser.add_argument("head", help="same forms as BASE")
-    parser.add_argument(
-        "--suite",
-        action="append",
-        metavar="NAME",
-        help="suite(s) in suites/benchmarks (repeatable; default all but the canary)",
-    )
+    options.suites(parser)
     parser.add_argument(
         "--bench",
         action="append",

@@ -12,12 +12,7 @@ from harness.commands import options
 def add_arguments(parser):
     parser.add_argument("good", help="a git revision where the rows are as they should be")
     parser.add_argument("bad", help="a later git revision (GOOD in its history) where they moved")
-    parser.add_argument(
-        "--suite",
-        action="append",
-        metavar="NAME",
-        help="suite(s) in suites/benchmarks (repeatable; default all but the canary)",
-    )
+    options.suites(parser)
     parser.add_argument(
         "--bench",
         action="append",

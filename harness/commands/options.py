@@ -35,6 +35,15 @@ def apply_project(args) -> None:
         os.environ[settings.PROJECT.name] = str(project_root(args.project))
 
 
+def suites(parser) -> None:
+    parser.add_argument(
+        "--suite",
+        action="append",
+        metavar="NAME",
+        help="suite(s) in suites/benchmarks (repeatable; default all but the canary)",
+    )
+
+
 def machine(parser, what: str = "asv machine name") -> None:
     parser.add_argument("--machine", help=f"{what} (default: host name + GPU model)")
 
