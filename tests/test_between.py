@@ -8,6 +8,7 @@ import math
 import os
 import pathlib
 import random
+import types
 
 import pytest
 from test_gate_support import draw, write_set
@@ -195,11 +196,18 @@ def test_sequential_stop_when_every_row_is_decided_and_fixed_counts(monkeypatch,
     runs = ab.SuiteRuns()
     ab._alternate(job, runs, "s")
     assert len(runs.pairs) == between.MIN_PAIRS and "decided after 3 pairs" in job.lines[-1]
+    # in reach of --max-pairs (8 pairs would do at this spread): pairs go on to the most
+    near = [math.exp(0.014 * (-1) ** i) for i in range(30)]
+    job = _FakeJob(ab.Pairs(most=6), near)
+    runs = ab.SuiteRuns()
+    ab._alternate(job, runs, "s")
+    assert len(runs.pairs) == 6 and "rows still UNKNOWN" in job.lines[-1]
+    # far beyond it (hundreds of pairs): the run ends after the usual count and says why
     noisy = spread(1.0, 0.2, 30, seed=2)
     job = _FakeJob(ab.Pairs(most=7), noisy)
     runs = ab.SuiteRuns()
     ab._alternate(job, runs, "s")
-    assert len(runs.pairs) == 7 and "rows still UNKNOWN" in job.lines[-1]
+    assert len(runs.pairs) == ab.DEFAULT_PAIRS and "a quieter runner decides them" in job.lines[-1]
     job = _FakeJob(ab.Pairs(fixed=4), steady)
     runs = ab.SuiteRuns()
     ab._alternate(job, runs, "s")
@@ -208,19 +216,26 @@ def test_sequential_stop_when_every_row_is_decided_and_fixed_counts(monkeypatch,
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="duet needs 2 CPUs; this has 1")
 def test_duet_gives_each_side_its_own_cpus_and_swaps_them(monkeypatch, tmp_path):
+    from harness.runs import interleave
+
     sets = ab.duet_cpus()
     assert sets and not set(sets[0].split(",")) & set(sets[1].split(","))
     seen = []
 
-    def fake_side(job, label, suite, out_dir, rows=None, cpus=None):
-        seen.append((label, cpus))
-        return tmp_path / label
+    def fake_pair(sides, regex, machine, *, duet_cpus=None, work, mode=None):
+        # run_pair pins the i-th side it is handed to the i-th CPU set (tests/test_interleave.py)
+        seen.append(dict(zip([s.label for s in sides], duet_cpus)))
+        return {s.label: tmp_path / s.label for s in sides}
 
-    monkeypatch.setattr(ab, "run_side", fake_side)
+    monkeypatch.setattr(interleave, "run_pair", fake_pair)
+    monkeypatch.setattr(
+        ab, "_side_run", lambda job, label, suite, out: types.SimpleNamespace(label=label)
+    )
     job = _FakeJob(ab.Pairs(fixed=2, duet=True), [])
+    job.spec = types.SimpleNamespace(benches=(), machine="m1")
     for i in range(2):
         ab._pair(job, "s", i)
-    first, second = dict(seen[:2]), dict(seen[2:])
+    first, second = seen
     assert first["base"] != first["head"] and {first["base"], first["head"]} == set(sets)
     assert second["base"] == first["head"] and second["head"] == first["base"]
 

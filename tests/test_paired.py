@@ -4,6 +4,7 @@ workload, the run's thread count and what harness bench tells the suites."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 import torch
@@ -222,3 +223,20 @@ def test_bench_threads_zero_is_bad_input(capsys, tmp_path):
     )
     assert "thread count must be >= 1" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_under_ab_a_raw_time_fills_the_window_one_fastest_call_per_quarter_second(monkeypatch):
+    # harness ab sets the window: 60 calls of a fast model would cover a few milliseconds only
+    monkeypatch.setenv("HARNESS_PAIRED_WINDOW_S", "0.6")
+    calls = []
+
+    def call():
+        calls.append(time.perf_counter())
+        time.sleep(0.001 if len(calls) % 7 else 0.004)  # every 7th call slower
+
+    samples = timing.measure(call, "cpu", warmup=1)
+    assert calls[-1] - calls[1] >= 0.55  # the timed calls spanned the window
+    assert 2 <= len(samples) <= 4 and len(calls) > 60  # a sample per quarter second
+    assert max(samples) < 0.004  # each sample is its block's fastest call, never a slow one
+    monkeypatch.delenv("HARNESS_PAIRED_WINDOW_S")
+    assert len(timing.measure(call, "cpu", warmup=1, samples=5)) == 5  # outside ab: per call

@@ -218,6 +218,19 @@ def run_in_session(
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
+def start_in_session(cmd: list[str], **popen) -> subprocess.Popen:
+    """subprocess.Popen(cmd, **popen) in a session of its own that gets SIGTERM if this process
+    is killed outright, for a process the caller talks to while it runs; the caller ends it with
+    end_session."""
+    check_terminated()
+    return subprocess.Popen(
+        cmd,
+        start_new_session=True,
+        preexec_fn=_preexec_end_with_parent if _LIBC is not None else None,
+        **popen,
+    )
+
+
 def _stream(proc: subprocess.Popen, on_line, timeout: float | None) -> str:
     import time
 

@@ -141,7 +141,7 @@ PAIRED_WINDOW_S = Setting(
     "HARNESS_PAIRED_WINDOW_S",
     FLOAT,
     None,
-    "wall seconds one process spreads each paired comparison over "
+    "wall seconds one process spreads each paired comparison over, and each raw time's calls "
     "(`harness ab` sets it: a side's processes share one run's window)",
     "harness",
 )

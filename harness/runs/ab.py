@@ -40,13 +40,14 @@ from harness.core.processes import (
     terminate_as_interrupt,
 )
 from harness.measure.instructions import RECORD_ENV
-from harness.runs import asv
+from harness.runs import asv, interleave
 from harness.runs.spec import RunSpec
 from harness.verdict import between, metrics
 
 MIN_PAIRS = 5  # fixed --pairs below this give paired rows too few samples; allowed, with a warning
 DEFAULT_PAIRS = 5  # a suite without rows judged across processes stops here in sequential runs
 MIN_WINDOW_S = 2.0  # a process's share of the paired window (process_window)
+FUTILE = 2  # a sequential run ends early when its UNKNOWN rows need more than this x --max-pairs
 
 
 @dataclasses.dataclass
@@ -394,24 +395,41 @@ def duet_cpus() -> tuple[str, str] | None:
 
 
 def _pair(job: _Job, suite: str, i: int) -> dict[str, pathlib.Path]:
-    """Pair i: A then B, or B then A on odd pairs; in duet mode both at once, the CPU sets
-    swapped on odd pairs. A job of one side (a commit measured alone) runs one process."""
+    """Pair i (harness.runs.interleave): both sides' processes at once, row by row in short
+    blocks, A B B A on even pairs and B A A B on odd ones; in duet mode each block on both
+    sides at the same time, the CPU sets swapped on odd pairs. A job of one side (a commit
+    measured alone) runs one process."""
     labels = list(job.side)
     order = labels if i % 2 == 0 else labels[::-1]
+    cpus = None
+    if job.pairs.duet:
+        cpus = duet_cpus()
+        if cpus is None:
+            raise BadInput("--duet needs at least 2 CPUs (one set per side); this process has 1")
+    runs = [_side_run(job, label, suite, job.work / f"{suite}-{label}-{i}") for label in order]
+    files = interleave.run_pair(
+        runs,
+        suite_regex(suite, list(job.spec.benches), "timing"),
+        job.spec.machine,
+        duet_cpus=cpus,
+        work=job.work / f"{suite}-pair-{i}",
+    )
+    if files is None:
+        raise NoMatch(suite)
+    return files
 
-    def one(label: str, cpus: str | None = None) -> pathlib.Path:
-        return run_side(job, label, suite, job.work / f"{suite}-{label}-{i}", "timing", cpus)
 
-    if not job.pairs.duet:
-        return {label: one(label) for label in order}
-    import concurrent.futures
-
-    sets = duet_cpus()
-    if sets is None:
-        raise BadInput("--duet needs at least 2 CPUs (one set per side); this process has 1")
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        futures = {label: pool.submit(one, label, cpus) for label, cpus in zip(order, sets)}
-        return {label: f.result() for label, f in futures.items()}
+def _side_run(job: _Job, label: str, suite: str, out_dir: pathlib.Path):
+    """One side's process of a pair, with the environment asv would give its benchmark
+    processes: the run's and the side's settings, PYTHONPATH from ASV_PYTHONPATH (the side's
+    worktree) and no other."""
+    side = job.side[label]
+    env = {**job.env, **side.env}
+    env.pop("PYTHONPATH", None)
+    if "ASV_PYTHONPATH" in env:
+        env["PYTHONPATH"] = env.pop("ASV_PYTHONPATH")
+    bench_dir = job.bench_dir or _suite_dir(job, label, suite)
+    return interleave.SideRun(label, side.python, env, bench_dir, side.commit, out_dir)
 
 
 def pair_values(pairs: list[dict[str, pathlib.Path]]) -> tuple[dict, dict]:
@@ -435,6 +453,20 @@ def pair_values(pairs: list[dict[str, pathlib.Path]]) -> tuple[dict, dict]:
             ]
             values.setdefault(name, []).append((ok[0], ok[1]))
     return values, units
+
+
+def out_of_reach(values: dict, left: list[str], threshold: float, most: int) -> int | None:
+    """The fewest pairs any of the UNKNOWN rows `left` would need at its present spread
+    (between.pairs_to_decide), when that is beyond FUTILE x `most` for every one of them, else
+    None: more pairs up to --max-pairs would almost surely leave them UNKNOWN. The factor allows
+    for a spread estimated from a few pairs."""
+    needs = []
+    for row in left:
+        need = between.pairs_to_decide(between.ratios_of(values[row]), threshold)
+        if need is not None and need <= FUTILE * most:
+            return None
+        needs.append(need or FUTILE * most + 1)
+    return min(needs) if needs else None
 
 
 def undecided(values: dict, units: dict, threshold: float) -> list[str]:
@@ -483,6 +515,16 @@ def _alternate(job: _Job, runs: SuiteRuns, suite: str) -> None:
             if not judged and n >= DEFAULT_PAIRS:
                 why = f"{n} pairs (no row of this suite is judged across processes)"
                 break
+            need = (
+                out_of_reach(values, left, policy.threshold, most) if n >= DEFAULT_PAIRS else None
+            )
+            if need is not None and n < most:
+                why = (
+                    f"{n} pairs: at this runner's spread the rows left UNKNOWN would need "
+                    f"{need}+ pairs each, beyond twice --max-pairs ({most}); a quieter runner "
+                    "decides them"
+                )
+                break
         spent = time.perf_counter() - job.started
         if job.budget_s is not None and n < most and spent + pair_s > job.budget_s:
             why = f"the budget of {job.budget_s:.0f} s after {n} pairs"
@@ -525,7 +567,9 @@ def run(
         sides(project, specs, envs or {}) as side,
     ):
         env = spec.environment(inductor_cache=pathlib.Path(cache), scratch=scratch)
-        env[settings.PAIRED_WINDOW_S.name] = str(process_window(spec.quick, pairs.planned))
+        # each of a row's blocks (harness.runs.interleave) is one call: they share the window
+        window = process_window(spec.quick, pairs.planned) / interleave.BLOCKS
+        env[settings.PAIRED_WINDOW_S.name] = str(round(window, 3))
         job = _Job(
             side,
             spec,

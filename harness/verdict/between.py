@@ -29,6 +29,7 @@ SAME, DIFFERENT, UNKNOWN = "SAME", "DIFFERENT", "UNKNOWN"
 CONFIDENCE = 0.99  # two-sided; ab looks after every pair, so the level is kept high
 DEFAULT_THRESHOLD = 0.02  # the band of "the same" for rows judged across processes
 MIN_PAIRS = 3  # below this a t interval is wider than any threshold worth having
+MAX_PAIRS_SOLVED = 100_000  # pairs_to_decide looks no further
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +96,10 @@ def pairs_to_decide(
     ratios: list[float], threshold: float, confidence: float = CONFIDENCE
 ) -> int | None:
     """About how many pairs would make this row SAME or DIFFERENT if its ratios kept their
-    spread (None when the spread is zero or the centre sits on the threshold)."""
+    centre and spread: the fewest n whose t interval (n - 1 degrees of freedom) fits between
+    the centre and the nearer edge of the band (None when the spread is zero, the centre sits
+    on an edge, or more than MAX_PAIRS_SOLVED pairs would be needed)."""
+    import numpy as np
     from scipy.stats import t
 
     logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
@@ -105,8 +109,9 @@ def pairs_to_decide(
     room = abs(abs(mean) - math.log1p(threshold))  # how far the centre is from the edge
     if sd == 0 or room == 0:
         return None
-    z = t.ppf(0.5 + confidence / 2, max(len(logs) - 1, 1))
-    return max(len(logs) + 1, math.ceil((z * sd / room) ** 2))
+    n = np.arange(len(logs) + 1, MAX_PAIRS_SOLVED + 1)
+    fits = np.nonzero(t.ppf(0.5 + confidence / 2, n - 1) * sd / np.sqrt(n) < room)[0]
+    return int(n[fits[0]]) if fits.size else None
 
 
 def process_value(samples: list[float] | None, value: float | None, unit: str) -> float | None:
