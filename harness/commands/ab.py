@@ -1,5 +1,5 @@
-"""`harness ab BASE HEAD`: PR gating with both sides run in this job, alternating A B A B …
-(see harness.runs.ab). BASE and HEAD: a git revision of this checkout, or a Python interpreter."""
+"""`harness ab BASE HEAD`: PR gating with both sides run in this job, in pairs of processes that
+take turns row by row (see harness.runs.ab). BASE and HEAD: a git revision of this checkout, or a Python interpreter."""
 
 import sys
 
@@ -34,15 +34,17 @@ def add_arguments(parser):
         "--pairs",
         type=int,
         metavar="N",
-        help="a fixed number of pairs per suite, alternating A B A B (default: pairs are added "
-        "until every row judged across processes is SAME or DIFFERENT, up to --max-pairs)",
+        help="a fixed number of pairs per suite, the sides taking turns row by row (default: "
+        "pairs are added until every row judged across processes is SAME or DIFFERENT, up to "
+        "--max-pairs)",
     )
     parser.add_argument(
         "--max-pairs",
         type=int,
         default=20,
         metavar="N",
-        help="the most pairs a suite gets while rows are UNKNOWN (default 20)",
+        help="the most pairs a suite gets while rows are UNKNOWN (default 20; fewer when the "
+        "rows left need far more at the spread seen)",
     )
     parser.add_argument(
         "--threshold",

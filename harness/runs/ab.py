@@ -1,22 +1,24 @@
-"""`harness ab BASE HEAD`: both sides measured in one job, in alternating processes, then gated.
+"""`harness ab BASE HEAD`: both sides measured in one job, in pairs of processes, then gated.
 
 Each side is a git revision of this checkout (checked out into a temporary worktree whose
 harness package and suites that side's benchmark processes import, through ASV_PYTHONPATH) or a
 path to a Python interpreter (e.g. two venvs holding different torch builds, both running this
-checkout). Per suite, asv runs A B A B ... (`pairs` times each side), so frequency scaling, other
-load and thermal drift hit both sides alike — asv's own `--interleave-rounds` works only between
-environments asv builds itself, not for existing environments or two interpreters (asv issue 595).
+checkout). Per suite, each pair starts one process per side and the two take turns row by row
+in short blocks (harness.runs.interleave: A B B A, then B A A B), so frequency scaling, other
+load and thermal drift hit both sides of a row alike. asv's own `--interleave-rounds` works only
+between environments asv builds itself, not for existing environments or two interpreters (asv
+issue 595).
 
 Instruction rows (`track_instructions`, callgrind) are deterministic: one valgrind process per side
-decides them, so they run once per side before the pairs, never in every pair.
+decides them (through `asv run`), so they run once per side before the pairs, never in every pair.
 
 Each side's processes are merged into one asv result (samples appended, as asv's
 `append_samples` does) and kept as a run record labelled `base` / `head`; the verdict is the
-gate's (harness.verdict.gate) on those two records, with the same rules and exit codes. A
-side's processes share one run's paired window (process_window): each spreads its paired
-comparisons over its share.
-Worktrees are removed afterwards, also on Ctrl-C or SIGTERM, after the asv processes are ended
-(harness.core.processes).
+gate's (harness.verdict.gate) on those two records, with the same rules and exit codes, plus the
+per-pair verdicts of harness.verdict.between. A side's processes share one run's paired window
+(process_window), split over a row's blocks.
+Worktrees are removed afterwards, also on Ctrl-C or SIGTERM, after the benchmark processes are
+ended (harness.core.processes).
 """
 
 from __future__ import annotations
@@ -186,13 +188,11 @@ def run_side(
     suite: str,
     out_dir: pathlib.Path,
     rows: str | None = None,
-    cpus: str | None = None,
 ) -> pathlib.Path:
-    """One asv process tree for one side and suite; returns its result file. The side's own
-    settings go on top of the run's environment; `rows`: "instructions" or "timing"
-    (suite_regex). What the process keeps beside its results (instruction counts' function
-    tables) goes to out_dir/record. `cpus`: the CPUs the benchmark processes are pinned to
-    (asv --cpu-affinity; duet mode)."""
+    """One `asv run` for one side and suite (the instruction rows: _once); returns its result
+    file. The side's own settings go on top of the run's environment; `rows`: "instructions"
+    or "timing" (suite_regex). What the process keeps beside its results (instruction counts'
+    function tables) goes to out_dir/record."""
     side = job.side[label]
     env = {
         **job.env,
@@ -212,7 +212,6 @@ def run_side(
             quick=job.spec.quick,
             method=job.method,
             bench_dir=job.bench_dir or _suite_dir(job, label, suite),
-            cpu_affinity=cpus,
         )
     )
     # nothing selected: --bench matched none of the suite, or the suite's only rows are
@@ -385,7 +384,7 @@ def _once(job: _Job, runs: SuiteRuns, suite: str) -> bool:
 
 
 def duet_cpus() -> tuple[str, str] | None:
-    """Two disjoint CPU sets, the halves of this process's CPUs (asv --cpu-affinity form), or
+    """Two disjoint CPU sets, the halves of this process's CPUs ("0,1" form), or
     None where fewer than two CPUs are available."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:

@@ -177,7 +177,6 @@ def run_command(
     *,
     quick: bool = False,
     benches: list[str] = (),
-    cpu_affinity: str | None = None,
 ) -> list[str]:
     """The `asv run` command line: existing environment behind the launcher, commit hash set
     (asv saves nothing otherwise), samples recorded for the gate's statistics."""
@@ -201,8 +200,6 @@ def run_command(
     ]
     if quick:
         cmd.append("--quick")
-    if cpu_affinity:
-        cmd += ["--cpu-affinity", cpu_affinity]
     for regex in benches:
         cmd += ["--bench", regex]
     return cmd
@@ -237,7 +234,6 @@ class AsvRun:
     method: str | None = None  # launch method; default: spawn on CUDA, forkserver on CPU
     bench_dir: Path | None = None
     repo: Path | None = None  # the git repository asv reads commits from (default: project)
-    cpu_affinity: str | None = None  # asv --cpu-affinity for the benchmark processes ("0", "2,3")
     capture: bool = True  # keep asv's output (False: it goes to this process's stdout)
     on_line: object = None  # a callable handed asv's output line by line (and it is kept)
     echo: object = None  # a stream the command line is printed to before it runs
@@ -272,7 +268,6 @@ def run(r: AsvRun) -> AsvResult:
             launch_method(r.method),
             quick=r.quick,
             benches=list(r.benches),
-            cpu_affinity=r.cpu_affinity,
         )
         if r.echo is not None:
             print("$ " + " ".join(cmd[2:]), file=r.echo, flush=True)
