@@ -76,10 +76,17 @@ def test_zoo_model_wrapper_keeps_the_real_rows_for_one_model_and_slows_only_when
     bench_case = slowed.Inference()
     bench_case.setup("mlp", False, False)
     assert bench_case.fn.__qualname__.startswith("slowed.")
+    assert slowed.TrainingStep.params == (["mlp"], [False], [False])
+    step = slowed.TrainingStep()
+    step.setup("mlp", False, False)
+    assert step.fn.__qualname__.startswith("slowed.")
     clean = load(bench, "models", monkeypatch, "")
     plain = clean.Inference()
     plain.setup("mlp", False, False)
     assert not plain.fn.__qualname__.startswith("slowed.")
+    plain_step = clean.TrainingStep()
+    plain_step.setup("mlp", False, False)
+    assert not plain_step.fn.__qualname__.startswith("slowed.")
 
 
 def test_zoo_model_wrapper_slows_the_compiled_side_of_its_paired_row(tmp_path, monkeypatch):

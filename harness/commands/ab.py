@@ -1,5 +1,6 @@
 """`harness ab BASE HEAD`: PR gating with both sides run in this job, in pairs of processes that
-take turns row by row (see harness.runs.ab). BASE and HEAD: a git revision of this checkout, or a Python interpreter."""
+take turns row by row (see harness.runs.ab). BASE and HEAD: a git revision of this checkout, or a
+Python interpreter."""
 
 import sys
 

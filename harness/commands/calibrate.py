@@ -46,7 +46,7 @@ def add_arguments(parser):
         metavar="NAME",
         action="append",
         help="with --slowdown: pointwise_chain, training_step (fusion) or a zoo "
-        "model (its inference step); with --extra-instructions: an instruction "
+        "model (its inference and training steps); with --extra-instructions: an instruction "
         "workload (mlp_training_step, ...); repeatable: the workloads share each run",
     )
     parser.add_argument(

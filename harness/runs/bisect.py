@@ -13,9 +13,9 @@ Two halves:
   rows that differ between them (REGRESSION or improved) decide every step, in the same
   direction. Exact counters and instruction counts decide in one process a commit, compared
   with GOOD's record of the ends; every other row needs ab's interleaved pairs (GOOD and the
-  commit in pairs of processes taking turns row by row, SAME / DIFFERENT / UNKNOWN, harness.verdict.between), so a
-  step with such rows is a whole `harness ab GOOD COMMIT`, and a decided timing row is also
-  checked against both ends (classify_rows).
+  commit in pairs of processes taking turns row by row, SAME / DIFFERENT / UNKNOWN,
+  harness.verdict.between), so a step with such rows is a whole `harness ab GOOD COMMIT`, and a
+  decided timing row is also checked against both ends (classify_rows).
 
 A rerun with the same ends and selection finds the records of commits already measured (by the
 bisect's key in run.json) and measures nothing twice, so an interrupted bisect resumes.

@@ -6,8 +6,9 @@ written into a scratch folder, suites/benchmarks is untouched, and the switch it
 (HARNESS_TEST_SLOWDOWN) does nothing anywhere else.
 
 NAME is one of the fusion workloads `pointwise_chain` or `training_step` (the zoo MLP's training
-step; suites/benchmarks/fusion.py), or a zoo model name (its inference step, small size, no
-channels_last: suites/benchmarks/models.py `Inference`, and `CompiledOverEager` of that model).
+step; suites/benchmarks/fusion.py), or a zoo model name (its inference and training steps, small
+size, no channels_last: suites/benchmarks/models.py `Inference` and `TrainingStep`, and
+`CompiledOverEager` of that model).
 Several NAMEs share one scratch folder, one wrapper module per real suite, so one run (or one
 `harness ab` job) times them all: a trial costs one process start per suite, not per workload.
 The wrapper subclasses the real suite's class, loaded from its file, so the rows keep their
@@ -110,6 +111,15 @@ class Inference(_real.Inference):
             self.fn = slowed(self.fn)
 
 
+class TrainingStep(_real.TrainingStep):
+    params = ({models!r}, [False], [False])
+
+    def setup(self, *params):
+        super().setup(*params)
+        if FRACTION and SIDE == "all":
+            self.fn = slowed(self.fn)
+
+
 class CompiledOverEager(_real.CompiledOverEager):
     params = ({models!r},)
 
@@ -138,8 +148,8 @@ def check_workload(workload: str) -> None:
     if workload not in FUSION_WORKLOADS and workload not in model_names():
         raise BadInput(
             f"unknown workload {workload!r} for --slowdown; choose "
-            f"{', '.join(FUSION_WORKLOADS)} (fusion) or a zoo model (its inference step): "
-            f"{', '.join(model_names())}"
+            f"{', '.join(FUSION_WORKLOADS)} (fusion) or a zoo model (its inference and "
+            f"training steps): {', '.join(model_names())}"
         )
 
 
