@@ -16,9 +16,10 @@ real names and code.
 
 The slowdown: with HARNESS_TEST_SLOWDOWN=F, each call of the slowed callable is followed by
 busy CPU work of F times that callable's own CPU time, measured once per process (the fastest
-of CALIBRATION_CALLS calls' thread CPU time, taken during its first call: the quantity the
-paired rows estimate, so F is the slowdown they should see, not more) and then fixed:
-every timed call does the same extra work, i.e. F more work than the workload does. CPU time,
+of at least CALIBRATION_CALLS calls and CALIBRATION_S seconds of them, by thread CPU time,
+taken during its first call: the quantity the paired rows and ab's raw rows estimate, so F is
+the slowdown they should see, not more) and then fixed: every timed call does the same extra
+work, i.e. F more work than the workload does. CPU time,
 not wall time: a fixed wall-clock wait is not stretched by the neighbours the way the workload's
 own work is, while extra CPU work is preempted like real work (figures:
 docs/measurements.md#the-gates-proof-on-real-workloads).
@@ -40,7 +41,10 @@ SIDE_SWITCH = settings.TEST_SLOWDOWN_SIDE.name
 FUSION_CLASSES = {"pointwise_chain": "PointwiseChain", "training_step": "SmallModelTrainingStep"}
 FUSION_WORKLOADS = tuple(FUSION_CLASSES)
 SIDES = ("all", "compiled")
-CALIBRATION_CALLS = 20
+CALIBRATION_CALLS = 20  # at least this many calls...
+CALIBRATION_S = 0.2  # ...and this much of their CPU time: the fastest of 20 calls of a 60 us
+# model was ~1.3 times its fastest of a whole window, so a 5% slowdown read 1.07 under ab
+CALIBRATION_MAX_CALLS = 5000
 
 _COMMON = '''"""Test-only wrapper of {real} (written by harness.runs.slowdown; not a user suite)."""
 import importlib.util
@@ -58,9 +62,10 @@ SIDE = os.environ.get({side_switch!r}) or "all"
 def slowed(fn):
     """fn, then FRACTION x fn's own CPU time of busy CPU work on the calling thread. The call's
     CPU time (time.thread_time: quick runs use one thread) is measured once, the fastest of
-    {calls} calls, during the first call (always an untimed warm-up: measure(), the profiler's
-    op count). The wait spins until the thread's CPU clock has advanced that much, so the
-    neighbours stretch it exactly as they stretch the call's own work."""
+    at least {calls} calls and {seconds} s of them, during the first call (always an untimed
+    warm-up: measure(), the profiler's op count). The wait spins until the thread's CPU clock
+    has advanced that much, so the neighbours stretch it exactly as they stretch the call's own
+    work."""
     extra = []
 
     def call():
@@ -68,7 +73,7 @@ def slowed(fn):
         if not extra:
             fn()  # the first call may have compiled: one more before measuring
             cpu = []
-            for _ in range({calls}):
+            while len(cpu) < {max_calls} and (len(cpu) < {calls} or sum(cpu) < {seconds}):
                 t0 = time.thread_time()
                 fn()
                 cpu.append(time.thread_time() - t0)
@@ -174,6 +179,8 @@ def write_suite(
             switch=SWITCH,
             side_switch=SIDE_SWITCH,
             calls=CALIBRATION_CALLS,
+            seconds=CALIBRATION_S,
+            max_calls=CALIBRATION_MAX_CALLS,
         )
         mine = [w for w in workloads if module_for(w) == module]
         if module == "fusion":
