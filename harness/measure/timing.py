@@ -82,13 +82,13 @@ def measure(
     Stops after `samples` calls, or earlier once `budget_s` seconds of timed calls have passed
     and at least MIN_SAMPLES were taken (slow full-size workloads on small machines).
 
-    Under `harness ab` (HARNESS_PAIRED_WINDOW_S set, no explicit `samples`/`budget_s`) the calls
-    fill that wall-clock window instead and each quarter second gives one sample, its fastest
-    call: ab judges a raw time by a process's fastest call, and 60 calls of a 60 us model
-    (4 ms) say more about those 4 ms of the host than about the code
-    (docs/measurements.md#ab-interleaved-pairs).
+    Under `harness ab` (HARNESS_PAIRED_WINDOW_S set) the calls fill that wall-clock window
+    instead, whatever `samples`/`budget_s` say, and each quarter second gives one sample, its
+    fastest call: ab judges a raw time by a process's fastest call, and 60 calls of a 60 us model
+    (4 ms), or the canary's 400 calls (50 ms), say more about those milliseconds of the host
+    than about the code (docs/measurements.md#ab-interleaved-pairs).
     """
-    window = settings.PAIRED_WINDOW_S.get() if samples is None and budget_s is None else None
+    window = settings.PAIRED_WINDOW_S.get()
     if window:
         (times,), stamps = _timed_rounds([fn], device, warmup, None, None, "wall", window_s=window)
         return [fastest for fastest, _ in block_minima(times, times, stamps)]

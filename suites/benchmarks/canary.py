@@ -23,7 +23,7 @@ from harness.measure.workloads.instructions import InstructionWorkload
 
 N = 1 << 16  # floats per tensor: ~0.4 ms per chain on one core
 WARMUP = 50
-SAMPLES = 400  # per-call samples per run (~0.15 s) for the gate's Mann-Whitney test
+SAMPLES = 400  # per-call samples per run (~0.15 s) for the gate's Mann-Whitney test; ab: its window
 BUDGET_S = 2.0
 INSTRUCTIONS_ROW = "canary.Canary.track_instructions"
 
