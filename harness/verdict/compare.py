@@ -210,7 +210,15 @@ def compare_entry(
         )
     if b.skipped or h.skipped:
         if b.skipped and h.skipped:
-            return Row(name, h.unit, None, None, None, SKIPPED, "skipped on both sides (n/a here)")
+            return Row(
+                name,
+                h.unit,
+                None,
+                None,
+                None,
+                SKIPPED,
+                "skipped on both sides (n/a here, or not selected)",
+            )
         side = "base" if b.skipped else "head"
         return Row(name, h.unit, central(b), central(h), None, MISSING, f"skipped on {side} only")
 

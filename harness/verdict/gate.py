@@ -141,8 +141,8 @@ class Outcome:
         hidden = len(self.rows) - len(shown)
         if hidden and shown:
             footer += ("\n\n" if fmt == "markdown" else "\n") + (
-                f"{hidden} row(s) skipped on both sides (n/a here) are left out of the table; "
-                "--json lists them"
+                f"{hidden} row(s) skipped on both sides (n/a here, or not selected by --bench) "
+                "are left out of the table; --json lists them"
             )
         else:
             shown = self.rows
