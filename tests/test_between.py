@@ -208,6 +208,19 @@ def test_sequential_stop_when_every_row_is_decided_and_fixed_counts(monkeypatch,
     runs = ab.SuiteRuns()
     ab._alternate(job, runs, "s")
     assert len(runs.pairs) == ab.DEFAULT_PAIRS and "a quieter runner decides them" in job.lines[-1]
+    job = _FakeJob(ab.Pairs(most=20), noisy)
+    runs = ab.SuiteRuns()
+    ab._alternate(job, runs, "s")
+    assert len(runs.pairs) == 10  # judged futile from half of --max-pairs on, not before
+    # a slowdown whose first pairs sit near the band's edge is not given up early: at 5 pairs it
+    # looks out of reach (about 90 pairs), yet 20 pairs decide it
+    edge = [1.00, 1.09, 0.99, 1.07, 1.01] + [1.06 * math.exp(0.01 * (-1) ** i) for i in range(25)]
+    assert between.pairs_to_decide(edge[:5], 0.02) > ab.FUTILE * 20
+    job = _FakeJob(ab.Pairs(most=20), edge)
+    runs = ab.SuiteRuns()
+    ab._alternate(job, runs, "s")
+    assert 5 < len(runs.pairs) <= 20 and "decided after" in job.lines[-1]
+    assert between.decide(edge[: len(runs.pairs)]).verdict == between.DIFFERENT
     job = _FakeJob(ab.Pairs(fixed=4), steady)
     runs = ab.SuiteRuns()
     ab._alternate(job, runs, "s")
