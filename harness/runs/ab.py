@@ -518,9 +518,7 @@ def _alternate(job: _Job, runs: SuiteRuns, suite: str) -> None:
                 why = f"{n} pairs (no row of this suite is judged across processes)"
                 break
             futile_from = max(DEFAULT_PAIRS, round(FUTILE_FROM * most))
-            need = (
-                out_of_reach(values, left, policy.threshold, most) if n >= futile_from else None
-            )
+            need = out_of_reach(values, left, policy.threshold, most) if n >= futile_from else None
             if need is not None and n < most:
                 why = (
                     f"{n} pairs: at this runner's spread the rows left UNKNOWN would need "
