@@ -522,7 +522,7 @@ def _alternate(job: _Job, runs: SuiteRuns, suite: str) -> None:
             if need is not None and n < most:
                 why = (
                     f"{n} pairs: at this runner's spread the rows left UNKNOWN would need "
-                    f"{need}+ pairs each, beyond twice --max-pairs ({most}); a quieter runner "
+                    f"{need}+ pairs each, beyond {FUTILE}x --max-pairs ({most}); a quieter runner "
                     "decides them"
                 )
                 break

@@ -117,7 +117,8 @@ class {cls}(_real.{cls}):
 
 _INFERENCE = """
 
-class Inference(_real.Inference):
+class _WholeStepSlowed:
+    # the model's step, self.fn, slowed on every call (a whole-model slowdown only)
     params = ({models!r}, [False], [False])
 
     def setup(self, *params):
@@ -126,13 +127,12 @@ class Inference(_real.Inference):
             self.fn = slowed(self.fn)
 
 
-class TrainingStep(_real.TrainingStep):
-    params = ({models!r}, [False], [False])
+class Inference(_WholeStepSlowed, _real.Inference):
+    pass
 
-    def setup(self, *params):
-        super().setup(*params)
-        if FRACTION and SIDE == "all":
-            self.fn = slowed(self.fn)
+
+class TrainingStep(_WholeStepSlowed, _real.TrainingStep):
+    pass
 
 
 class CompiledOverEager(_real.CompiledOverEager):
