@@ -104,15 +104,18 @@ def _sides(tmp_path, bench, log, labels=("base", "head")):
     return out
 
 
-def test_blocks_alternate_a_b_b_a_row_by_row_and_the_result_reads_as_asv_s(tmp_path, suite):
+def _pair(tmp_path, suite, regex, labels=("base", "head"), mode="fork", reverse=False, **kw):
+    """One pair over the rows `regex` selects; returns (result files, the order log)."""
     log = tmp_path / "order.log"
-    files = interleave.run_pair(
-        _sides(tmp_path, suite, log),
-        r"^rows\.(Rows|track_count|track_broken|track_crash|Cached)",
-        "m1",
-        work=tmp_path / "work",
-        mode="fork",
-    )
+    sides = _sides(tmp_path, suite, log, labels)
+    if reverse:  # as ab hands odd pairs their sides
+        sides = sides[::-1]
+    return interleave.run_pair(sides, regex, "m1", work=tmp_path / "w", mode=mode, **kw), log
+
+
+def test_blocks_alternate_a_b_b_a_row_by_row_and_the_result_reads_as_asv_s(tmp_path, suite):
+    rows = r"^rows\.(Rows|track_count|track_broken|track_crash|Cached)"
+    files, log = _pair(tmp_path, suite, rows)
     order = log.read_text().split()
     # row by row: base head head base, never one side's whole run before the other's
     assert order[:8] == ["base", "time-1", "head", "time-1", "head", "time-1", "base", "time-1"]
@@ -133,39 +136,19 @@ def test_blocks_alternate_a_b_b_a_row_by_row_and_the_result_reads_as_asv_s(tmp_p
 
 
 def test_odd_pairs_let_the_other_side_lead(tmp_path, suite):
-    log = tmp_path / "order.log"
-    sides = _sides(tmp_path, suite, log)[::-1]  # ab hands odd pairs the sides reversed
-    interleave.run_pair(sides, r"^rows\.Rows", "m1", work=tmp_path / "w", mode="fork")
-    assert log.read_text().split()[:8] == ["head", "time-1", "base", "time-1"] * 1 + [
-        "base",
-        "time-1",
-        "head",
-        "time-1",
-    ]
+    _, log = _pair(tmp_path, suite, r"^rows\.Rows", reverse=True)
+    order = log.read_text().split()
+    assert order[:8] == ["head", "time-1", "base", "time-1", "base", "time-1", "head", "time-1"]
 
 
 def test_a_row_past_its_timeout_fails_and_the_next_row_still_runs(tmp_path, suite):
-    log = tmp_path / "order.log"
-    files = interleave.run_pair(
-        _sides(tmp_path, suite, log, labels=("base",)),
-        r"^rows\.(track_hang|track_count)",
-        "m1",
-        work=tmp_path / "w",
-        mode="fork",
-    )
+    files, _ = _pair(tmp_path, suite, r"^rows\.(track_hang|track_count)", labels=("base",))
     e = results.load(files["base"]).entries
     assert e["rows.track_hang"].failed and e["rows.track_count"].value == 7
 
 
 def test_once_mode_starts_a_process_per_row(tmp_path, suite):
-    log = tmp_path / "order.log"
-    files = interleave.run_pair(
-        _sides(tmp_path, suite, log),
-        r"^rows\.(Rows|track_count)",
-        "m1",
-        work=tmp_path / "w",
-        mode="once",
-    )
+    files, _ = _pair(tmp_path, suite, r"^rows\.(Rows|track_count)", mode="once")
     assert results.load(files["head"]).entries["rows.track_count"].value == 7
     # one process per side for discovery and each of the 4 rows (3 combinations and the count)
     assert len(list((tmp_path / "w").glob("worker-head-*"))) == 4
@@ -180,13 +163,6 @@ def test_nothing_selected_is_none(tmp_path, suite):
 def test_duet_pins_each_side_s_row_to_its_own_cpus(tmp_path, suite):
     cpus = sorted(os.sched_getaffinity(0))
     sets = (str(cpus[0]), str(cpus[-1]))
-    files = interleave.run_pair(
-        _sides(tmp_path, suite, tmp_path / "log"),
-        r"^rows\.track_where",
-        "m1",
-        duet_cpus=sets,
-        work=tmp_path / "w",
-        mode="fork",
-    )
+    files, _ = _pair(tmp_path, suite, r"^rows\.track_where", duet_cpus=sets)
     where = {label: results.load(f).entries["rows.track_where"].value for label, f in files.items()}
     assert where == {"base": cpus[0], "head": cpus[-1]}
