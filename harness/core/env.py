@@ -141,6 +141,7 @@ def fingerprint(seed: int = DEFAULT_SEED) -> dict:
         if cuda
         else None,
         "gpu_count": torch.cuda.device_count() if cuda else 0,
+        **_gpu_identity(cuda),
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
@@ -161,6 +162,23 @@ def fingerprint(seed: int = DEFAULT_SEED) -> dict:
         },
     }
     return fp
+
+
+def _gpu_identity(cuda: bool) -> dict:
+    """Which physical card (UUID) and its clock policy (locked, unlocked, unknown), read through
+    NVML (harness.core.clocks); what NVML could not tell is said in `gpu_clock_note`."""
+    if not cuda:
+        return {"gpu_uuid": None, "gpu_clock_policy": None}
+    from harness.core import clocks
+
+    reader = clocks.reader_for("cuda")
+    ident = reader.identity()
+    out = {"gpu_uuid": ident.uuid, "gpu_clock_policy": ident.clock_policy}
+    if ident.uuid is None:  # torch knows the card's UUID even where NVML is missing
+        out["gpu_uuid"] = clocks.torch_uuid(torch.cuda.current_device())
+    if not reader.available:
+        out["gpu_clock_note"] = reader.why
+    return out
 
 
 def gpu_missing_message() -> str | None:

@@ -120,6 +120,41 @@ def read_ab_pairs(run_dir: Path) -> dict | None:
     return data
 
 
+# Per timing row, what its measurement saw beyond the samples asv keeps (harness.measure.rowfacts):
+# on CUDA the GPU and host time per call, the busy fraction, noise, clocks and dropped samples;
+# on a CPU the ATen share. One file per row, written by the benchmark process that timed it.
+ROW_FACTS = "row-facts"
+_FACTS_SCHEMA = 1
+
+
+def row_facts_file(run_dir: Path, row: str) -> Path:
+    """Where a row's facts live: a file name made of the row's name, safe on any file system."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", row)[:120]
+    digest = hashlib.sha256(row.encode()).hexdigest()[:10]
+    return Path(run_dir) / ROW_FACTS / f"{safe}-{digest}.json"
+
+
+def write_row_facts(run_dir: Path, row: str, facts: dict) -> None:
+    """One row's facts into a record being written (a rerun of the row replaces its own file)."""
+    write_json_atomic(row_facts_file(run_dir, row), {"schema": _FACTS_SCHEMA, "row": row, **facts})
+
+
+def read_row_facts(run_dir: Path) -> dict[str, dict]:
+    """row -> its facts, for every row a run record keeps facts of (empty when none)."""
+    out: dict[str, dict] = {}
+    folder = Path(run_dir) / ROW_FACTS
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("schema") == _FACTS_SCHEMA and data.get("row"):
+            row = data.pop("row")
+            data.pop("schema")
+            out[row] = data
+    return out
+
+
 # Operator-level tables a run keeps (written by harness.measure.profiles):
 PROFILES = "profiles.json"  # per workload, torch.profiler's top operators by self time
 OP_COUNTS = "op-counts.json"  # per ops/kernels row, the operators behind its count

@@ -98,6 +98,13 @@ DEVICE = Setting(
     "device the benchmarks run on (`cpu`, `cuda`, `cuda:1`); default CUDA where "
     "present, else the CPU",
 )
+GPU_CLOCK_POLICY = Setting(
+    "HARNESS_GPU_CLOCK_POLICY",
+    TEXT,
+    None,
+    "the GPU's clock policy when you know it (`locked`: your runner pins the SM clock, "
+    "e.g. `nvidia-smi -lgc`; `unlocked`); default read through NVML, else unknown",
+)
 GOLDEN_DEVICE = Setting(
     "HARNESS_GOLDEN_DEVICE",
     TEXT,
@@ -181,7 +188,8 @@ RUN_RECORD = Setting(
     "HARNESS_RUN_RECORD",
     PATH,
     None,
-    "the run record being written: instruction counts keep their per-function tables in it",
+    "the run record being written: instruction counts keep their per-function tables in it, "
+    "timing rows their facts (GPU and host time, busy fraction, ATen share)",
     "harness",
 )
 SCRATCH_DIR = Setting(

@@ -100,7 +100,7 @@ def profile_callable(fn, device, budget_s: float = BUDGET_S, max_calls: int = MA
     from torch.profiler import ProfilerActivity, profile
 
     from harness.core.env import synchronize
-    from harness.measure.timing import _quiet_stderr
+    from harness.measure.activity import quiet_stderr
 
     device = torch.device(device)
     t0 = time.perf_counter()
@@ -109,7 +109,7 @@ def profile_callable(fn, device, budget_s: float = BUDGET_S, max_calls: int = MA
     first = max(time.perf_counter() - t0, 1e-6)
     calls = int(max(1, min(max_calls, budget_s / first)))
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with _quiet_stderr(), profile(activities=activities) as prof:
+    with quiet_stderr(), profile(activities=activities) as prof:
         for _ in range(calls):
             fn()
         synchronize(device)

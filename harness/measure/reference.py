@@ -49,6 +49,7 @@ def cpu_reference() -> Callable[[], object]:
         np.cos(out, out=out)
         return out
 
+    reference.is_reference = True  # its device facts say nothing about the row (timing)
     return reference
 
 
@@ -56,6 +57,7 @@ def cuda_reference() -> Callable[[], object]:
     def reference():
         torch.cuda._sleep(CUDA_SLEEP_CYCLES)
 
+    reference.is_reference = True
     return reference
 
 

@@ -9,9 +9,13 @@ apart from *how* it is measured (this module). Every timing goes through `measur
   `compile_seconds`);
 - one sample per call, in seconds, so that asv's statistics (confidence interval, Mann-Whitney
   test in `asv compare`) and the gate see real per-iteration spread;
-- on CUDA each call is bracketed by a pair of CUDA events on the current stream and the device is
-  synchronised before the first and after the last call; on CPU the same loop uses
-  `time.perf_counter`.
+- on CUDA the row's time is GPU time (harness.measure.gputime): CUDA events over batches of
+  back-to-back calls (or single calls after an L2 flush, `cache="cold"`), sampled until the
+  median is steady, with the host time per call, the clock and throttled samples beside it;
+  on CPU the loop below uses `time.perf_counter` (or the process's CPU time, see _clock).
+- inside a run that writes a record (`harness bench`), each row's facts go there
+  (harness.measure.rowfacts): on CUDA the busy fraction and the sampling's figures, on a CPU the
+  ATen share (harness.measure.activity), each from one profiled call after the timing.
 
 Comparisons (compiled/eager, pinned/pageable, AMP/fp32, workers N/0) go through
 `measure_paired`: both sides in alternating order in the same rounds spread over a few
@@ -28,9 +32,9 @@ recompile reason instead of reporting compilation as run time.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import math
-import os
 import resource
 import statistics
 import sys
@@ -42,6 +46,7 @@ import torch
 
 from harness.core import settings
 from harness.core.env import synchronize
+from harness.measure.activity import quiet_stderr
 
 # fast (default) and full settings for the sampling loop; full_mode() (HARNESS_FULL) picks one.
 # paired_window_s: the wall-clock window a paired comparison is spread over (measure_paired)
@@ -76,8 +81,13 @@ def measure(
     warmup: int | None = None,
     samples: int | None = None,
     budget_s: float | None = None,
+    cache: str = "warm",
 ) -> list[float]:
     """Per-call times of `fn()` in seconds, after `warmup` (>= 1) untimed calls.
+
+    On CUDA: GPU time per call (harness.measure.gputime), sampled until the median is steady
+    or `budget_s` ends (`samples` caps the samples); `cache="cold"` times single calls after an
+    L2 flush, for workloads whose data would otherwise stay in L2 between calls.
 
     Stops after `samples` calls, or earlier once `budget_s` seconds of timed calls have passed
     and at least MIN_SAMPLES were taken (slow full-size workloads on small machines).
@@ -89,10 +99,17 @@ def measure(
     than about the code (docs/measurements.md#ab-interleaved-pairs).
     """
     window = settings.PAIRED_WINDOW_S.get()
+    if torch.device(device).type == "cuda":
+        sampling = _gpu_sampling([fn], device, warmup, samples, window or budget_s, cache)
+        _record_gpu([fn], device, sampling)
+        return sampling.sides[0].gpu_s
     if window:
         (times,), stamps = _timed_rounds([fn], device, warmup, None, None, "wall", window_s=window)
-        return [fastest for fastest, _ in block_minima(times, times, stamps)]
-    return _timed_rounds([fn], device, warmup, samples, budget_s, "wall")[0][0]
+        times = [fastest for fastest, _ in block_minima(times, times, stamps)]
+    else:
+        times = _timed_rounds([fn], device, warmup, samples, budget_s, "wall")[0][0]
+    _record_cpu([fn], device, statistics.median(times))
+    return times
 
 
 def measure_returning(
@@ -142,16 +159,30 @@ def measure_paired(
     `clock` (see _clock): by default the process's CPU time when the run uses one CPU thread on
     a CPU device, else wall time; "wall" where work happens outside this process (DataLoader
     workers).
+
+    On CUDA (unless `clock="wall"`): both sides' GPU time per call (harness.measure.gputime),
+    taking turns in each round, one ratio per round; sampling stops once the ratio's median is
+    steady or the budget ends.
     """
+    if torch.device(device).type == "cuda" and clock != "wall":
+        sampling = _gpu_sampling(
+            [fn, base], device, warmup, samples, budget_s, "warm", series=_ratios
+        )
+        _record_gpu([fn, base], device, sampling)
+        return _ratios(sampling.sides)
     if samples is not None or budget_s is not None:
         (work, ref), _ = _timed_rounds([fn, base], device, warmup, samples, budget_s, clock)
-        return [w / r for w, r in zip(work, ref) if r > 0]
-    cfg = loop_settings()  # reads the environment once
-    window = cfg.get("paired_window_s", cfg["budget_s"])
-    (work, ref), stamps = _timed_rounds(
-        [fn, base], device, warmup, None, None, clock, window_s=window
-    )
-    return block_ratios(work, ref, stamps, BLOCK_S)
+        ratios = [w / r for w, r in zip(work, ref) if r > 0]
+    else:
+        cfg = loop_settings()  # reads the environment once
+        window = cfg.get("paired_window_s", cfg["budget_s"])
+        (work, ref), stamps = _timed_rounds(
+            [fn, base], device, warmup, None, None, clock, window_s=window
+        )
+        ratios = block_ratios(work, ref, stamps, BLOCK_S)
+    if torch.device(device).type == "cpu":
+        _record_cpu([fn, base], device, statistics.median(work))
+    return ratios
 
 
 def block_ratios(
@@ -243,8 +274,117 @@ def measure_rounds(
     """Per-call times of each of `fns`, all timed in the same rounds in rotating order: the
     raw material of `measure_paired` for more than two sides, e.g. eager, fused and a plain
     device copy, so that their bandwidths are read against the copy of the same seconds.
-    The clock is measure_paired's (see _clock)."""
+    The clock is measure_paired's (see _clock); on CUDA, GPU time per call as in measure()."""
+    if torch.device(device).type == "cuda" and clock != "wall":
+        sampling = _gpu_sampling(list(fns), device, warmup, samples, budget_s, "warm")
+        return [side.gpu_s for side in sampling.sides]
     return _timed_rounds(list(fns), device, warmup, samples, budget_s, clock)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# GPU time (harness.measure.gputime) and the row's facts (harness.measure.rowfacts)
+
+_gpu_devices: dict = {}  # per device: the CUDA sampler and the clock reader, made once a process
+
+
+def _ratios(sides) -> list[float]:
+    return [w / b for w, b in zip(sides[0].gpu_s, sides[1].gpu_s) if b > 0]
+
+
+def _gpu_sampling(fns, device, warmup, samples, budget_s, cache, series=None):
+    """The count warm-up (compilation, autotuning), then gputime's sampling of `fns`."""
+    from harness.core import clocks
+    from harness.measure import gputime
+
+    cfg = loop_settings()
+    warmup = cfg["warmup"] if warmup is None else warmup
+    if warmup < 1:
+        raise ValueError(
+            "measure() needs at least one warm-up call: it absorbs compilation and "
+            "CUDA start-up, which must never be inside a sample"
+        )
+    device = torch.device(device)
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    synchronize(device)
+    key = str(device)
+    if key not in _gpu_devices:
+        _gpu_devices[key] = (_GuardedDevice(gputime.CudaDevice(device)), clocks.reader_for(device))
+    sampler, reader = _gpu_devices[key]
+    rule = gputime.StopRule(budget_s=cfg["budget_s"] if budget_s is None else budget_s)
+    if samples is not None:
+        rule = dataclasses.replace(
+            rule, max_samples=samples, min_samples=min(rule.min_samples, samples)
+        )
+    sampler.fns = fns
+    mode = gputime.COLD if cache == "cold" else gputime.BATCH
+    return gputime.sample(fns, sampler, reader, rule, mode=mode, series=series)
+
+
+class _GuardedDevice:
+    """gputime's device with the compile guard around every sample (CompiledDuringTiming)."""
+
+    def __init__(self, inner):
+        self.inner, self.fns = inner, []
+
+    def _guarded(self, run, fn, *args):
+        before = _compile_events()
+        out = run(fn, *args)
+        if _compile_events() != before:
+            raise _compile_failure(0, self.fns, self.fns.index(fn) if fn in self.fns else 0)
+        return out
+
+    def run(self, fn, batch):
+        return self._guarded(self.inner.run, fn, batch)
+
+    def run_cold(self, fn):
+        return self._guarded(self.inner.run_cold, fn)
+
+
+def _measured(fns) -> list[tuple[int, Callable[[], object]]]:
+    """(index, callable) of the sides whose facts are the row's: not the reference workload's
+    (harness.measure.reference), which only divides the machine's speed out."""
+    return [(i, fn) for i, fn in enumerate(fns) if not getattr(fn, "is_reference", False)]
+
+
+def _record_gpu(fns, device, sampling) -> None:
+    """A CUDA row's facts: the sampling's figures, each side's GPU and host time per call and
+    busy fraction (one profiled call each)."""
+    from harness.measure import activity, rowfacts
+
+    if not rowfacts.recording():
+        return
+    sides = []
+    for i, fn in _measured(fns):
+        side = sampling.side_facts(i)
+        per_call = side["gpu_s"]
+        side["busy"] = (
+            activity.busy_fraction(activity.profile_call(fn, device), per_call)
+            if per_call
+            else None
+        )
+        sides.append(side)
+    busy = [s["busy"] for s in sides if s["busy"] is not None]
+    facts = {"device": "cuda", **sampling.facts(), "busy": min(busy) if busy else None}
+    facts.update(sides[0] if len(sides) == 1 else {"sides": sides})
+    if len(sides) == 1 and len(fns) > 1:  # over the reference: the row's noise is its ratio's
+        facts["noise"] = sampling.facts()["noise"]
+    rowfacts.record(facts)
+
+
+def _record_cpu(fns, device, median_s: float) -> None:
+    """A CPU row's facts: the ATen share of one profiled call of each side."""
+    from harness.measure import activity, rowfacts
+
+    if not rowfacts.recording():
+        return
+    shares = [activity.aten_share(activity.profile_call(fn, device)) for _, fn in _measured(fns)]
+    known = [s for s in shares if s is not None]
+    facts = {"device": "cpu", "time_s": median_s, "aten_share": min(known) if known else None}
+    if len(shares) > 1:
+        facts["sides"] = [{"aten_share": s} for s in shares]
+    rowfacts.record(facts)
 
 
 class CompiledDuringTiming(RuntimeError):
@@ -456,12 +596,15 @@ def compile_seconds(
 
 
 def _first_call_overhead(fn: Callable[[], object], device) -> float:
+    from harness.measure import rowfacts
+
     synchronize(device)
     t0 = time.perf_counter()
     fn()
     synchronize(device)
     first = time.perf_counter() - t0
-    steady = statistics.median(measure(fn, device, warmup=1, samples=3, budget_s=1.0))
+    with rowfacts.suppressed():  # the steady calls are not the row's own timing
+        steady = statistics.median(measure(fn, device, warmup=1, samples=3, budget_s=1.0))
     return max(first - steady, 0.0)
 
 
@@ -486,7 +629,7 @@ def _profile_one_call(fn, device):
         activities.append(ProfilerActivity.CUDA)
     fn()  # warm-up: compilation and lazy init must not be counted
     synchronize(device)
-    with _quiet_stderr(), profile(activities=activities) as prof:
+    with quiet_stderr(), profile(activities=activities) as prof:
         fn()
         synchronize(device)
     return prof.events()
@@ -554,26 +697,6 @@ def kernels_per_call(fn: Callable[[], object], device: torch.device | str) -> in
             and not e.name.lower().startswith(("memcpy", "memset"))
         ],
     )
-
-
-@contextlib.contextmanager
-def _quiet_stderr():
-    """The CUDA build's profiler prints driver noise on CPU-only machines; keep it out of logs."""
-    if settings.PROFILER_NOISE.get():
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-            try:
-                yield
-            finally:
-                sys.stderr.flush()
-                os.dup2(saved, 2)
-    finally:
-        os.close(saved)
 
 
 # --------------------------------------------------------------------------------------------
@@ -657,7 +780,7 @@ def peak_tensor_bytes(fn: Callable[[], object], device: torch.device | str = "cp
     from torch.profiler import ProfilerActivity, profile
 
     gc.collect()
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         kept = fn()
     del kept
     # The raw records: FunctionEvent folds each allocation into the op around it (net per op),

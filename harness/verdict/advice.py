@@ -17,7 +17,11 @@ which the line states). Verdicts:
 - no measurable effect: otherwise (the interval includes 1, or the effect is within the
   tolerance, default 5%: the gate's threshold; on a shared machine smaller effects are noise);
 - n/a here: the case cannot run on this device (the reason), was skipped or failed in this run,
-  or is not in this run (which `harness bench --suite` adds it).
+  or is not in this run (which `harness bench --suite` adds it);
+- launch-bound at this size: on CUDA, a side of the row kept the GPU busy less than half of a
+  call (its busy fraction, from the run record): what helps or hurts there is launch overhead,
+  not the advice; the effect is still shown, the verdict says so instead of helps or hurts.
+Every line on a run with device facts also shows them (`busy NN%`, or `ATen share NN%` on a CPU).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import statistics
 from collections.abc import Callable
 
 from harness.core import sizes
+from harness.verdict import gpurows
 from harness.verdict.results import ResultSet, find_benchmarks_json, fingerprint_of
 from harness.verdict.summary import cases
 
@@ -37,6 +42,9 @@ CONFIDENCE = 0.95
 TOLERANCE = 0.05
 
 HELPS, HURTS, NO_EFFECT, NA = "helps", "hurts", "no measurable effect", "n/a here"
+# a CUDA row whose GPU was busy less than half of a call (harness.verdict.gpurows) times launches
+# and Python, not the work the advice is about: its effect says nothing about the advice
+LAUNCH_BOUND = "launch-bound at this size"
 
 
 # ---- what each case was measured on (sizes from the workloads' own definitions) ----
@@ -330,6 +338,7 @@ class Line:
     threads: int | None = None
     sizes: str = ""
     reason: str = ""
+    device: str = ""  # busy NN% / ATen share NN% (harness.verdict.gpurows.label)
 
     def figure(self) -> str:
         if self.median is None:
@@ -432,9 +441,10 @@ def _tip_lines(rs, tip: Tip, info: dict, full: bool, names, tolerance, confidenc
         if entry.skipped:
             skipped.append(label or bench)
         else:
-            out.append(
-                _case_line(tip, bench, params, entry, label, threads, full, tolerance, confidence)
+            line = _case_line(
+                tip, bench, params, entry, label, threads, full, tolerance, confidence
             )
+            out.append(_with_facts(line, rs.facts.get(entry.name)))
     if skipped and not out:
         return [
             Line(
@@ -482,13 +492,29 @@ def _case_line(
     return line
 
 
+def _with_facts(line: Line, facts: dict | None) -> Line:
+    """The row's busy fraction or ATen share on the line; a launch-bound CUDA row's helps or
+    hurts becomes LAUNCH_BOUND."""
+    shown = gpurows.label(facts)
+    if shown:
+        line.device = shown
+    if line.verdict in (HELPS, HURTS) and gpurows.launch_bound(facts):
+        line.reason = "; ".join(
+            filter(
+                None, [line.reason, f"would read {line.verdict}, but the GPU idles most of a call"]
+            )
+        )
+        line.verdict = LAUNCH_BOUND
+    return line
+
+
 # ---- output ----
 
 
 def measured_on(line: Line) -> str:
     if line.verdict == NA and line.median is None:
         return ""
-    return f"{_threads(line.threads)}; {line.sizes}"
+    return f"{_threads(line.threads)}; {line.sizes}" + (f"; {line.device}" if line.device else "")
 
 
 def _threads(n: int | None) -> str:

@@ -23,6 +23,9 @@ applied (the same table: docs/gate.md#which-rows-are-judged-and-how):
   the two differently, so one process's level moves against the next one's, also when `harness
   ab` pools processes (the canary's reference, the same torch ops, does cancel it). Figures:
   docs/measurements.md#raw-times-between-processes.
+- raw times measured on CUDA (GPU time per call, with their noise in the run record): by their
+  recorded noise and a floor, between comparable GPUs (harness.verdict.gpurows); never a bare
+  "not judged": the note says why (not comparable, different card, throttled, noisy).
 - raw times ("seconds", compile times included) and throughputs ("samples/s"): only where the
   machine's calibrated noise band for that row (`harness calibrate`) is below the threshold,
   as on a dedicated GPU runner. Otherwise the row is shown, "not judged", with the band, or
@@ -52,8 +55,8 @@ import math
 import re
 import statistics
 
-from harness.verdict import functions, metrics
-from harness.verdict.results import Entry, ResultSet
+from harness.verdict import functions, gpurows, metrics
+from harness.verdict.results import Entry, ResultSet, fingerprint_of
 
 OK, IMPROVED, REGRESSION = "ok", "improved", "REGRESSION"
 FAILED, MISSING, SKIPPED, BAD = "FAILED", "MISSING", "skipped", "BAD INPUT"
@@ -178,9 +181,22 @@ def compare_entry(
     *,
     instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE,
     info: tuple[dict | None, dict | None] = (None, None),
+    facts: tuple[dict | None, dict | None] = (None, None),
+    card: str | None = None,
 ) -> Row:
     """One row's verdict; `band` is the row's calibrated noise band (None: not calibrated);
-    `info`: an instruction row's stored summaries (base, head) from the run records."""
+    `info`: an instruction row's stored summaries (base, head) from the run records; `facts`:
+    the row's device facts (base, head) from the run records; `card`: why the two runs' GPUs
+    cannot judge GPU-time rows (harness.verdict.gpurows.card_difference), or None. The row's
+    `busy NN%` / `ATen share NN%` label goes into its note."""
+    row = _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, facts, card)
+    shown = gpurows.label(facts[1] or facts[0])
+    if shown:
+        row.note = f"{row.note}; {shown}" if row.note else shown
+    return row
+
+
+def _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, facts, card) -> Row:
     name = h.name
     try:
         metrics.kind_of(b.unit)
@@ -239,6 +255,8 @@ def compare_entry(
             name, h.unit, bv, hv, ratio, verdict, f"memory, tolerance {tol:.0%}", threshold=tol
         )
 
+    if kind.kind == metrics.TIMING and gpurows.is_gpu(facts[0]) and gpurows.is_gpu(facts[1]):
+        return _gpu_time(name, h.unit, bv, hv, ratio, worse, facts, card)
     # raw times and throughputs: only below a calibrated noise band
     if kind.raw:
         if band is None:
@@ -290,6 +308,17 @@ def compare_entry(
     return Row(name, h.unit, bv, hv, ratio, verdict, note, p=p, threshold=threshold)
 
 
+def _gpu_time(name, unit, bv, hv, ratio, worse, facts, card) -> Row:
+    """A raw CUDA time judged by its recorded noise and a floor (harness.verdict.gpurows)."""
+    if card:
+        return _not_judged(name, unit, bv, hv, ratio, f"GPU time: {card}")
+    limit, why = gpurows.threshold(*facts)
+    if limit is None:
+        return _not_judged(name, unit, bv, hv, ratio, why)
+    verdict = REGRESSION if worse > 1 + limit else IMPROVED if worse < 1 / (1 + limit) else OK
+    return Row(name, unit, bv, hv, ratio, verdict, why, threshold=limit)
+
+
 def selects(pattern: str, name: str) -> bool:
     """Whether a --bench PATTERN selects a row: a regex found in the full name (anchor it,
     `^name$`, for one row), or the name itself, or its name without parameters (names hold
@@ -313,6 +342,7 @@ def compare(
 ) -> list[Row]:
     """One Row per benchmark in either set (or in `only`), sorted by name."""
     noise = noise or {}
+    card = gpurows.card_difference(fingerprint_of(base), fingerprint_of(head))
     names = sorted(set(base.entries) | set(head.entries))
     if only:
         names = [n for n in names if any(selects(o, n) for o in only)]
@@ -357,6 +387,8 @@ def compare(
                 band,
                 instruction_tolerance=instruction_tolerance,
                 info=(base.instructions.get(name), head.instructions.get(name)),
+                facts=(base.facts.get(name), head.facts.get(name)),
+                card=card,
             )
         )
     return rows

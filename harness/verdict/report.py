@@ -20,7 +20,7 @@ from harness.core import records
 from harness.core.files import write_atomic
 from harness.core.table import render
 from harness.core.units import scale
-from harness.verdict import bands
+from harness.verdict import bands, gpurows
 from harness.verdict.results import BadInput, ResultSet, load
 from harness.verdict.summary import COMPUTE_BOUND_BELOW, bandwidth_view, cases, workers_scaling
 
@@ -50,6 +50,7 @@ SUITES = {
 class Bar:
     label: str
     value: float
+    device: str = ""  # busy NN% / ATen share NN% (harness.verdict.gpurows.label)
 
 
 def _ok(v) -> bool:
@@ -68,7 +69,7 @@ def speedups(rs: ResultSet) -> dict[str, list[Bar]]:
     for name, e in sorted(rs.entries.items()):
         suite = name.split(".", 1)[0]
         if suite in out and e.unit == "ratio" and _ok(e.value):
-            out[suite].append(Bar(_short(name), e.value))
+            out[suite].append(Bar(_short(name), e.value, gpurows.label(rs.facts.get(name))))
     for label, value in workers_scaling(rs):
         out["dataloader"].append(
             Bar(label.replace(" samples/s", "").replace("pin=", "pin_memory="), value)
@@ -190,6 +191,58 @@ def plot_history(
     ax.legend(fontsize=8)
     fig.tight_layout()
     _save(fig, path)
+
+
+def device_section(rs: ResultSet) -> list[str]:
+    """Every timing row's device facts from the run record: on CUDA GPU and host time per call,
+    busy fraction, noise, SM clock and throttled samples; on a CPU the ATen share."""
+    from harness.core.units import format_value
+
+    gpu, cpu = [], []
+    for name, f in sorted(rs.facts.items()):
+        if gpurows.is_gpu(f):
+            for i, side in enumerate(f.get("sides") or [f]):
+                gpu.append(
+                    (
+                        name + (f" [side {i + 1}]" if f.get("sides") else ""),
+                        format_value(side.get("gpu_s"), "seconds"),
+                        format_value(side.get("host_s"), "seconds"),
+                        "?" if side.get("busy") is None else f"{side['busy']:.0%}",
+                        "?" if side.get("noise") is None else f"{side['noise']:.2%}",
+                        f"{f['sm_clock_mhz']:.0f} MHz" if f.get("sm_clock_mhz") else "not read",
+                        f"{f.get('dropped_throttled', 0)} of {f.get('taken', 0)}",
+                    )
+                )
+        elif f.get("aten_share") is not None:
+            cpu.append((name, gpurows.label(f)))
+    if not gpu and not cpu:
+        return []
+    lines = ["## Device facts per timing row", ""]
+    if gpu:
+        notes = {f.get("clock_note") for f in rs.facts.values() if f.get("clock_note")}
+        lines += [
+            "GPU time: CUDA events over batches of calls (per call); host: launch to "
+            "synchronise per call; busy: GPU activity over the GPU time per call (below 50%: "
+            "launch-bound, the row times the host); noise: relative standard error of the "
+            "median; throttled: samples dropped while a thermal or power limit was active.",
+            "",
+            render(
+                ["row", "GPU time", "host time", "busy", "noise", "SM clock", "throttled"],
+                gpu,
+                "markdown",
+            ),
+            "",
+        ]
+        lines += [f"Not checked: {note}" for note in sorted(notes)] + ([""] if notes else [])
+    if cpu:
+        lines += [
+            "ATen share: time in ATen kernels and compiled graphs over a call's wall time (low: "
+            "Python and dispatch overhead dominate).",
+            "",
+            render(["row", "ATen share"], cpu, "markdown"),
+            "",
+        ]
+    return lines
 
 
 def sanity_section(rs: ResultSet) -> list[str]:
@@ -330,15 +383,17 @@ def write_report(
         png = out / f"speedups-{suite}.png"
         plot_speedups(suite, bars, png)
         lines += [f"![{suite} ratios]({png.name})", ""]
+        with_facts = any(b.device for b in bars)
         lines += [
             render(
-                ["case", f"ratio ({hint})"],
-                [(b.label, f"{b.value:.3g}") for b in bars],
+                ["case", f"ratio ({hint})"] + (["busy / ATen share"] if with_facts else []),
+                [(b.label, f"{b.value:.3g}") + ((b.device,) if with_facts else ()) for b in bars],
                 "markdown",
-                ("left", "right"),
+                ("left", "right") + (("left",) if with_facts else ()),
             )
         ]
     lines += bandwidth_section(rs)
+    lines += device_section(rs)
     lines += sanity_section(rs)
     lines += advice_section(rs)
     for name in history_names or []:

@@ -99,7 +99,9 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
     rs = _load_asv(path, benchmarks_json)
     # a run record's, else those of the asv results folder the file lies in (calibrate's runs)
     rec = records.record_of(path)
-    rs.instructions = records.read_instructions(rec.path if rec else path.parent.parent)
+    folder = rec.path if rec else path.parent.parent
+    rs.instructions = records.read_instructions(folder)
+    rs.facts = records.read_row_facts(folder)
     return rs
 
 

@@ -8,6 +8,8 @@ import dataclasses
 import statistics
 
 from harness.core.table import render
+from harness.core.units import format_value
+from harness.verdict import gpurows
 from harness.verdict.compare import central
 from harness.verdict.results import Entry, ResultSet
 
@@ -224,19 +226,61 @@ BANDWIDTH_HEADERS = [
 ]
 
 
+def case_names(rs: ResultSet, benchmark: str) -> list[str]:
+    """The full names of every case of `benchmark` in the set."""
+    return [n for n in sorted(rs.entries) if n == benchmark or n.startswith(benchmark + "(")]
+
+
+def device_label(rs: ResultSet, benchmark: str) -> str:
+    """`busy NN%` / `ATen share NN%` over a benchmark's cases (harness.verdict.gpurows)."""
+    return gpurows.span_label([rs.facts.get(n) for n in case_names(rs, benchmark)])
+
+
+# at most this many timing rows with device facts in the summary (the report lists every one)
+MAX_DEVICE_ROWS = 25
+
+
+def device_rows(rs: ResultSet) -> list[tuple[str, str, str]]:
+    """(row, its value, busy / ATen share) of every row that keeps device facts."""
+    out = []
+    for name in sorted(rs.facts):
+        e = rs.entries.get(name)
+        label = gpurows.label(rs.facts[name])
+        if e is not None and label:
+            out.append((name, format_value(value_of(e), e.unit), label))
+    return out
+
+
 def summary_table(rs: ResultSet) -> str:
     rows = key_ratio_rows(rs)
     bw = bandwidth_rows(rs)
     if not rows and not bw:
         return "key ratios: none of the summarised benchmarks ran in these suites"
+    labels = {label: device_label(rs, name) for label, name in KEY_RATIOS}
+    shown = [(label, value, labels.get(label, "")) for label, value in rows]
+    with_facts = any(cell for _, _, cell in shown)
     out = (
         (
             "key ratios (lower is better for time ratios; workers scaling, scaling efficiency and "
-            "GB/s: higher is better)\n" + render(["key ratio", "value"], rows).rstrip("\n")
+            "GB/s: higher is better)\n"
+            + render(
+                ["key ratio", "value"] + (["busy / ATen share"] if with_facts else []),
+                shown if with_facts else rows,
+            ).rstrip("\n")
         )
         if rows
         else ""
     )
+    timed = device_rows(rs)
+    if timed:
+        more = len(timed) - MAX_DEVICE_ROWS
+        out += (
+            ("\n\n" if out else "")
+            + "timing rows: busy = the GPU's share of a call (below 50%: launch-bound); ATen "
+            "share = time in ATen kernels and compiled graphs over a call's wall time (CPU)\n"
+            + render(["row", "value", "device"], timed[:MAX_DEVICE_ROWS]).rstrip("\n")
+            + (f"\n... and {more} more (harness report lists every row)" if more > 0 else "")
+        )
     if bw:
         out += (
             ("\n\n" if out else "") + "memory bandwidth beyond the cache (fusion.MemoryBandwidth; "

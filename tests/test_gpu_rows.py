@@ -1,0 +1,128 @@
+"""GPU-time rows judged by their recorded noise and a floor, between comparable GPUs only, never
+a bare "not judged"; every row with device facts shows `busy NN%` or `ATen share NN%`."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from harness.verdict import compare, gpurows
+from harness.verdict.resultset import Entry, ResultSet
+
+H200 = {"gpu": "NVIDIA H200", "gpu_uuid": "GPU-aaaa1111", "gpu_clock_policy": "unlocked"}
+ROW = "fusion.PointwiseChain.track_eager_time"
+
+
+def gpu_facts(noise=0.001, busy=0.97, taken=20, dropped=0, throttles=()):
+    return {
+        "device": "cuda",
+        "noise": noise,
+        "busy": busy,
+        "taken": taken,
+        "dropped_throttled": dropped,
+        "throttles": list(throttles),
+        "gpu_s": 1e-3,
+        "host_s": 1.1e-3,
+    }
+
+
+def result_set(per_call_s, facts, fingerprint=H200, name=ROW, unit="seconds"):
+    samples = [per_call_s * (1 + d) for d in (-0.001, 0.0, 0.001) * 5]
+    entry = Entry(name, unit, per_call_s, samples)
+    return ResultSet(
+        pathlib.Path("/nowhere/result.json"),
+        "host-NVIDIA-H200",
+        "c0ffee",
+        "env",
+        None,
+        {name: entry},
+        fingerprint=dict(fingerprint),
+        facts={name: facts} if facts else {},
+    )
+
+
+def row_of(base, head):
+    (row,) = compare.compare(base, head)
+    return row
+
+
+def test_a_gpu_time_3_percent_slower_with_quiet_samples_is_a_regression():
+    row = row_of(result_set(1e-3, gpu_facts()), result_set(1.03e-3, gpu_facts()))
+    assert row.verdict == compare.REGRESSION and row.threshold == gpurows.FLOOR
+    assert "GPU time: noise 0.10%/0.10%, threshold 2.0% (floor)" in row.note
+    assert row.note.endswith("busy 97%")
+
+
+def test_a_gpu_time_within_the_floor_is_ok_and_beyond_it_faster_is_improved():
+    assert row_of(result_set(1e-3, gpu_facts()), result_set(1.01e-3, gpu_facts())).verdict == (
+        compare.OK
+    )
+    assert row_of(result_set(1e-3, gpu_facts()), result_set(0.95e-3, gpu_facts())).verdict == (
+        compare.IMPROVED
+    )
+
+
+def test_the_threshold_grows_with_the_recorded_noise():
+    row = row_of(result_set(1e-3, gpu_facts(0.01)), result_set(1.04e-3, gpu_facts(0.01)))
+    # 5 x hypot(1%, 1%) = 7.1%: a 4% move is inside it
+    assert row.verdict == compare.OK and row.threshold == pytest.approx(0.0707, abs=1e-3)
+    assert "(5 x noise)" in row.note
+
+
+def test_a_launch_bound_noisy_row_is_not_judged_and_says_why():
+    base = result_set(20e-6, gpu_facts(noise=0.03, busy=0.12))
+    head = result_set(30e-6, gpu_facts(noise=0.04, busy=0.10))
+    row = row_of(base, head)
+    assert row.verdict == compare.NOT_JUDGED
+    assert row.note.startswith("GPU time: launch-bound (busy 10%) and noisy")
+    assert row.note.endswith("busy 10%, launch-bound")
+
+
+def test_a_throttled_row_is_not_judged_and_names_the_limit():
+    head = result_set(1.1e-3, gpu_facts(taken=30, dropped=20, throttles=["power cap"]))
+    row = row_of(result_set(1e-3, gpu_facts()), head)
+    assert row.verdict == compare.NOT_JUDGED
+    assert "throttled on head: 20 of 30 samples dropped (power cap)" in row.note
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"gpu_uuid": "GPU-bbbb2222"}, "GPU time: different card (aaaa1111 vs bbbb2222)"),
+        ({"gpu_clock_policy": "locked"}, "GPU time: not comparable: clock policy unlocked vs"),
+        ({"gpu": "NVIDIA A100-SXM4-80GB"}, "GPU time: not comparable: GPU model"),
+    ],
+)
+def test_gpu_rows_of_another_card_model_or_clock_policy_are_not_judged(change, why):
+    head = result_set(1.5e-3, gpu_facts(), fingerprint={**H200, **change})
+    row = row_of(result_set(1e-3, gpu_facts()), head)
+    assert row.verdict == compare.NOT_JUDGED and row.note.startswith(why)
+
+
+def test_a_raw_time_without_gpu_facts_keeps_the_calibrated_band_rule():
+    row = row_of(result_set(1e-3, None), result_set(1.5e-3, None))
+    assert row.verdict == compare.NOT_JUDGED
+    assert row.note == "raw time: no calibrated noise band"
+
+
+def test_paired_and_cpu_rows_show_their_device_facts():
+    sides = {"device": "cuda", "sides": [{"busy": 0.31}, {"busy": 0.96}], "busy": 0.31}
+    name = "fusion.PointwiseChain.track_compiled_over_eager"
+    row = row_of(
+        result_set(0.5, sides, name=name, unit="ratio"),
+        result_set(0.5, sides, name=name, unit="ratio"),
+    )
+    assert row.verdict == compare.OK and row.note.endswith("busy 31%/96%, launch-bound")
+    cpu = {"device": "cpu", "aten_share": 0.42, "time_s": 1e-3}
+    row = row_of(result_set(1e-3, cpu), result_set(1e-3, cpu))
+    assert row.note == "raw time: no calibrated noise band; ATen share 42%"
+    assert "launch-bound" not in gpurows.label({"device": "cpu", "aten_share": 0.01})
+
+
+def test_launch_bound_is_a_cuda_row_with_a_side_under_half_busy():
+    assert gpurows.launch_bound({"device": "cuda", "busy": 0.49})
+    assert not gpurows.launch_bound({"device": "cuda", "busy": 0.5})
+    assert gpurows.launch_bound({"device": "cuda", "sides": [{"busy": 0.9}, {"busy": 0.2}]})
+    assert not gpurows.launch_bound({"device": "cpu", "aten_share": 0.1})
+    assert not gpurows.launch_bound(None)
