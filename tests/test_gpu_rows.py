@@ -126,3 +126,44 @@ def test_launch_bound_is_a_cuda_row_with_a_side_under_half_busy():
     assert gpurows.launch_bound({"device": "cuda", "sides": [{"busy": 0.9}, {"busy": 0.2}]})
     assert not gpurows.launch_bound({"device": "cpu", "aten_share": 0.1})
     assert not gpurows.launch_bound(None)
+
+
+# ---- history steps on GPU-time rows ----
+
+
+def _gpu_history(root, levels, uuids=None):
+    import json
+    import random
+
+    from harness.core import records
+    from tests.test_gate_support import write_set
+
+    rng = random.Random(3)
+    for i, level in enumerate(levels):
+        commit = f"{i:040x}"
+        run_id = f"20261201T00{i:02d}00Z-{commit[:8]}"
+        with records.writing(root, "m1-gpu", run_id, {"commit": commit}) as d:
+            samples = [level * (1 + rng.gauss(0, 0.002)) for _ in range(20)]
+            write_set(d / "asv", commit, {ROW: samples}, machine="m1-gpu", units={ROW: "seconds"})
+            fp = {**H200, "gpu_uuid": (uuids or {}).get(i, H200["gpu_uuid"]), "commit": commit}
+            (d / "fingerprint.json").write_text(json.dumps(fp))
+            records.write_row_facts(d, ROW, gpu_facts(noise=0.001))
+
+
+def test_history_steps_on_a_gpu_time_that_moved_3_percent(tmp_path):
+    from harness.verdict import history
+
+    _gpu_history(tmp_path, [1e-3] * 6 + [1.03e-3] * 6)
+    found = history.detect(tmp_path, "m1-gpu")
+    (step,) = found.steps
+    assert step.benchmark == ROW and step.status == "confirmed" and step.position == 7
+    assert ROW not in found.not_judged
+
+
+def test_history_does_not_judge_a_gpu_time_across_cards(tmp_path):
+    from harness.verdict import history
+
+    _gpu_history(tmp_path, [1e-3] * 6 + [1.03e-3] * 6, uuids={7: "GPU-other"})
+    found = history.detect(tmp_path, "m1-gpu")
+    assert found.steps == []
+    assert found.not_judged[ROW] == "GPU time: the runs differ in card or clock policy"

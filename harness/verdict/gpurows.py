@@ -145,3 +145,27 @@ def span_label(many: list[dict | None]) -> str:
             f"..{high:.0%}" if round(high, 2) != round(low, 2) else ""
         )
     return ""
+
+
+def series_threshold(
+    points: list[tuple[dict | None, dict | None]],
+) -> tuple[float | None, str] | None:
+    """A GPU-time row's threshold over a series of runs (`harness history`), from each run's
+    (facts, fingerprint): None when the row is not a GPU-time row in every run; else
+    (threshold, why), or (None, why not) when the runs' cards or clock policies differ or the
+    row is too noisy. The threshold is the pairwise one (threshold()) at the series' median
+    noise."""
+    if not points or not all(is_gpu(f) for f, _ in points):
+        return None
+    cards = {(fp or {}).get("gpu_uuid") for _, fp in points}
+    policies = {(fp or {}).get("gpu_clock_policy") for _, fp in points}
+    if len(cards) > 1 or len(policies) > 1:
+        return None, "GPU time: the runs differ in card or clock policy"
+    noises = sorted(f["noise"] for f, _ in points if f.get("noise") is not None)
+    if not noises:
+        return None, "GPU time: no recorded noise"
+    typical = {
+        "noise": noises[len(noises) // 2],
+        "busy": min(f.get("busy") or 1 for f, _ in points),
+    }
+    return threshold(typical, typical)

@@ -18,7 +18,10 @@ first. A step is found by the benchmark's kind (harness.verdict.metrics):
   tolerance) and a Mann-Whitney test of those per-run values gives p < ALPHA;
 - raw times and throughputs carry the machine's momentary speed (as in the gate): judged only when
   the machine's calibrated noise band for the row is below the threshold (then the threshold is
-  the band), else listed as not judged, with the reason.
+  the band), else listed as not judged, with the reason;
+- GPU times (raw times measured on CUDA, with their noise in each run record) step at the gate's
+  GPU threshold taken at the series' median noise (harness.verdict.gpurows), when every run was
+  on the same card with the same clock policy.
 
 A step needs MIN_SIDE runs on each side (`harness history --min-side N` changes it; below 4 the
 Mann-Whitney test of a statistical row cannot reach p < ALPHA however clean the step, so only
@@ -54,9 +57,16 @@ import statistics
 
 from harness.core import exits, records
 from harness.core.exits import BadInput
-from harness.verdict import functions, metrics, operators
+from harness.verdict import functions, gpurows, metrics, operators
 from harness.verdict.compare import DEFAULT_THRESHOLD, central, mann_whitney_p
-from harness.verdict.results import ResultSet, environment_differences, load, load_noise, noise_path
+from harness.verdict.results import (
+    ResultSet,
+    environment_differences,
+    fingerprint_of,
+    load,
+    load_noise,
+    noise_path,
+)
 
 MIN_SIDE = 4  # runs needed on each side of a step before it is confirmed
 WINDOW = 8  # at most this many runs on each side enter the medians and the test
@@ -431,7 +441,18 @@ def detect(
         threshold = metrics.MEMORY_TOLERANCE if kind.kind == metrics.MEMORY else DEFAULT_THRESHOLD
         counter = kind.exact or kind.kind == metrics.INSTRUCTIONS
         tolerance = metrics.INSTRUCTION_TOLERANCE if kind.kind == metrics.INSTRUCTIONS else 0.0
-        if kind.raw:
+        gpu = gpurows.series_threshold(
+            [(loader(p.run).facts.get(name), fingerprint_of(loader(p.run))) for p in points]
+            if kind.kind == metrics.TIMING
+            else []
+        )
+        if gpu is not None:  # a GPU time: its recorded noise and a floor (harness.verdict.gpurows)
+            limit, why = gpu
+            if limit is None:
+                not_judged[name] = why
+                continue
+            threshold = limit
+        elif kind.raw:
             band = noise.get(name, noise.get(name.split("(")[0]))
             if band is None or band >= threshold:
                 not_judged[name] = f"{kind.label}: " + (
