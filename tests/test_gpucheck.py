@@ -242,28 +242,6 @@ def test_timing_check_on_cpu_records_without_a_pass_mark():
     assert out["figures"]["samples"] >= 3 and out["figures"]["wall_median_s"] > 0
 
 
-def test_paired_pass_mark_wants_one_and_two_a_sample_per_quiet_block_and_no_overrun():
-    # 16 blocks in a 4 s window, of which measure_paired keeps the quieter half
-    assert checks.expected_samples(4.0, 0.25) == 8
-    ok, detail = checks.judge_paired([1.0, 1.01] * 4, [2.0, 1.98] * 4, 4.4, 4.0, 0.25)
-    assert ok, detail
-    for same, double, seconds, says in (
-        ([1.1] * 16, [2.0] * 16, 4.2, "over itself read 1.100"),
-        ([1.0] * 16, [1.6] * 16, 4.2, "two kernels over one read 1.600"),
-        ([1.0] * 5, [2.0] * 5, 4.2, "5 samples from a 4 s window"),
-        ([1.0] * 16, [2.0] * 16, 9.0, "took 9.0 s"),
-    ):
-        ok, detail = checks.judge_paired(same, double, seconds, 4.0, 0.25)
-        assert not ok and says in detail
-
-
-def test_paired_check_on_cpu_runs_the_window_and_records_without_a_pass_mark(monkeypatch):
-    monkeypatch.setenv("HARNESS_PAIRED_WINDOW_S", "0.5")
-    out = checks.check_paired(torch.device("cpu"), n=32)
-    assert out["status"] == "recorded" and out["figures"]["window_s"] == 0.5
-    assert out["figures"]["samples"] >= 1 and out["figures"]["double_over_single_median"] > 1.0
-
-
 def test_warmup_check_keeps_compilation_out_of_samples():
     # dynamo without inductor: fast. Only the counts are asserted (no timed assertion: the pass
     # mark also compares the slowest sample with the compiling call, seconds apart on a GPU).
@@ -311,24 +289,28 @@ def test_out_folder_of_someone_else_is_refused_and_its_own_is_refilled(tmp_path)
 
 def test_asv_selections_leave_cuda_only_rows_out_on_a_cpu():
     modules, benches = steps.selection("A", "cuda")
-    assert modules == ["fusion", "transfer", "amp", "models", "canary"]
+    assert modules == ["fusion", "transfer", "amp", "canary"]
     assert any("track_kernels_per_call" in b for b in benches)
     assert not any("track_ops_per_call_eager" in b for b in benches)
     modules, benches = steps.selection("A", "cpu")
-    assert modules == ["fusion", "amp", "models", "canary"]  # transfer: CUDA-only rows alone
+    assert modules == ["fusion", "amp", "canary"]  # transfer: CUDA-only rows alone
     assert not any("kernels_per_call" in b or "transfer" in b for b in benches)
-    # the A/A gate judges an exact counter on a CPU too: the CPU side of the kernel count
-    assert steps.selection("B", "cpu") == (
-        ["fusion"],
-        [
-            r"^fusion\.PointwiseChain\.track_ops_per_call_eager$",
-            r"^fusion\.PointwiseChain\.track_(eager|compiled)_time$",
-        ],
-    )
-    for device in ("cpu", "cuda"):  # the canary's callgrind count: a minute, read by no step
-        _, canary = steps.selection("C", device)
-        names = ["canary.Canary." + n for n in ("track_ops", "track_time", "track_instructions")]
-        assert [any(re.search(r, n) for r in canary) for n in names] == [True, True, False]
+    # the A/A gate judges an exact counter on a CPU too: the CPU side of the kernel count; run B
+    # carries the canary (with its extra op) for gate-canary
+    modules, benches = steps.selection("B", "cpu")
+    assert modules == ["fusion", "canary"]
+    assert benches[:2] == [
+        r"^fusion\.PointwiseChain\.track_ops_per_call_eager$",
+        r"^fusion\.PointwiseChain\.track_(eager|compiled)_time$",
+    ]
+    for run in ("A", "B"):  # the canary's callgrind count (a minute) and raw time: read by none
+        _, canary = steps.selection(run, "cuda")
+        names = ["canary.Canary." + n for n in ("track_ops", "track_time_over_reference")]
+        assert all(any(re.search(r, n) for r in canary) for n in names)
+        for left_out in ("track_time", "track_instructions"):
+            assert not any(re.search(r, "canary.Canary." + left_out) for r in canary)
+    # each GPU case is a spawned process: the sets stay small
+    assert len(steps.selection("A", "cuda")[1]) <= 11 and len(steps.selection("B", "cuda")[1]) <= 7
 
 
 def test_asv_runs_go_through_the_runs_layers_runner(tmp_path, monkeypatch):
@@ -342,12 +324,17 @@ def test_asv_runs_go_through_the_runs_layers_runner(tmp_path, monkeypatch):
 
     monkeypatch.setattr(asv, "run", fake_run)
     ctx = gpucheck.Context(ROOT, tmp_path / "out", tmp_path / "work", "cpu")
-    ran = steps.asv_run(ctx, "C")
+    ran = steps.asv_run(ctx, "B")
     (r,) = seen
     assert r.method == "spawn" and not r.capture and r.repo is not None
-    assert list(r.benches) == steps.selection("C", "cpu")[1]
+    assert list(r.benches) == steps.selection("B", "cpu")[1]
     assert r.env[settings.CANARY_EXTRA.name] == "1"
-    assert sorted(p.name for p in r.bench_dir.iterdir()) == ["__init__.py", "canary.py"]
+    assert r.env[settings.RUN_RECORD.name] == str(steps.run_dir(ctx, "B"))  # facts land there
+    assert sorted(p.name for p in r.bench_dir.iterdir()) == [
+        "__init__.py",
+        "canary.py",
+        "fusion.py",
+    ]
     assert ran["exit"] == 0 and ran["result"] is None
 
 
@@ -439,9 +426,8 @@ def test_cpu_rehearsal_of_a_cuda_only_step_through_the_worker(tmp_path):
 
 @pytest.mark.slow
 def test_cpu_rehearsal_of_the_cheap_steps(tmp_path):
-    got = _rehearse(tmp_path, ["env", "require-gpu", "timing", "kernels", "transfer"])
+    got = _rehearse(tmp_path, ["env", "require-gpu", "gate-gpu-time", "kernels", "transfer"])
     assert got["require-gpu"]["detail"] == "exit 4 as expected"  # no GPU: the gate says so
-    assert got["timing"]["status"] == "recorded"
-    assert got["timing"]["detail"].startswith(checks.NO_MARK_ON_CPU)
-    assert {got[n]["status"] for n in ("kernels", "transfer")} == {"n/a"}
+    assert got["gate-gpu-time"]["detail"].startswith("n/a on CPU: GPU time needs CUDA: no CUDA")
+    assert {got[n]["status"] for n in ("gate-gpu-time", "kernels", "transfer")} == {"n/a"}
     assert json.loads((tmp_path / "out" / "env.json").read_text())

@@ -87,6 +87,14 @@ def add_arguments(parser):
         help="with --slowdown: only the slowed half of each trial (half the cost); "
         "false alarms are then not measured: take them from A/A runs made apart",
     )
+    parser.add_argument(
+        "--gpu-time",
+        action="store_true",
+        help="instead: the GPU-time proof on this machine's GPU (harness.runs.gpuproof): "
+        "--trials N trial processes (default 10), each A/A against the one before and slowed "
+        "by --slowdown F of each row's GPU time (default 0.03) as a spin kernel; exit 0 when "
+        "every A/A passes and every slowdown is caught, 1 otherwise, 4 without a GPU",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the outcome as JSON")
 
 
@@ -101,6 +109,8 @@ def run(args) -> int:
     project = project_root()
     root = results_root(args.results_dir)
     machine = options.machine_name(args)
+    if args.gpu_time:
+        return _gpu_time(args)
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="harness-calibrate-"))
     if args.trials:
         threshold = args.threshold if args.threshold is not None else DEFAULT_THRESHOLD
@@ -154,6 +164,30 @@ def run(args) -> int:
     if args.json:
         write_json_atomic(args.json, out)
     return 0
+
+
+def _gpu_time(args) -> int:
+    """The GPU-time proof (as the proof kit's gate-gpu-time step), as many trials as asked."""
+    from harness.core.exits import BadInput
+    from harness.core.files import write_json_atomic
+    from harness.runs import gpuproof
+
+    if args.workload or args.extra_instructions is not None or args.route != "gate":
+        raise BadInput(
+            "--gpu-time proves its own rows; --workload, --route and "
+            "--extra-instructions go with the CPU proofs"
+        )
+    slowdown = gpuproof.SLOWDOWN if args.slowdown is None else args.slowdown
+    if not 0 < slowdown < 1:
+        raise BadInput(f"--slowdown is a fraction of the GPU time (0.03 = 3%), got {slowdown}")
+    with tempfile.TemporaryDirectory(prefix="harness-gpu-time-") as work:
+        result = gpuproof.run(
+            "cuda", args.trials or 10, pathlib.Path(args.work or work), slowdown=slowdown
+        )
+    print(gpuproof.render(result))
+    if args.json:
+        write_json_atomic(args.json, result)
+    return 0 if gpuproof.proven(result, 1) else 1
 
 
 def _trials(args, project, root, machine, work, threshold) -> dict:

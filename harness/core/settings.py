@@ -200,6 +200,13 @@ SCRATCH_DIR = Setting(
     "killed: scratch of the instruction counter",
     "harness",
 )
+STEP_BUDGET_S = Setting(
+    "HARNESS_STEP_BUDGET_S",
+    FLOAT,
+    None,
+    "seconds a GPU proof kit step may take (`harness gpu-check` sets it for each step)",
+    "harness",
+)
 INSTRUCTION_WORKLOADS = Setting(
     "HARNESS_INSTRUCTION_WORKLOADS",
     LIST,

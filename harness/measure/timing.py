@@ -46,6 +46,7 @@ import torch
 
 from harness.core import settings
 from harness.core.env import synchronize
+from harness.measure import gputime
 from harness.measure.activity import quiet_stderr
 
 # fast (default) and full settings for the sampling loop; full_mode() (HARNESS_FULL) picks one.
@@ -100,7 +101,7 @@ def measure(
     """
     window = settings.PAIRED_WINDOW_S.get()
     if torch.device(device).type == "cuda":
-        sampling = _gpu_sampling([fn], device, warmup, samples, window or budget_s, cache)
+        sampling = gpu_sampling([fn], device, warmup, samples, window or budget_s, cache)
         _record_gpu([fn], device, sampling)
         return sampling.sides[0].gpu_s
     if window:
@@ -165,7 +166,7 @@ def measure_paired(
     steady or the budget ends.
     """
     if torch.device(device).type == "cuda" and clock != "wall":
-        sampling = _gpu_sampling(
+        sampling = gpu_sampling(
             [fn, base], device, warmup, samples, budget_s, "warm", series=_ratios
         )
         _record_gpu([fn, base], device, sampling)
@@ -276,7 +277,7 @@ def measure_rounds(
     device copy, so that their bandwidths are read against the copy of the same seconds.
     The clock is measure_paired's (see _clock); on CUDA, GPU time per call as in measure()."""
     if torch.device(device).type == "cuda" and clock != "wall":
-        sampling = _gpu_sampling(list(fns), device, warmup, samples, budget_s, "warm")
+        sampling = gpu_sampling(list(fns), device, warmup, samples, budget_s, "warm")
         return [side.gpu_s for side in sampling.sides]
     return _timed_rounds(list(fns), device, warmup, samples, budget_s, clock)[0]
 
@@ -291,10 +292,12 @@ def _ratios(sides) -> list[float]:
     return [w / b for w, b in zip(sides[0].gpu_s, sides[1].gpu_s) if b > 0]
 
 
-def _gpu_sampling(fns, device, warmup, samples, budget_s, cache, series=None):
-    """The count warm-up (compilation, autotuning), then gputime's sampling of `fns`."""
+def gpu_sampling(
+    fns, device, warmup=None, samples=None, budget_s=None, cache="warm", series=None
+) -> gputime.Sampling:
+    """The count warm-up (compilation, autotuning), then gputime's sampling of `fns` on a CUDA
+    device: the one GPU measurement every CUDA row (and the GPU proof kit) goes through."""
     from harness.core import clocks
-    from harness.measure import gputime
 
     cfg = loop_settings()
     warmup = cfg["warmup"] if warmup is None else warmup
@@ -349,12 +352,17 @@ def _measured(fns) -> list[tuple[int, Callable[[], object]]]:
 
 
 def _record_gpu(fns, device, sampling) -> None:
-    """A CUDA row's facts: the sampling's figures, each side's GPU and host time per call and
-    busy fraction (one profiled call each)."""
-    from harness.measure import activity, rowfacts
+    from harness.measure import rowfacts
 
-    if not rowfacts.recording():
-        return
+    if rowfacts.recording():
+        rowfacts.record(gpu_facts(fns, device, sampling))
+
+
+def gpu_facts(fns, device, sampling: gputime.Sampling) -> dict:
+    """A CUDA row's facts: the sampling's figures, each side's GPU and host time per call and
+    busy fraction (one profiled call each), the reference workload's side left out."""
+    from harness.measure import activity
+
     sides = []
     for i, fn in _measured(fns):
         side = sampling.side_facts(i)
@@ -370,7 +378,7 @@ def _record_gpu(fns, device, sampling) -> None:
     facts.update(sides[0] if len(sides) == 1 else {"sides": sides})
     if len(sides) == 1 and len(fns) > 1:  # over the reference: the row's noise is its ratio's
         facts["noise"] = sampling.facts()["noise"]
-    rowfacts.record(facts)
+    return facts
 
 
 def _record_cpu(fns, device, median_s: float) -> None:

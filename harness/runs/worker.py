@@ -6,6 +6,8 @@ going through the `harness` command line.
     python -m harness.runs.worker fingerprint          this interpreter's fingerprint as JSON
     python -m harness.runs.worker graph-capture --out FILE [--size full] [--model M] [--frontend F]
                                                         every case's canonical graph, as JSON
+    python -m harness.runs.worker gpu-time-trial --out FILE --device cuda --slowdown 0.03
+                                                        one trial of the GPU-time proof
 """
 
 from __future__ import annotations
@@ -35,7 +37,17 @@ def main(argv: list[str] | None = None) -> int:
     graphs.add_argument("--size", default="small", choices=("small", "full"))
     graphs.add_argument("--model", action="append")
     graphs.add_argument("--frontend", action="append")
+    trial = sub.add_parser(
+        "gpu-time-trial", help="one trial of the GPU-time proof (harness.runs.gpuproof)"
+    )
+    trial.add_argument("--out", required=True)
+    trial.add_argument("--device", default="cuda")
+    trial.add_argument("--slowdown", type=float, required=True)
     args = parser.parse_args(argv)
+    if args.job == "gpu-time-trial":
+        from harness.core import exits
+
+        return exits.guarded("gpu-time trial", lambda: _gpu_time_trial(args))
     if args.job == "graph-capture":
         from harness.core import exits
 
@@ -58,6 +70,18 @@ def main(argv: list[str] | None = None) -> int:
         f"gpu-check step {args.name}",
         lambda: gpucheck.run_step(args.name, args.out, args.work, args.device),
     )
+
+
+def _gpu_time_trial(args) -> int:
+    from pathlib import Path
+
+    from harness.core.files import write_json_atomic
+    from harness.core.processes import die_with_parent
+    from harness.runs import gpuproof
+
+    die_with_parent()
+    write_json_atomic(Path(args.out), gpuproof.measure_trial(args.device, args.slowdown))
+    return 0
 
 
 def _graph_capture(args) -> int:

@@ -60,7 +60,7 @@ DEADLINE_S = 460
 # Between the sum of the budgets and the deadline: the orchestrator's work between steps, and a
 # killed step's grace, so that a plan in which every step uses its whole budget still runs all.
 MARGIN_S = 15
-WHEELS_BUDGET_S = 30  # installing the wheels, before the first step (~4 s measured)
+WHEELS_BUDGET_S = 10  # installing the wheels, before the first step (2.1 s on the GPU runner)
 # A CPU rehearsal's deadline: its budgets (cpu_budget_s, about twice what each step took on a
 # loaded 2-core VM, where the whole rehearsal took about 8 minutes) with the wheels' and the margin.
 REHEARSAL_DEADLINE_S = 1260
@@ -88,11 +88,15 @@ class Step:
         return self.cpu_budget_s if rehearsal and self.cpu_budget_s is not None else self.budget_s
 
 
+# GPU budgets: each about 1.1-1.3x what the step took on the first GPU run (docs/gpu.md,
+# "Budgets and the total"); the steps that run did not exist then (gpu-measure, gate-gpu-time)
+# or changed (asv-spawn, gate-aa, gate-canary) are estimates until the next GPU run measures them.
 PLAN = (
     Step(
         "env",
-        10,
-        "the runner's fingerprint (torch, CUDA, cuDNN, driver, GPU) is recorded in env.json",
+        8,
+        "the runner's fingerprint (torch, CUDA, cuDNN, driver, GPU, card UUID, clock policy) is "
+        "recorded in env.json",
         "command",
         ("{py}", "-m", "harness.runs.worker", "fingerprint"),
         stdout_to="env.json",
@@ -100,7 +104,7 @@ PLAN = (
     ),
     Step(
         "require-gpu",
-        10,
+        8,
         "`python -m harness.gate --require-gpu` passes (exit 0) on this runner; "
         "a CPU machine gets exit 4",
         "command",
@@ -109,24 +113,26 @@ PLAN = (
         cpu_budget_s=30,
     ),
     Step(
-        "timing",
-        15,
-        "CUDA-event samples (timing.measure) agree with wall clock + synchronise within "
-        "10% on a long known kernel (8192^3 float32 matmul)",
+        "gpu-measure",
+        40,
+        "GPU time at the CUDA quick sizes (harness.measure.gputime): x.cos().cos() compiled/"
+        "eager <= 0.6; AMP/fp32 < 1 on AlexNet training (bf16, fp16); a 4096^2 matmul over "
+        "itself reads 1 and two over one 2 within 5%; two measurements of each device-bound "
+        "row within 1%; busy NN% on every row; CUDA events agree with the wall clock within "
+        "10% on an 8192^3 matmul",
         cpu_budget_s=30,
     ),
     Step(
-        "paired",
-        15,
-        "timing.measure_paired's window on the GPU (the gate's paired rows: CUDA events per "
-        "call, host round starts, one sample per quarter second): a 2048^2 matmul over itself "
-        "reads 1 and two over one read 2 within 5%, one sample per block, the 4 s window not "
-        "overrun by half",
-        cpu_budget_s=40,
+        "gate-gpu-time",
+        50,
+        "A/A runs of GPU-time rows pass the gate's GPU rule, and a 3% slowdown of each row's GPU "
+        "time (a spin kernel calibrated on the device) is caught on that row, across processes: "
+        "at least 5 of each (harness.runs.gpuproof)",
+        cpu_budget_s=30,
     ),
     Step(
         "warmup",
-        20,
+        24,
         "the warm-up call absorbs torch.compile: the first call compiles, no timed sample "
         "holds a compile (dynamo's graph count is unchanged during samples, every sample < 10% "
         "of the first call)",
@@ -134,52 +140,55 @@ PLAN = (
     ),
     Step(
         "kernels",
-        35,
+        28,
         "x.cos().cos() launches exactly 2 kernels eager and 1 compiled (profiler); "
         "the other fusion workloads' counts are recorded",
         cpu_budget_s=30,
     ),
     Step(
         "asv-spawn",
-        80,
+        90,
         "asv runs the GPU selection and the canary with --launch-method spawn: CUDA works "
-        "in spawned benchmark processes (kernel counts come back), results and fingerprint saved",
+        "in spawned benchmark processes (kernel counts and busy fractions come back), results, "
+        "row facts and fingerprint saved",
         cpu_budget_s=300,
     ),
     Step(
         "gate-aa",
-        35,
-        "a second GPU run of the A/A set (counters, per-call timings): `gate A B` exits 0",
+        40,
+        "a second GPU run of the A/A set (counters, GPU times with their facts; the canary "
+        f"with {settings.CANARY_EXTRA.name}=1 rides along): `gate A B` over the A/A rows "
+        "exits 0",
         needs="asv-spawn",
         cpu_budget_s=120,
     ),
     Step(
         "gate-canary",
-        20,
-        f"the canary with {settings.CANARY_EXTRA.name}=1 (one more op): `gate A C` exits 1 "
-        "with track_ops a REGRESSION",
-        needs="asv-spawn",
-        cpu_budget_s=75,
+        10,
+        "the canary's rows of run B (one more op) against run A: `gate A B` exits 1 with "
+        "track_ops a REGRESSION",
+        needs="gate-aa",
+        cpu_budget_s=30,
     ),
     Step(
         "report",
-        15,
-        "`harness report` of run A writes report.md, PNGs and the sanity bands "
-        "(ratios vs published ranges)",
+        10,
+        "`harness report` of run A writes report.md, PNGs, the device facts per row and the "
+        "sanity bands (ratios vs published ranges)",
         needs="asv-spawn",
         cpu_budget_s=30,
     ),
     Step(
         "transfer",
-        15,
+        10,
         "host-to-device copies timed apart: pageable, already pinned, pin-then-copy; "
-        "non_blocking; uint8-then-convert vs float32 (nightly batch 64x3x224x224)",
+        "non_blocking; uint8-then-convert vs float32 (nightly batch)",
         full_sizes=True,
         cpu_budget_s=30,
     ),
     Step(
         "amp",
-        20,
+        18,
         "fp16 + GradScaler and bf16 training steps vs fp32 for AlexNet and the LSTM "
         "(nightly sizes); AMP/fp32 ratios against the AMP recipe's 2-3x",
         full_sizes=True,
@@ -187,7 +196,7 @@ PLAN = (
     ),
     Step(
         "conv",
-        25,
+        18,
         "cudnn.benchmark and channels_last on/off for AlexNet and ResNet-18, inference "
         "and training (nightly sizes); channels_last against the tutorial's 8-35%",
         full_sizes=True,
@@ -195,14 +204,14 @@ PLAN = (
     ),
     Step(
         "dataloader",
-        20,
+        14,
         "DataLoader pin_memory off vs on (2 workers, JPEG pipeline, AlexNet steps): "
         "samples/s and compute efficiency",
         cpu_budget_s=75,
     ),
     Step(
         "goldens",
-        55,
+        45,
         "every zoo model under every front end captured and run on the GPU, checked "
         "against eager on the GPU and diffed against the CPU printout of the same torch; differing "
         "printouts become candidate variants; committed goldens of another torch are "
@@ -356,9 +365,10 @@ def command(step: Step, out: Path, work: Path, device: str) -> list[str]:
     return argv
 
 
-def step_environment(step: Step, env: dict, work: Path, device: str) -> dict:
+def step_environment(step: Step, env: dict, work: Path, device: str, budget: float) -> dict:
     env = dict(env)
     env["PYTHONUNBUFFERED"] = "1"
+    env[settings.STEP_BUDGET_S.name] = f"{budget:.0f}"  # a step that repeats trials fits them in
     if step.full_sizes and device == "cuda":
         env[settings.FULL.name] = "1"
     if step.name == "goldens-plugin":
@@ -624,7 +634,7 @@ def _run_step(
     say(f"\n[{step.name}] budget {budget:.0f} s: {step.proves}\n$ {shlex.join(argv)}")
     result_file = out / "steps" / f"{step.name}.json"
     result_file.unlink(missing_ok=True)  # only this run's result counts (a file this kit wrote)
-    step_env = step_environment(step, env, work, device)
+    step_env = step_environment(step, env, work, device, budget)
     if step.stdout_to:
         with open(out / step.stdout_to, "w") as dest:
             code, wall = run_process(argv, budget, step_env, root, log, stdout=dest)

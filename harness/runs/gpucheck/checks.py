@@ -21,12 +21,9 @@ COMPILE_SHARE_LIMIT = 0.10
 # `x.cos().cos()`: two kernels eager, one fused kernel compiled, exactly.
 POINTWISE_KERNELS = {"eager": 2, "compiled": 1}
 SAMPLING = {"warmup": 3, "samples": 20, "budget_s": 1.0}
-# timing.measure_paired (the gate's paired rows): one known kernel over itself must read 1, two
-# over one must read 2, each within this; the window may overrun by this fraction of itself
-# (the final synchronise, reading the events), and must give this share of its blocks.
+# timing.measure_paired on CUDA (GPU time per side): one known kernel over itself must read 1,
+# two over one must read 2, each within this
 PAIRED_TOLERANCE = 0.05
-PAIRED_OVERRUN = 0.5
-PAIRED_BLOCK_SHARE = 0.75
 # a CPU rehearsal runs the same code, but both clocks are then the host's: nothing to judge
 NO_MARK_ON_CPU = "no pass mark on CPU (CUDA events not exercised)"
 
@@ -94,73 +91,6 @@ def check_timing(device, n: int | None = None) -> dict:
         "tflops": round(flops / statistics.median(events) / 1e12, 2),
     }
     detail = f"timer and wall clock differ by {diff:.1%} (limit {EVENTS_VS_WALL_TOLERANCE:.0%})"
-    return _result(status, figures, detail if cuda else f"{NO_MARK_ON_CPU}: {detail}")
-
-
-def expected_samples(window_s: float, block_s: float) -> int:
-    """measure_paired's sample count for a window: its quieter blocks (timing.quiet_blocks)."""
-    from harness.measure import timing
-
-    return timing.quiet_count(int(window_s / block_s))
-
-
-def judge_paired(
-    same: list[float], double: list[float], seconds: float, window_s: float, block_s: float
-) -> tuple[bool, str]:
-    """The pass mark of check_paired, apart so that it is tested without a GPU."""
-    if not same or not double:
-        return False, "no paired samples"
-    m_same, m_double = statistics.median(same), statistics.median(double)
-    problems = []
-    if abs(m_same - 1.0) > PAIRED_TOLERANCE:
-        problems.append(f"a kernel over itself read {m_same:.3f}, not 1")
-    if abs(m_double / 2.0 - 1.0) > PAIRED_TOLERANCE:
-        problems.append(f"two kernels over one read {m_double:.3f}, not 2")
-    if len(same) < PAIRED_BLOCK_SHARE * expected_samples(window_s, block_s):
-        problems.append(f"{len(same)} samples from a {window_s:g} s window of {block_s:g} s blocks")
-    if seconds > (1.0 + PAIRED_OVERRUN) * window_s:
-        problems.append(f"a {window_s:g} s window took {seconds:.1f} s")
-    return not problems, "; ".join(problems) or (
-        f"1 kernel / itself {m_same:.3f}, 2 kernels / 1 {m_double:.3f}, "
-        f"{len(same)} samples in {seconds:.1f} s"
-    )
-
-
-def check_paired(device, n: int | None = None) -> dict:
-    """timing.measure_paired's default mode on the device, as the gate's paired rows use it: a
-    wall-clock window of alternating rounds, one sample per quarter second (fastest over
-    fastest), on CUDA one event pair per call and round starts taken on the host, one
-    synchronise at the end. A matmul over itself must read 1 and two over one 2 (judge_paired).
-    On a CPU the same code runs through the CPU loop: figures recorded without a pass mark."""
-    from harness.measure import timing
-
-    cuda = device.type == "cuda"
-    # 2048^2: ~0.3 ms on a current GPU, compute-bound (launch overhead negligible), short enough
-    # that the ~1000 launches CUDA queues ahead of the host stay well inside one block
-    n = n or (2048 if cuda else 128)
-    fn, _ = known_kernel(device, n)
-
-    def twice():
-        fn()
-        fn()
-
-    window = timing.loop_settings()["paired_window_s"]
-    t0 = time.perf_counter()
-    same = timing.measure_paired(fn, fn, device)
-    seconds = time.perf_counter() - t0
-    double = timing.measure_paired(twice, fn, device)
-    ok, detail = judge_paired(same, double, seconds, window, timing.BLOCK_S)
-    status = ("pass" if ok else "fail") if cuda else "recorded"
-    figures = {
-        "kernel": f"mm {n}x{n} float32",
-        "window_s": window,
-        "block_s": timing.BLOCK_S,
-        "samples": len(same),
-        "seconds": round(seconds, 2),
-        "same_over_same_median": round(statistics.median(same), 4),
-        "double_over_single_median": round(statistics.median(double), 4),
-        "timer": "cuda events" if cuda else "CPU loop (CUDA events not exercised)",
-    }
     return _result(status, figures, detail if cuda else f"{NO_MARK_ON_CPU}: {detail}")
 
 
@@ -402,9 +332,160 @@ def check_dataloader(device, num_workers: int = 2) -> dict:
     )
 
 
+# ---- gpu-measure: the GPU-time claims at the CUDA quick sizes ----
+
+# x.cos().cos() compiled over eager at a device-bound size: one fused pass of memory instead of
+# two (the seed's 2x), with room for the fused kernel's own cost
+COMPILED_OVER_EAGER_MAX = 0.6
+# AMP over fp32 on AlexNet training: below 1 (tensor cores), at the CUDA size
+AMP_OVER_FP32_MAX = 1.0
+# two measurements of a device-bound row (busy >= one half) agree this closely
+REPEAT_TOLERANCE = 0.01
+DEVICE_BOUND = 0.5
+
+
+def _gpu_row(name: str, fns, device) -> dict:
+    """One row through the GPU timing path twice (the repeat is the repeatability claim), with
+    its facts (busy per side) from the first measurement."""
+    from harness.measure import timing
+
+    first = timing.gpu_sampling(fns, device)
+    facts = timing.gpu_facts(fns, device, first)
+    second = timing.gpu_sampling(fns, device)
+    if len(fns) == 2:
+        a, b = timing._ratios(first.sides), timing._ratios(second.sides)
+    else:
+        a, b = first.sides[0].gpu_s, second.sides[0].gpu_s
+    side = (facts.get("sides") or [facts])[0]
+    busy = [s.get("busy") for s in (facts.get("sides") or [facts])]
+    return {
+        "name": name,
+        "value": statistics.median(a),
+        "repeat": statistics.median(b),
+        "gpu_s": side.get("gpu_s"),
+        "host_s": side.get("host_s"),
+        "busy": None if any(x is None for x in busy) else min(busy),
+        "noise": facts.get("noise"),
+        "sm_clock_mhz": facts.get("sm_clock_mhz"),
+        "throttled_dropped": facts.get("dropped_throttled", 0),
+        "launch_bound": any(x is not None and x < DEVICE_BOUND for x in busy),
+        "clock_note": facts.get("clock_note", ""),
+    }
+
+
+def judge_gpu_measure(rows: list[dict]) -> list[dict]:
+    """The claims over gpu-measure's rows (apart, so that they are tested without a GPU): each
+    {"claim", "value", "mark", "pass"}."""
+    by = {r["name"]: r for r in rows}
+    claims = []
+
+    def claim(text, value, mark, ok):
+        claims.append({"claim": text, "value": value, "mark": mark, "pass": bool(ok)})
+
+    ce = by.get("compiled/eager pointwise chain")
+    if ce:
+        v = ce["value"]
+        claim(
+            "x.cos().cos() compiled/eager",
+            round(v, 3),
+            f"<= {COMPILED_OVER_EAGER_MAX}",
+            v <= COMPILED_OVER_EAGER_MAX,
+        )
+    for r in rows:
+        if r["name"].startswith("AMP/fp32 alexnet"):
+            claim(
+                r["name"],
+                round(r["value"], 3),
+                f"< {AMP_OVER_FP32_MAX:g}",
+                r["value"] < AMP_OVER_FP32_MAX,
+            )
+    same = by.get("matmul over itself")
+    if same:
+        claim(
+            "a kernel over itself (paired GPU time)",
+            round(same["value"], 4),
+            "1 +- 5%",
+            abs(same["value"] - 1) <= PAIRED_TOLERANCE,
+        )
+    double = by.get("two matmuls over one")
+    if double:
+        claim(
+            "two kernels over one (paired GPU time)",
+            round(double["value"], 4),
+            "2 +- 5%",
+            abs(double["value"] / 2 - 1) <= PAIRED_TOLERANCE,
+        )
+    bound = [r for r in rows if r["busy"] is not None and r["busy"] >= DEVICE_BOUND]
+    worst = max(bound, key=lambda r: abs(r["value"] / r["repeat"] - 1), default=None)
+    if worst:
+        spread = abs(worst["value"] / worst["repeat"] - 1)
+        claim(
+            f"two measurements of each device-bound row ({len(bound)}; widest: {worst['name']})",
+            round(spread, 4),
+            f"<= {REPEAT_TOLERANCE:.0%}",
+            spread <= REPEAT_TOLERANCE,
+        )
+    missing = [r["name"] for r in rows if r["busy"] is None]
+    claim(
+        "busy NN% on every CUDA row",
+        f"{len(rows) - len(missing)}/{len(rows)}",
+        "all",
+        not missing and rows,
+    )
+    return claims
+
+
+def check_gpu_measure(device) -> dict:
+    """The GPU-time claims at the CUDA quick sizes, through the one GPU timing path
+    (harness.measure.timing.gpu_sampling): compiled/eager and AMP/fp32 ratios, a kernel over
+    itself and two over one, each device-bound row measured twice, busy on every row; also
+    CUDA events against the wall clock on a long matmul."""
+    import torch._dynamo
+
+    from harness.measure.workloads import amp, fusion, require_cuda
+
+    require_cuda(device, "GPU time")
+    rows = []
+    mm, _ = known_kernel(device, 4096)
+
+    def two():
+        mm()
+        mm()
+
+    rows.append(_gpu_row("matmul over itself", [mm, mm], device))
+    rows.append(_gpu_row("two matmuls over one", [two, mm], device))
+    chain = fusion.build("pointwise_chain", device)
+    rows.append(_gpu_row("eager pointwise chain", [chain.eager()], device))
+    rows.append(
+        _gpu_row("compiled/eager pointwise chain", [chain.compiled(), chain.eager()], device)
+    )
+    torch._dynamo.reset()
+    fp32 = amp.build("alexnet", "fp32", device)
+    rows.append(_gpu_row("alexnet fp32 training step", [fp32], device))
+    for precision in ("bf16", "fp16"):
+        step = amp.build("alexnet", precision, device)
+        rows.append(_gpu_row(f"AMP/fp32 alexnet {precision}", [step, fp32], device))
+    claims = judge_gpu_measure(rows)
+    timing_check = check_timing(device)
+    claims.append(
+        {
+            "claim": "CUDA events vs wall clock + synchronise, 8192^3 matmul",
+            "value": timing_check["figures"]["relative_difference"],
+            "mark": f"<= {EVENTS_VS_WALL_TOLERANCE:.0%}",
+            "pass": timing_check["status"] == "pass",
+        }
+    )
+    failed = [c["claim"] for c in claims if not c["pass"]]
+    return _result(
+        "fail" if failed else "pass",
+        {"rows": rows, "claims": claims, "timing": timing_check["figures"]},
+        f"{len(claims) - len(failed)}/{len(claims)} claims hold"
+        + (f"; failed: {'; '.join(failed)}" if failed else ""),
+    )
+
+
 CHECKS = {
-    "timing": check_timing,
-    "paired": check_paired,
+    "gpu-measure": check_gpu_measure,
     "warmup": check_warmup,
     "kernels": check_kernels,
     "transfer": check_transfer,

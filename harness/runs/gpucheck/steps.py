@@ -29,11 +29,15 @@ class Rows:
     where: str = "any"
 
 
-# The A/A set holds exact counters and timings with per-call samples; the report set adds the
-# ratios that the report plots and holds against published figures. Run A = A/A + report +
-# canary, run B = A/A, run C = canary with one extra op.
+# The A/A set holds exact counters and GPU times with their facts; the report set adds the ratios
+# that the report plots and holds against published figures. Run A = A/A + report + canary; run B
+# = A/A + the canary with one more op (gate-aa judges the A/A rows of A against B, gate-canary the
+# canary's). Each case is a spawned process (~6 s on the GPU runner), so the sets are small.
 AA_SET = (
-    Rows((r"^fusion\.KernelLaunchesPerCall\.track_kernels_per_call\('pointwise_chain'",), "cuda"),
+    Rows(
+        (r"^fusion\.KernelLaunchesPerCall\.track_kernels_per_call\('pointwise_chain', 'eager'",),
+        "cuda",
+    ),
     # the CPU side of the kernel count: an exact counter, so the A/A gate judges a row on a CPU too
     Rows((r"^fusion\.PointwiseChain\.track_ops_per_call_eager$",), "cpu"),
     Rows((r"^fusion\.PointwiseChain\.track_(eager|compiled)_time$",)),
@@ -42,27 +46,18 @@ AA_SET = (
 REPORT_SET = (
     Rows((r"^fusion\.PointwiseChain\.track_compiled_over_eager$",)),
     Rows(
-        (
-            r"^transfer\.HostToDeviceCopy\.track_copy_time\('(pageable|pin_then_copy)', True, "
-            r"'float32'\)",
-            r"^transfer\.PinnedOverPageable\.track_pinned_over_pageable\(True, 'float32'\)",
-        ),
-        "cuda",
+        (r"^transfer\.PinnedOverPageable\.track_pinned_over_pageable\(True, 'float32'\)",), "cuda"
     ),
-    Rows(
-        (
-            r"^amp\.AutocastOverFp32\.track_autocast_over_fp32\('alexnet'",
-            r"^models\.Inference\.track_inference_time\('alexnet', False",
-        )
-    ),
+    Rows((r"^amp\.AutocastOverFp32\.track_autocast_over_fp32\('alexnet', 'fp16'\)",), "cuda"),
+    Rows((r"^amp\.AutocastOverFp32\.track_autocast_over_fp32\('alexnet', 'bf16'\)",), "cpu"),
 )
-# What the gate-canary step judges; the canary's instruction count is left out: callgrind takes
-# over a minute where valgrind is installed, and no step reads it.
-CANARY_SET = (Rows((r"^canary\.Canary\.track_(ops|time|time_over_reference)$",)),)
+# What gate-canary judges; the canary's instruction count is left out (callgrind takes over a
+# minute where valgrind is installed) and so is its raw time (never judged without a band).
+CANARY_ROWS = ("canary.Canary.track_ops", "canary.Canary.track_time_over_reference")
+CANARY_SET = (Rows(tuple(rf"^{re.escape(r)}$" for r in CANARY_ROWS)),)
 RUNS = {
     "A": {"rows": AA_SET + REPORT_SET + CANARY_SET},
-    "B": {"rows": AA_SET},
-    "C": {"rows": CANARY_SET, "env": {settings.CANARY_EXTRA.name: "1"}},
+    "B": {"rows": AA_SET + CANARY_SET, "env": {settings.CANARY_EXTRA.name: "1"}},
 }
 # Launch method under test: a forked CUDA context is unusable, so GPU runs must spawn.
 LAUNCH = "spawn"
@@ -165,7 +160,8 @@ def asv_run(ctx, run: str) -> dict:
             results=results,
             machine=machine,
             commit=sha,
-            env=asv.environment(RUNS[run].get("env")),
+            # the run folder is laid out as a run record: the rows' facts land in it
+            env=asv.environment({**RUNS[run].get("env", {}), settings.RUN_RECORD.name: str(root)}),
             benches=tuple(benches),
             method=LAUNCH,
             bench_dir=bench_dir,
@@ -262,11 +258,15 @@ def _gate(ctx, base: str, head: str, only: list[str], markdown: Path) -> dict:
     }
 
 
-def _run_a(ctx) -> str | None:
+def _result_of(ctx, run: str) -> str | None:
     from harness.verdict.results import result_files
 
-    files = [f for d in sorted((run_dir(ctx, "A") / "asv").glob("*/")) for f in result_files(d)]
+    files = [f for d in sorted((run_dir(ctx, run) / "asv").glob("*/")) for f in result_files(d)]
     return str(files[-1]) if files else None
+
+
+def _run_a(ctx) -> str | None:
+    return _result_of(ctx, "A")
 
 
 def _against_run_a(ctx, run: str) -> tuple[str | None, dict, dict | None]:
@@ -285,12 +285,15 @@ def _against_run_a(ctx, run: str) -> tuple[str | None, dict, dict | None]:
 
 
 def step_gate_aa(ctx) -> dict:
-    """Run B (the A/A set again, a second process tree), then the gate A vs B: must exit 0."""
+    """Run B (the A/A set again, a second process tree, with the canary's extra op for
+    gate-canary), then the gate A vs B over the A/A rows: must exit 0."""
     base, ran, stop = _against_run_a(ctx, "B")
     if stop:
         return stop
     head = _loaded(ran["result"])
-    only = sorted(n for n, e in head.entries.items() if not e.skipped)
+    only = sorted(
+        n for n, e in head.entries.items() if not e.skipped and not n.startswith("canary.")
+    )
     gate = _gate(ctx, base, ran["result"], only, ctx.out / "gate-aa.md")
     ok = gate["exit"] == 0
     return _result(
@@ -301,24 +304,57 @@ def step_gate_aa(ctx) -> dict:
 
 
 def step_gate_canary(ctx) -> dict:
-    """Run C (canary with HARNESS_CANARY_EXTRA=1), then the gate A vs C: must exit 1, with the
-    exact op counter among the regressions."""
-    base, ran, stop = _against_run_a(ctx, "C")
-    if stop:
-        return stop
-    only = [
-        "canary.Canary.track_ops",
-        "canary.Canary.track_time",
-        "canary.Canary.track_time_over_reference",
-    ]
-    gate = _gate(ctx, base, ran["result"], only, ctx.out / "gate-canary.md")
+    """The canary's rows of run B (HARNESS_CANARY_EXTRA=1: one more op) against run A's: the
+    gate must exit 1, with the exact op counter among the regressions."""
+    base, head = _run_a(ctx), _result_of(ctx, "B")
+    if base is None or head is None:
+        return _result("not run", {}, "needs runs A and B (steps asv-spawn and gate-aa)")
+    gate = _gate(ctx, base, head, list(CANARY_ROWS), ctx.out / "gate-canary.md")
     ops = gate["rows"].get("canary.Canary.track_ops", {}).get("verdict")
     ok = gate["exit"] == 1 and ops == "REGRESSION"
     return _result(
         "pass" if ok else "fail",
-        {"run_c": ran, "gate": gate},
+        {"gate": gate},
         f"gate clean vs extra op exit {gate['exit']} (want 1); track_ops {ops}",
     )
+
+
+def step_gate_gpu_time(ctx) -> dict:
+    """A/A runs of GPU-time rows and a 3% slowdown of their GPU time, across processes, judged
+    by the gate's GPU rule (harness.runs.gpuproof): every A/A passes, every slowdown is caught,
+    at least GPU_PROOF_AT_LEAST of each."""
+    from harness.core.exits import NoGPU
+    from harness.core.files import write_atomic
+    from harness.runs import gpuproof
+
+    budget = settings.STEP_BUDGET_S.get()
+    try:
+        result = gpuproof.run(
+            ctx.device,
+            GPU_PROOF_TRIALS,
+            ctx.work / "gpu-time",
+            budget_s=None if budget is None else budget - GPU_PROOF_RESERVE_S,
+        )
+    except NoGPU as exc:
+        return _result("n/a", {}, f"GPU time needs CUDA: {exc}")
+    write_atomic(ctx.out / "gate-gpu-time.md", gpuproof.render(result, "markdown") + "\n")
+    print(gpuproof.render(result), flush=True)
+    ok = gpuproof.proven(result, GPU_PROOF_AT_LEAST)
+    aa, slowed = result["aa"], result["slowed"]
+    return _result(
+        "pass" if ok else "fail",
+        result,
+        f"A/A {aa['passed']}/{aa['runs']} passed ({aa['false_alarms']} false alarms); "
+        f"{result['slowdown']:.0%} slower {slowed['caught']}/{slowed['runs']} caught; "
+        f"{result['trials_run']} trial processes in {result['seconds']:.0f} s",
+    )
+
+
+# gate-gpu-time: trial processes (each adds one A/A and one slowed comparison per proof row),
+# the fewest comparisons of each kind that prove it, and the seconds kept for writing the result
+GPU_PROOF_TRIALS = 4
+GPU_PROOF_AT_LEAST = 5
+GPU_PROOF_RESERVE_S = 5
 
 
 def step_report(ctx) -> dict:
@@ -396,8 +432,8 @@ def step_goldens(ctx) -> dict:
 
 
 STEPS = {
-    "timing": measuring("timing"),
-    "paired": measuring("paired"),
+    "gpu-measure": measuring("gpu-measure"),
+    "gate-gpu-time": step_gate_gpu_time,
     "warmup": measuring("warmup"),
     "kernels": measuring("kernels"),
     "transfer": measuring("transfer"),
