@@ -331,13 +331,19 @@ def test_asv_selections_leave_cuda_only_rows_out_on_a_cpu():
         assert [any(re.search(r, n) for r in canary) for n in names] == [True, True, False]
 
 
-def test_asv_runs_go_through_the_runs_layers_runner(tmp_path, monkeypatch):
+def test_asv_runs_go_through_the_runs_layers_runner(tmp_path, monkeypatch, capsys):
     from harness.runs import asv
 
     seen = []
 
     def fake_run(r):
         seen.append(r)
+        for line in (
+            "[ 0.00%] ·· Benchmarking existing-py_root_.cache_harness_asv-python",
+            "[50.00%] ··· canary.Canary.track_ops                  11",
+            "[100.00%] ··· canary.Canary.track_time          160±5μs",
+        ):
+            r.on_line(line)
         return asv.AsvResult(0, "", "", 0.5, [])
 
     monkeypatch.setattr(asv, "run", fake_run)
@@ -349,6 +355,14 @@ def test_asv_runs_go_through_the_runs_layers_runner(tmp_path, monkeypatch):
     assert r.env[settings.CANARY_EXTRA.name] == "1"
     assert sorted(p.name for p in r.bench_dir.iterdir()) == ["__init__.py", "canary.py"]
     assert ran["exit"] == 0 and ran["result"] is None
+    # each benchmark's wall time: logged as it ends (asv's lines kept) and in the step's figures
+    assert list(ran["benchmark_wall_s"]) == ["canary.Canary.track_ops", "canary.Canary.track_time"]
+    assert ran["asv_start_s"] is not None and ran["asv_end_s"] is not None
+    log = capsys.readouterr().out
+    assert "canary.Canary.track_ops                  11" in log
+    assert re.search(
+        r"^benchmark canary\.Canary\.track_time took \d+\.\d s \(160±5μs\)$", log, re.M
+    )
 
 
 def _gone(pid: int, start: int, wait_s: float = 5.0) -> bool:
