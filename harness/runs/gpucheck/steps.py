@@ -391,6 +391,7 @@ def step_goldens(ctx) -> dict:
             "committed": r.committed,
             "error": r.error,
             "diff": r.diff,
+            "capture": r.capture,
         }
         for r in results
     }
