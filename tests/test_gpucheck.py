@@ -184,6 +184,16 @@ def test_orchestrator_kills_a_step_over_budget_and_runs_the_rest(tmp_path):
         and summary["failed_steps"] == ["sleeper", "failing", "dependent"]
     )
     assert "ran" in (tmp_path / "out" / "gpu-check.log").read_text()
+    # the page for a person is written when steps failed too, and shows them as failed
+    page = (tmp_path / "out" / "summary.md").read_text()
+    assert page.startswith("# GPU proof kit, ") and "exit 1" in page
+    for name, shown in (
+        ("sleeper", "**KILLED**"),
+        ("failing", "**FAIL**"),
+        ("later", "pass"),
+        ("dependent", "**NOT RUN**"),
+    ):
+        assert re.search(rf"^\| {name} +\| {re.escape(shown)} +\|", page, re.M), name
 
 
 def test_orchestrator_stops_starting_steps_at_the_deadline(tmp_path):
@@ -442,6 +452,10 @@ def _rehearse(tmp_path, only: list[str]) -> dict:
             assert step["detail"].startswith("n/a on CPU: ") and "needs CUDA" in step["detail"]
         assert step["wall_s"] < step["budget_s"]
     assert code == summary["exit"] == 0
+    page = (out / "summary.md").read_text()  # beside summary.json, in a rehearsal too
+    assert "exit 0" in page and "CPU rehearsal" in page
+    for step in summary["steps"]:
+        assert re.search(rf"^\| {step['name']} +\| {step['status']} +\|", page, re.M), step
     return {s["name"]: s for s in summary["steps"]}
 
 
