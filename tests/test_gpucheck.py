@@ -473,3 +473,21 @@ def test_cpu_rehearsal_of_the_cheap_steps(tmp_path):
     assert got["timing"]["detail"].startswith(checks.NO_MARK_ON_CPU)
     assert {got[n]["status"] for n in ("kernels", "transfer")} == {"n/a"}
     assert json.loads((tmp_path / "out" / "env.json").read_text())
+
+
+@pytest.mark.slow  # asv with spawned benchmark processes: minutes on a CPU
+def test_cpu_rehearsal_of_asv_spawn_logs_and_keeps_each_benchmarks_wall_time(tmp_path):
+    got = _rehearse(tmp_path, ["asv-spawn", "report"])
+    figures = got["asv-spawn"]["figures"]
+    walls = figures["benchmark_wall_s"]
+    result = json.loads((tmp_path / "out" / "asv-A-result.json").read_text())
+    assert set(walls) == set(result["results"])  # every benchmark asv ran, and only those
+    assert all(s > 0 for s in walls.values()) and figures["asv_start_s"] > 0
+    assert sum(walls.values()) + figures["asv_start_s"] <= got["asv-spawn"]["wall_s"]
+    log = (tmp_path / "out" / "gpu-check.log").read_text()
+    for name in walls:
+        assert re.search(rf"^benchmark {re.escape(name)} took \d+\.\d s", log, re.M), name
+    page = (tmp_path / "out" / "summary.md").read_text()
+    section = page.split("## Where the asv steps' seconds went")[1].split("\n## ")[0]
+    assert all(f"| {name} " in section for name in walls)
+    assert "### Advice: what each tip is worth" in page  # the report's section, embedded
