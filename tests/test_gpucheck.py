@@ -294,7 +294,8 @@ def test_cuda_only_checks_say_why_on_cpu():
 def test_kit_modules_import_without_torch():
     code = (
         "import sys; import harness.runs.gpucheck.checks, harness.golden.devicecheck, "
-        "harness.commands.gpucheck, harness.runs.gpucheck.steps, harness.runs.gpucheck.wheels; "
+        "harness.commands.gpucheck, harness.runs.gpucheck.steps, harness.runs.gpucheck.wheels, "
+        "harness.runs.gpucheck.page; "
         "print('torch' in sys.modules)"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)

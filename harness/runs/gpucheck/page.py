@@ -101,15 +101,15 @@ def _runner(runner: dict | None) -> str:
     gpu = runner.get("gpu") or "no GPU"
     if runner.get("gpu_memory_gib"):
         gpu += f" ({runner['gpu_memory_gib']} GiB)"
-    bits = [
-        gpu,
-        f"driver {runner.get('driver') or '—'}",
-        f"torch {runner.get('torch') or '—'}",
-        f"CUDA {runner.get('cuda_build') or '—'}",
-        f"cuDNN {runner.get('cudnn') or '—'}",
-        f"Python {runner.get('python') or '—'}",
-        f"{runner.get('cpu_count', '?')} CPUs ({runner.get('cpu') or '?'})",
-    ]
+    named = (
+        ("driver", "driver"),
+        ("torch", "torch"),
+        ("CUDA", "cuda_build"),
+        ("cuDNN", "cudnn"),
+        ("Python", "python"),
+    )
+    bits = [gpu] + [f"{label} {runner[key]}" for label, key in named if runner.get(key)]
+    bits.append(f"{runner.get('cpu_count', '?')} CPUs ({runner.get('cpu') or '?'})")
     return ", ".join(bits)
 
 
@@ -271,7 +271,8 @@ def _gates(steps: dict, gates: dict) -> str:
         step = steps.get(name)
         parts.append(f"\n### {name}: {_status_line(step)}\n\n")
         text = gates.get(name)
-        parts.append(_demote(text, 1) if text and step else f"{_absent(step)}\n")
+        if step is not None:
+            parts.append(_demote(text, 1) if text else f"{_absent(step)}\n")
     step = steps.get("gate-gpu-time")
     parts.append(f"\n### gate-gpu-time: {_status_line(step)}\n\n")
     figures = (step or {}).get("figures") or {}
@@ -290,7 +291,7 @@ def _gates(steps: dict, gates: dict) -> str:
             ),
         ]
         parts.append(table(["GPU-time rows", "outcome"], rows, "markdown"))
-    else:
+    elif step is not None:
         parts.append(f"{_absent(step)}\n")
     return "".join(parts)
 
