@@ -197,3 +197,67 @@ def test_fails_after_capture():
     result = pytester.runpytest("-p", "no:cacheprovider", "--log-level=DEBUG")
     result.assert_outcomes(failed=1)
     assert "torch.__trace" not in result.stdout.str()
+
+
+# ---- the capture mode: aot on CUDA of a recurrent model runs with cuDNN off ----
+
+RECURRENT = {"gru", "word_lm"}  # the zoo's models holding an nn.RNNBase
+
+
+def test_only_aot_of_a_recurrent_model_on_cuda_switches_cudnn_off():
+    from harness.core.zoo import model_names
+    from harness.golden.capture import PLAIN, capture_mode
+
+    assert RECURRENT < set(model_names())
+    for name in model_names():
+        model = get_model(name).build()
+        holds_rnn = any(isinstance(m, nn.RNNBase) for m in model.modules())
+        assert holds_rnn == (name in RECURRENT), name
+        for frontend in FRONTENDS:
+            for device in ("cuda", torch.device("cuda:0"), "cpu"):
+                mode = capture_mode(model, frontend, device)
+                off = name in RECURRENT and frontend == "aot" and device != "cpu"
+                # conv and batch-norm models keep cuDNN: their CUDA differences are real
+                assert mode.cudnn == (not off), (name, frontend, device)
+                assert (mode == PLAIN) == (not off) and bool(mode.note) == off
+
+
+def test_capture_mode_holds_for_the_capture_and_the_program_and_is_restored():
+    from harness.golden.capture import PLAIN, RNN_WITHOUT_CUDNN
+
+    before = torch.backends.cudnn.enabled
+    with RNN_WITHOUT_CUDNN.applied():
+        assert torch.backends.cudnn.enabled is False
+    assert torch.backends.cudnn.enabled == before
+
+    def program(fail=False):
+        if fail:
+            raise RuntimeError("boom")
+        return torch.backends.cudnn.enabled
+
+    assert RNN_WITHOUT_CUDNN.wrap(program)() is False
+    with pytest.raises(RuntimeError, match="boom"):
+        RNN_WITHOUT_CUDNN.wrap(program)(fail=True)
+    assert torch.backends.cudnn.enabled == before
+    assert PLAIN.wrap(program) is program and RNN_WITHOUT_CUDNN.wrap(None) is None
+
+
+def test_a_recurrent_model_on_fake_cuda_tensors_gets_the_mode_that_keeps_cudnn_out():
+    """No GPU here: a GRU on fake CUDA tensors stands for one on the GPU. capture() reads the
+    device off the model, and under the mode nn.RNNBase.flatten_parameters stops before the
+    data pointers AOTAutograd's tensors lack (it stops when cudnn.is_acceptable is False)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from harness.golden.capture import capture_mode, device_of
+
+    with FakeTensorMode(), torch.device("cuda"):
+        model = nn.GRU(8, 16, 2)
+    weight = model.weight_ih_l0
+    if not torch.backends.cudnn.is_acceptable(weight):
+        pytest.skip("this torch has no cuDNN: nothing to switch off")
+    device = device_of(model, ())
+    assert device.type == "cuda"
+    with capture_mode(model, "aot", device).applied():
+        assert not torch.backends.cudnn.is_acceptable(weight)
+    assert torch.backends.cudnn.is_acceptable(weight)
+    assert device_of(get_model("gru").build(), ()) == torch.device("cpu")

@@ -184,6 +184,16 @@ def test_orchestrator_kills_a_step_over_budget_and_runs_the_rest(tmp_path):
         and summary["failed_steps"] == ["sleeper", "failing", "dependent"]
     )
     assert "ran" in (tmp_path / "out" / "gpu-check.log").read_text()
+    # the page for a person is written when steps failed too, and shows them as failed
+    page = (tmp_path / "out" / "summary.md").read_text()
+    assert page.startswith("# GPU proof kit, ") and "exit 1" in page
+    for name, shown in (
+        ("sleeper", "**KILLED**"),
+        ("failing", "**FAIL**"),
+        ("later", "pass"),
+        ("dependent", "**NOT RUN**"),
+    ):
+        assert re.search(rf"^\| {name} +\| {re.escape(shown)} +\|", page, re.M), name
 
 
 def test_orchestrator_stops_starting_steps_at_the_deadline(tmp_path):
@@ -262,7 +272,8 @@ def test_cuda_only_checks_say_why_on_cpu():
 def test_kit_modules_import_without_torch():
     code = (
         "import sys; import harness.runs.gpucheck.checks, harness.golden.devicecheck, "
-        "harness.commands.gpucheck, harness.runs.gpucheck.steps, harness.runs.gpucheck.wheels; "
+        "harness.commands.gpucheck, harness.runs.gpucheck.steps, harness.runs.gpucheck.wheels, "
+        "harness.runs.gpucheck.page; "
         "print('torch' in sys.modules)"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -313,13 +324,19 @@ def test_asv_selections_leave_cuda_only_rows_out_on_a_cpu():
     assert len(steps.selection("A", "cuda")[1]) <= 11 and len(steps.selection("B", "cuda")[1]) <= 7
 
 
-def test_asv_runs_go_through_the_runs_layers_runner(tmp_path, monkeypatch):
+def test_asv_runs_go_through_the_runs_layers_runner(tmp_path, monkeypatch, capsys):
     from harness.runs import asv
 
     seen = []
 
     def fake_run(r):
         seen.append(r)
+        for line in (
+            "[ 0.00%] ·· Benchmarking existing-py_root_.cache_harness_asv-python",
+            "[50.00%] ··· canary.Canary.track_ops                  11",
+            "[100.00%] ··· canary.Canary.track_time          160±5μs",
+        ):
+            r.on_line(line)
         return asv.AsvResult(0, "", "", 0.5, [])
 
     monkeypatch.setattr(asv, "run", fake_run)
@@ -336,6 +353,14 @@ def test_asv_runs_go_through_the_runs_layers_runner(tmp_path, monkeypatch):
         "fusion.py",
     ]
     assert ran["exit"] == 0 and ran["result"] is None
+    # each benchmark's wall time: logged as it ends (asv's lines kept) and in the step's figures
+    assert list(ran["benchmark_wall_s"]) == ["canary.Canary.track_ops", "canary.Canary.track_time"]
+    assert ran["asv_start_s"] is not None and ran["asv_end_s"] is not None
+    log = capsys.readouterr().out
+    assert "canary.Canary.track_ops                  11" in log
+    assert re.search(
+        r"^benchmark canary\.Canary\.track_time took \d+\.\d s \(160±5μs\)$", log, re.M
+    )
 
 
 def _gone(pid: int, start: int, wait_s: float = 5.0) -> bool:
@@ -415,6 +440,10 @@ def _rehearse(tmp_path, only: list[str]) -> dict:
             assert step["detail"].startswith("n/a on CPU: ") and "needs CUDA" in step["detail"]
         assert step["wall_s"] < step["budget_s"]
     assert code == summary["exit"] == 0
+    page = (out / "summary.md").read_text()  # beside summary.json, in a rehearsal too
+    assert "exit 0" in page and "CPU rehearsal" in page
+    for step in summary["steps"]:
+        assert re.search(rf"^\| {step['name']} +\| {step['status']} +\|", page, re.M), step
     return {s["name"]: s for s in summary["steps"]}
 
 
@@ -431,3 +460,21 @@ def test_cpu_rehearsal_of_the_cheap_steps(tmp_path):
     assert got["gate-gpu-time"]["detail"].startswith("n/a on CPU: GPU time needs CUDA: no CUDA")
     assert {got[n]["status"] for n in ("gate-gpu-time", "kernels", "transfer")} == {"n/a"}
     assert json.loads((tmp_path / "out" / "env.json").read_text())
+
+
+@pytest.mark.slow  # asv with spawned benchmark processes: minutes on a CPU
+def test_cpu_rehearsal_of_asv_spawn_logs_and_keeps_each_benchmarks_wall_time(tmp_path):
+    got = _rehearse(tmp_path, ["asv-spawn", "report"])
+    figures = got["asv-spawn"]["figures"]
+    walls = figures["benchmark_wall_s"]
+    result = json.loads((tmp_path / "out" / "asv-A-result.json").read_text())
+    assert set(walls) == set(result["results"])  # every benchmark asv ran, and only those
+    assert all(s > 0 for s in walls.values()) and figures["asv_start_s"] > 0
+    assert sum(walls.values()) + figures["asv_start_s"] <= got["asv-spawn"]["wall_s"]
+    log = (tmp_path / "out" / "gpu-check.log").read_text()
+    for name in walls:
+        assert re.search(rf"^benchmark {re.escape(name)} took \d+\.\d s", log, re.M), name
+    page = (tmp_path / "out" / "summary.md").read_text()
+    section = page.split("## Where the asv steps' seconds went")[1].split("\n## ")[0]
+    assert all(f"| {name} " in section for name in walls)
+    assert "### Advice: what each tip is worth" in page  # the report's section, embedded

@@ -107,3 +107,40 @@ def test_short_picks_its_own_rows(extra, capsys, tmp_path):
 
     assert main(["bench", "--short", *extra, "--results-dir", str(tmp_path)]) == 3
     assert "--short picks its own rows" in capsys.readouterr().err
+
+
+def test_where_the_seconds_went_asv_start_each_benchmark_and_the_end():
+    # a clock read once per timed event: creation, Benchmarking line, each result line, close
+    ticks = iter([100.0, 112.0, 132.5, 140.0, 141.0, 149.0])
+    done = []
+    p = Progress(echo=False, clock=lambda: next(ticks), on_done=lambda *a: done.append(a))
+    for line in ASV.splitlines():
+        p.feed(line)
+    p.close()
+    assert p.timing() == {
+        "asv_start_s": 12.0,
+        "benchmark_wall_s": {
+            "fusion.PointwiseChain.track_compiled_over_eager": 20.5,
+            "amp.AutocastOverFp32.track_autocast_over_fp32": 7.5,
+            "transfer.PinnedOverPageable.track_pinned_over_pageable": 1.0,
+        },
+        "asv_end_s": 8.0,
+    }
+    # told at each result line, before the table that follows it is read
+    assert done == [
+        ("fusion.PointwiseChain.track_compiled_over_eager", 20.5, "0.6314±0.0068"),
+        ("amp.AutocastOverFp32.track_autocast_over_fp32", 7.5, "ok"),
+        ("transfer.PinnedOverPageable.track_pinned_over_pageable", 1.0, "failed"),
+    ]
+
+
+def test_without_a_benchmarking_line_the_first_benchmark_holds_the_start():
+    ticks = iter([0.0, 5.0, 6.0])
+    p = Progress(echo=False, clock=lambda: next(ticks))
+    p.feed("[100.00%] ··· canary.Canary.track_ops      10")
+    p.close()
+    assert p.timing() == {
+        "asv_start_s": None,
+        "benchmark_wall_s": {"canary.Canary.track_ops": 5.0},
+        "asv_end_s": 1.0,
+    }

@@ -3,6 +3,13 @@ printout plus, where the front end yields one, a runnable program for the semant
 
 Front ends run the model in eval mode on the seeded inputs from the zoo. Dynamo runs with its
 default configuration, so graph breaks a user would meet show up in the golden.
+
+One exception (capture_mode): the aot front end captures a recurrent model (an nn.RNNBase inside)
+on CUDA with cuDNN switched off. With cuDNN on, nn.RNNBase flattens its weights for cuDNN, reading
+data pointers that AOTAutograd's fake tensors do not have, and eager cuDNN RNN refuses a backward
+in eval mode. With it off, CUDA traces the LSTM/GRU decomposition the CPU traces (torch's Python
+decompositions of aten.lstm/gru, whose only device branch is the CPU's mkldnn), so the printout is
+the CPU's, up to device names.
 """
 
 from __future__ import annotations
@@ -42,6 +49,74 @@ class Capture:
     program: (
         Callable | None
     )  # runs like the model, or None if the front end yields nothing runnable
+    mode: str = ""  # how the capture ran where it differs from plain (CaptureMode.note)
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureMode:
+    """The backend settings a front end captures (and its program runs) under."""
+
+    cudnn: bool = True
+    note: str = ""  # why, for reports; empty for a plain capture
+
+    @contextlib.contextmanager
+    def applied(self):
+        if self.cudnn:
+            yield
+            return
+        # the one flag alone: torch.backends.cudnn.flags() would also reset TF32 and the others
+        saved = torch.backends.cudnn.enabled
+        torch.backends.cudnn.enabled = False
+        try:
+            yield
+        finally:
+            torch.backends.cudnn.enabled = saved
+
+    def wrap(self, program: Callable | None) -> Callable | None:
+        """The captured program, run under the same settings (a retrace sees what the capture
+        saw)."""
+        if program is None or self.cudnn:
+            return program
+
+        def run(*args, **kwargs):
+            with self.applied():
+                return program(*args, **kwargs)
+
+        return run
+
+
+PLAIN = CaptureMode()
+RNN_WITHOUT_CUDNN = CaptureMode(
+    cudnn=False,
+    note="cuDNN off for the capture (recurrent model on CUDA: the aot front end records the "
+    "LSTM/GRU decomposition, as on the CPU)",
+)
+
+
+def capture_mode(model, frontend: str, device) -> CaptureMode:
+    """How `frontend` captures `model` on `device` (a torch.device or its name). Only aot on CUDA
+    with an nn.RNNBase inside differs: cuDNN off (see the module's docstring). Convolution and
+    batch-norm models keep cuDNN: their CUDA printouts differ from the CPU's for real."""
+    if frontend != "aot" or torch.device(device).type != "cuda":
+        return PLAIN
+    if isinstance(model, torch.nn.Module) and any(
+        isinstance(m, torch.nn.RNNBase) for m in model.modules()
+    ):
+        return RNN_WITHOUT_CUDNN
+    return PLAIN
+
+
+def device_of(model, inputs) -> torch.device:
+    """Where a capture runs: the device of the model's first parameter or buffer, else of the
+    first input tensor, else the CPU."""
+    tensors = []
+    if isinstance(model, torch.nn.Module):
+        tensors += [next(model.parameters(), None), next(model.buffers(), None)]
+    tensors += pytree.tree_leaves(inputs)
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    return torch.device("cpu")
 
 
 def input_names(model: torch.nn.Module, inputs: tuple, flatten: bool = True) -> list[str]:
@@ -235,12 +310,14 @@ def capture(model: torch.nn.Module, inputs: tuple, frontend: str, label: str = "
     """Capture `model` with one front end. `label` names the model in error messages."""
     if frontend not in _CAPTURERS:
         raise ValueError(f"unknown front end {frontend!r}; choose from {', '.join(FRONTENDS)}")
+    mode = capture_mode(model, frontend, device_of(model, inputs))
     try:
-        with _quiet():
+        with _quiet(), mode.applied():
             text, program = _CAPTURERS[frontend](model, inputs)
     except Exception as exc:
         failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        backward = eager_backward_error(model, inputs) if frontend == "aot" else None
+        with mode.applied():  # the diagnosis runs the model as the capture did
+            backward = eager_backward_error(model, inputs) if frontend == "aot" else None
         if backward:
             raise CaptureError(
                 f"{label}: the model's backward itself fails in eager mode ({backward}), so the "
@@ -254,7 +331,7 @@ def capture(model: torch.nn.Module, inputs: tuple, frontend: str, label: str = "
             f"unsupported={{{frontend!r}: 'why'}})."
         ) from exc
     text = normalize(text)
-    return Capture(frontend, text, program)
+    return Capture(frontend, text, mode.wrap(program), mode.note)
 
 
 def eager_backward_error(model: torch.nn.Module, inputs: tuple) -> str | None:

@@ -35,6 +35,7 @@ class CaseResult:
     committed: str = ""  # against the committed golden (or variant)
     diff: list[str] = dataclasses.field(default_factory=list)
     error: str = ""
+    capture: str = ""  # how the device capture ran, where not plain (capture.CaptureMode.note)
 
     @property
     def golden_id(self) -> str:
@@ -117,7 +118,7 @@ def check_case(
             f"mismatch: running it raised {type(exc).__name__}: {str(exc)[:200]}",
             None,
         )
-    result = CaseResult(name, frontend, classify(cpu, dev.text), semantic, worst)
+    result = CaseResult(name, frontend, classify(cpu, dev.text), semantic, worst, capture=dev.mode)
     if result.status != "same":
         result.diff = store.unified_diff(cpu, dev.text, f"{name}.{frontend} on cpu")[
             :MAX_DIFF_LINES
@@ -176,6 +177,7 @@ def run(
                     f"{result.golden_id:<22} {result.status:<18} semantic {result.semantic}"
                     + (f"; committed: {result.committed}" if result.committed else "")
                     + (f"; {result.error}" if result.error else "")
+                    + (f"; {result.capture}" if result.capture else "")
                 )
                 if tree is not None and cpu_text:
                     write_tree(tree, result, cpu_text, dev_text, device, size)

@@ -7,6 +7,12 @@ blocks holding skip reasons and tracebacks. Progress reads those lines and print
     [3/8] amp.TrainingStep.track_step_time   ok: 3 values, 3 n/a   12 s, ~40 s left
 
 where the estimate of what is left comes from asv's percentage and the time so far.
+
+It also keeps where the seconds went (`timing()`): asv's start (from the Progress's creation to
+asv's `Benchmarking` line: machine record, discovery), each benchmark's wall time (from the
+previous benchmark's end, or that line, to its own result line) and asv's end after the last
+one. A caller may be told of each benchmark as it ends (`on_done`), so a run killed halfway has
+still logged where its seconds went.
 """
 
 from __future__ import annotations
@@ -18,19 +24,31 @@ import time
 _DONE = re.compile(r"^\[\s*(?P<pct>\d+(?:\.\d+)?)%\] ··· (?P<name>[\w.]+)\s+(?P<result>\S.*)$")
 _TOTAL = re.compile(r"Running (?P<n>\d+) total benchmarks")
 _FLOAT = re.compile(r"\d+\.\d{5,}")  # asv prints every digit of a value
+_BENCHMARKING = re.compile(r"^\[\s*\d+(?:\.\d+)?%\] ·+ Benchmarking ")
 _REASON = re.compile(r"asv: skipped: NotApplicable\((?P<q>['\"])(?P<why>.*)(?P=q)\)")
 
 
 class Progress:
-    """Feed it asv's output line by line; it prints a line per finished benchmark to `out`."""
+    """Feed it asv's output line by line; it prints a line per finished benchmark to `out`
+    (nothing with echo=False). `on_done(name, seconds, asv's result)` is called at each one's
+    result line; `clock` (monotonic seconds) is injectable for tests."""
 
-    def __init__(self, out=None, width: int = 100):
+    def __init__(
+        self, out=None, width: int = 100, *, echo: bool = True, on_done=None, clock=time.monotonic
+    ):
         self.out = out or sys.stdout
         self.width = width
-        self.started = time.monotonic()
+        self.echo = echo
+        self.on_done = on_done
+        self.clock = clock
+        self.started = clock()
         self.total: int | None = None
         self.done = 0
         self.failed: list[str] = []
+        self.start_s: float | None = None  # until asv's Benchmarking line
+        self.walls: dict[str, float] = {}  # benchmark -> seconds, in the order they ran
+        self.end_s: float | None = None  # after the last benchmark, until close()
+        self._mark: float | None = None  # when the benchmark now running started
         self._open: dict | None = None  # the benchmark whose table and notes are being read
 
     def feed(self, line: str) -> None:
@@ -38,9 +56,21 @@ class Progress:
         if m:
             self.total = int(m["n"])
             return
+        if self.start_s is None and _BENCHMARKING.match(line):
+            self._mark = self.clock()
+            self.start_s = self._mark - self.started
+            return
         m = _DONE.match(line)
         if m and "." in m["name"] and not m["result"].startswith("="):
-            self._finish()
+            now = self.clock()
+            self._finish(now)
+            if self._mark is None:  # no Benchmarking line seen: the start holds the first one
+                self._mark = self.started
+            self.walls[m["name"]] = now - self._mark
+            self._mark = now
+            if self.on_done is not None:  # now, not when its table has been read
+                result = _FLOAT.sub(lambda f: f"{float(f[0]):.4g}", m["result"].strip())
+                self.on_done(m["name"], self.walls[m["name"]], result)
             self._open = {
                 "name": m["name"],
                 "result": m["result"].strip(),
@@ -68,9 +98,25 @@ class Progress:
         b["values"] += sum("±" in c for c in cells)
 
     def close(self) -> None:
-        self._finish()
+        now = self.clock()
+        self._finish(now)
+        if self._mark is not None and self.walls:
+            self.end_s = now - self._mark
 
-    def _finish(self) -> None:
+    def timing(self, digits: int = 1) -> dict:
+        """Where the seconds went: {"asv_start_s", "benchmark_wall_s": {name: s}, "asv_end_s"}
+        (None where not seen)."""
+
+        def r(v):
+            return None if v is None else round(v, digits)
+
+        return {
+            "asv_start_s": r(self.start_s),
+            "benchmark_wall_s": {n: r(s) for n, s in self.walls.items()},
+            "asv_end_s": r(self.end_s),
+        }
+
+    def _finish(self, now: float) -> None:
         b, self._open = self._open, None
         if b is None:
             return
@@ -87,7 +133,7 @@ class Progress:
             self.failed.append(b["name"])
         if result == "n/a" and b["why"]:
             result = f"n/a: {b['why']}"
-        elapsed = time.monotonic() - self.started
+        elapsed = now - self.started
         left = elapsed * (100 - b["pct"]) / b["pct"] if b["pct"] > 0 else None
         count = f"[{self.done}/{self.total}]" if self.total else f"[{self.done}]"
         clock = f"{elapsed:.0f} s" + (f", ~{left:.0f} s left" if left and b["pct"] < 100 else "")
@@ -95,4 +141,6 @@ class Progress:
         if len(result) > 60:
             result = result[:57] + "..."
         text = f"{count} {b['name']}  {result}"
-        print(f"{text:<{max(self.width - len(clock) - 2, 0)}}  {clock}", file=self.out, flush=True)
+        if self.echo:
+            line = f"{text:<{max(self.width - len(clock) - 2, 0)}}  {clock}"
+            print(line, file=self.out, flush=True)

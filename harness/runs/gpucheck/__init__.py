@@ -26,10 +26,11 @@ all three). A CPU rehearsal has budgets of its own (Step.cpu_budget_s, measured 
 Exit 0 when every step passed or recorded its figures (or, in a rehearsal, was n/a on a CPU),
 1 when any failed (a failed check, like a regression, fails the job), 3 for bad usage.
 
---out collects: gpu-check.log, summary.json (every step's status and figures, the sanity bands),
-env.json, asv-A-result.json with its benchmarks.json and fingerprint, gate-aa.md and
-gate-canary.md, report/ (report.md and PNGs), cuda-candidates/ (device variants of goldens to
-review), steps/<name>.json.
+--out collects: gpu-check.log, summary.json (every step's status and figures, the sanity bands)
+and summary.md (the same for a person, with the gate tables and golden cases: page), env.json,
+asv-A-result.json with its benchmarks.json and fingerprint, gate-aa.md and gate-canary.md,
+report/ (report.md and PNGs), cuda-candidates/ (device variants of goldens to review),
+steps/<name>.json.
 """
 
 from __future__ import annotations
@@ -522,6 +523,7 @@ def orchestrate(args, root: Path, plan: list[Step] | None = None) -> int:
     device = "cpu" if rehearsal else "cuda"
     deadline = deadline_for(args)
     t_start = time.perf_counter()
+    started_at = time.time()  # summary.md embeds only the files this run wrote
     runs: list[StepRun] = []
     log_path = out / "gpu-check.log"
     with open(log_path, "a", buffering=1) as log:
@@ -577,10 +579,21 @@ def orchestrate(args, root: Path, plan: list[Step] | None = None) -> int:
         from harness.core.files import write_json_atomic
 
         write_json_atomic(out / "summary.json", summary)
+        _write_page(out, summary, started_at)
         say("")
         say(summary_table(runs))
-        say(f"\nsummary: {out / 'summary.json'}; log: {log_path}; exit {summary['exit']}")
+        say(
+            f"\nsummary: {out / 'summary.json'}, {out / 'summary.md'}; log: {log_path}; "
+            f"exit {summary['exit']}"
+        )
     return summary["exit"]
+
+
+def _write_page(out: Path, summary: dict, started_at: float) -> None:
+    from harness.core.files import write_atomic
+    from harness.runs.gpucheck import page
+
+    write_atomic(out / "summary.md", page.render(summary, page.attachments(out, since=started_at)))
 
 
 def _install(wheel_dir: str, target: Path, env: dict, say, log) -> StepRun:

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from harness.core import settings
+from harness.runs.progress import Progress
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +155,14 @@ def asv_run(ctx, run: str) -> dict:
     # a copied checkout without .git runs against a scratch repository (see _commit)
     repo, sha, note = _commit(ctx)
     machine = machine_name()
+    # each benchmark's wall time goes into the log as it ends (a step killed over its budget has
+    # still said where its seconds went) and into the step's figures
+    timing = Progress(echo=False, on_done=_log_benchmark)
+
+    def on_line(line: str) -> None:
+        print(line, flush=True)  # asv's own output stays in the step's log
+        timing.feed(line)
+
     ran = asv.run(
         asv.AsvRun(
             project=ctx.root,
@@ -166,9 +175,18 @@ def asv_run(ctx, run: str) -> dict:
             method=LAUNCH,
             bench_dir=bench_dir,
             repo=repo,
-            capture=False,  # asv's output goes on into the step's log
+            capture=False,
+            on_line=on_line,
             echo=sys.stdout,
         )
+    )
+    timing.close()
+    seconds = timing.timing()
+    print(
+        f"asv took {ran.wall_s:.1f} s: start {seconds['asv_start_s']} s, "
+        f"{len(seconds['benchmark_wall_s'])} benchmark(s) "
+        f"{sum(seconds['benchmark_wall_s'].values()):.1f} s, end {seconds['asv_end_s']} s",
+        flush=True,
     )
     fp = fingerprint()
     fp.update(
@@ -194,7 +212,12 @@ def asv_run(ctx, run: str) -> dict:
         "commit": sha,
         "commit_source": note,
         "benches": benches,
+        **seconds,
     }
+
+
+def _log_benchmark(name: str, seconds: float, result: str) -> None:
+    print(f"benchmark {name} took {seconds:.1f} s ({result[:60]})", flush=True)
 
 
 def _loaded(path: str):
@@ -404,6 +427,7 @@ def step_goldens(ctx) -> dict:
             "committed": r.committed,
             "error": r.error,
             "diff": r.diff,
+            "capture": r.capture,
         }
         for r in results
     }
