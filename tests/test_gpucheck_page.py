@@ -215,10 +215,12 @@ def test_attachments_are_only_the_files_this_run_wrote(tmp_path):
     (tmp_path / "report").mkdir()
     (tmp_path / "gate-aa.md").write_text("old table")
     (tmp_path / "gate-canary.md").write_text("new table")
+    (tmp_path / "gate-gpu-time.md").write_text("| kind | row |")
     (tmp_path / "report" / "report.md").write_text("# report")
     start = time.time()
     os.utime(tmp_path / "gate-aa.md", (start - 600, start - 600))  # a previous run's
     got = page.attachments(tmp_path, since=start - 1)
-    assert got.gates == {"gate-canary": "new table"} and got.report == "# report"
-    assert page.attachments(tmp_path).gates.keys() == {"gate-aa", "gate-canary"}
+    assert got.gates == {"gate-canary": "new table", "gate-gpu-time": "| kind | row |"}
+    assert got.report == "# report"
+    assert page.attachments(tmp_path).gates.keys() == {"gate-aa", "gate-canary", "gate-gpu-time"}
     assert page.attachments(tmp_path / "missing") == page.Attachments()

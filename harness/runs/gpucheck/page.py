@@ -28,9 +28,10 @@ from harness.core.units import format_value
 
 OK = ("pass", "recorded", "n/a")
 GATE_FILES = {"gate-aa": "gate-aa.md", "gate-canary": "gate-canary.md"}
+GPU_TIME_FILE = "gate-gpu-time.md"  # its comparisons, one line each (harness.runs.gpuproof)
 REPORT_FILE = Path("report") / "report.md"
 # the asv runs: step -> where its run's figures are (asv-spawn's are the step's own)
-ASV_RUNS = {"asv-spawn": None, "gate-aa": "run_b", "gate-canary": "run_c"}
+ASV_RUNS = {"asv-spawn": None, "gate-aa": "run_b"}  # gate-canary gates run B: no asv of its own
 DETAIL_CHARS = 160
 
 
@@ -53,6 +54,7 @@ def attachments(out: Path, since: float | None = None) -> Attachments:
         return path.read_text(encoding="utf-8")
 
     gates = {step: read(out / name) for step, name in GATE_FILES.items()}
+    gates["gate-gpu-time"] = read(out / GPU_TIME_FILE)
     return Attachments({k: v for k, v in gates.items() if v is not None}, read(out / REPORT_FILE))
 
 
@@ -291,6 +293,8 @@ def _gates(steps: dict, gates: dict) -> str:
             ),
         ]
         parts.append(table(["GPU-time rows", "outcome"], rows, "markdown"))
+        if gates.get("gate-gpu-time"):
+            parts.append("\n" + gates["gate-gpu-time"])
     elif step is not None:
         parts.append(f"{_absent(step)}\n")
     return "".join(parts)
