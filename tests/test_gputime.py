@@ -183,6 +183,17 @@ def test_cold_samples_are_single_calls_after_a_flush():
     assert got.sides[0].gpu_s[0] == pytest.approx(1.5e-4)
 
 
+def test_rows_whose_device_data_fits_in_l2_are_timed_cold():
+    l2 = 60 << 20
+    assert gputime.cache_mode("auto", 4 << 20, l2) == gputime.COLD  # 4 MB: would stay in L2
+    assert gputime.cache_mode("auto", 256 << 20, l2) == gputime.BATCH  # 4x L2: streams anyway
+    assert gputime.cache_mode("auto", 0, l2) == gputime.BATCH  # nothing on the device: a copy
+    assert gputime.cache_mode("warm", 1 << 20, l2) == gputime.BATCH
+    assert gputime.cache_mode("cold", 1 << 30, l2) == gputime.COLD
+    with pytest.raises(ValueError, match="cache must be"):
+        gputime.cache_mode("tepid", 1, l2)
+
+
 def test_relative_noise_is_the_median_s_robust_standard_error():
     assert gputime.relative_noise([1.0, 1.0]) == float("inf")
     xs = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.0, 1.01]

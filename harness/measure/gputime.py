@@ -9,7 +9,7 @@ Two strategies over one loop, as NVBench has them:
 - cold: one call per sample, after an L2 flush (a buffer of COLD_FLUSH_L2 x the L2 size written
   outside the events) and queued behind a spin (torch.cuda._sleep) long enough to hide its
   launch, so that the events time the call's GPU work from cold caches; the host time is then
-  the time to enqueue the call. For rows whose working set fits in L2.
+  the time to enqueue the call. For rows whose working set fits in L2 (cache_mode).
 
 Sampling: after the warm-up calls (compilation, autotuning), the GPU is warmed up by time until
 its SM clock is steady (an idle GPU ramps up); then samples are taken until at least
@@ -47,6 +47,7 @@ STEADY_READS = 3  # consecutive clock readings within STEADY_SPREAD make the clo
 STEADY_SPREAD = 0.01
 COLD_FLUSH_L2 = 2  # the flush buffer is this many times the L2 size
 COLD_SPIN_MARGIN = 2.0  # the spin before a cold call lasts this many times its enqueue time
+COLD_SPIN_MAX_S = 0.01
 BATCH, COLD = "batch", "cold"
 
 
@@ -212,6 +213,18 @@ def sample(
             )
 
 
+def cache_mode(cache: str, peak_bytes: int, l2_bytes: int) -> str:
+    """The strategy a row is timed with: `cache` "warm" is BATCH, "cold" is COLD, "auto" is COLD
+    where all the process held on the device at the warm-up's peak fits in L2 (back to back, that
+    data would stay in L2 between calls, which it does not between a model's layers), else
+    BATCH."""
+    if cache not in ("auto", "warm", "cold"):
+        raise ValueError(f"cache must be 'auto', 'warm' or 'cold', got {cache!r}")
+    if cache == "auto":
+        return COLD if 0 < peak_bytes <= l2_bytes else BATCH
+    return COLD if cache == "cold" else BATCH
+
+
 def batch_for(fn: Callable[[], object], device: Device) -> int:
     """Calls per sample: grown until one sample holds at least TARGET_SAMPLE_S of GPU time."""
     batch = 1
@@ -265,6 +278,7 @@ class CudaDevice:
         self.device = torch.device(device)
         self._flush = None
         self._cycles_per_s = None
+        self._enqueue_s = COLD_SPIN_MAX_S / COLD_SPIN_MARGIN  # until a call was enqueued
 
     def _events(self):
         e = self.torch.cuda.Event
@@ -289,14 +303,17 @@ class CudaDevice:
                 max(COLD_FLUSH_L2 * l2, 1 << 20), dtype=torch.uint8, device=self.device
             )
         self._flush.zero_()  # outside the events: the flush is not the call's time
-        enqueue = getattr(self, "_enqueue_s", 1e-4)
-        torch.cuda._sleep(int(COLD_SPIN_MARGIN * enqueue * self.cycles_per_s()))
+        # the spin covers the call's enqueue (the fastest seen: a call that waits for the stream,
+        # such as a pageable copy, would otherwise grow the spin sample by sample)
+        spin = min(COLD_SPIN_MARGIN * self._enqueue_s, COLD_SPIN_MAX_S)
+        torch.cuda._sleep(int(spin * self.cycles_per_s()))
         start, end = self._events()
         t0 = time.perf_counter()
         start.record()
         fn()
         end.record()
-        self._enqueue_s = host = time.perf_counter() - t0
+        host = time.perf_counter() - t0
+        self._enqueue_s = min(self._enqueue_s, host)
         end.synchronize()
         return start.elapsed_time(end) / 1000.0, host
 

@@ -10,7 +10,8 @@ apart from *how* it is measured (this module). Every timing goes through `measur
 - one sample per call, in seconds, so that asv's statistics (confidence interval, Mann-Whitney
   test in `asv compare`) and the gate see real per-iteration spread;
 - on CUDA the row's time is GPU time (harness.measure.gputime): CUDA events over batches of
-  back-to-back calls (or single calls after an L2 flush, `cache="cold"`), sampled until the
+  back-to-back calls (or single calls after an L2 flush where the row's data fits in L2), sampled
+  until the
   median is steady, with the host time per call, the clock and throttled samples beside it;
   on CPU the loop below uses `time.perf_counter` (or the process's CPU time, see _clock).
 - inside a run that writes a record (`harness bench`), each row's facts go there
@@ -82,13 +83,15 @@ def measure(
     warmup: int | None = None,
     samples: int | None = None,
     budget_s: float | None = None,
-    cache: str = "warm",
+    cache: str = "auto",
 ) -> list[float]:
     """Per-call times of `fn()` in seconds, after `warmup` (>= 1) untimed calls.
 
     On CUDA: GPU time per call (harness.measure.gputime), sampled until the median is steady
-    or `budget_s` ends (`samples` caps the samples); `cache="cold"` times single calls after an
-    L2 flush, for workloads whose data would otherwise stay in L2 between calls.
+    or `budget_s` ends (`samples` caps the samples). `cache`: "warm" (batches of back-to-back
+    calls), "cold" (single calls after an L2 flush) or "auto": cold where everything the process
+    holds on the device at the warm-up's peak fits in L2 (gputime.cache_mode), else warm: back to
+    back, such a row's data would stay in L2 between calls, as it does not in a model.
 
     Stops after `samples` calls, or earlier once `budget_s` seconds of timed calls have passed
     and at least MIN_SAMPLES were taken (slow full-size workloads on small machines).
@@ -167,7 +170,7 @@ def measure_paired(
     """
     if torch.device(device).type == "cuda" and clock != "wall":
         sampling = gpu_sampling(
-            [fn, base], device, warmup, samples, budget_s, "warm", series=_ratios
+            [fn, base], device, warmup, samples, budget_s, "auto", series=_ratios
         )
         _record_gpu([fn, base], device, sampling)
         return _ratios(sampling.sides)
@@ -277,7 +280,7 @@ def measure_rounds(
     device copy, so that their bandwidths are read against the copy of the same seconds.
     The clock is measure_paired's (see _clock); on CUDA, GPU time per call as in measure()."""
     if torch.device(device).type == "cuda" and clock != "wall":
-        sampling = gpu_sampling(list(fns), device, warmup, samples, budget_s, "warm")
+        sampling = gpu_sampling(list(fns), device, warmup, samples, budget_s, "auto")
         return [side.gpu_s for side in sampling.sides]
     return _timed_rounds(list(fns), device, warmup, samples, budget_s, clock)[0]
 
@@ -293,7 +296,7 @@ def _ratios(sides) -> list[float]:
 
 
 def gpu_sampling(
-    fns, device, warmup=None, samples=None, budget_s=None, cache="warm", series=None
+    fns, device, warmup=None, samples=None, budget_s=None, cache="auto", series=None
 ) -> gputime.Sampling:
     """The count warm-up (compilation, autotuning), then gputime's sampling of `fns` on a CUDA
     device: the one GPU measurement every CUDA row (and the GPU proof kit) goes through."""
@@ -307,10 +310,13 @@ def gpu_sampling(
             "CUDA start-up, which must never be inside a sample"
         )
     device = torch.device(device)
+    torch.cuda.reset_peak_memory_stats(device)
     for _ in range(warmup):
         for fn in fns:
             fn()
     synchronize(device)
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size
+    mode = gputime.cache_mode(cache, torch.cuda.max_memory_allocated(device), l2)
     key = str(device)
     if key not in _gpu_devices:
         _gpu_devices[key] = (_GuardedDevice(gputime.CudaDevice(device)), clocks.reader_for(device))
@@ -321,7 +327,6 @@ def gpu_sampling(
             rule, max_samples=samples, min_samples=min(rule.min_samples, samples)
         )
     sampler.fns = fns
-    mode = gputime.COLD if cache == "cold" else gputime.BATCH
     return gputime.sample(fns, sampler, reader, rule, mode=mode, series=series)
 
 
