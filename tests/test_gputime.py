@@ -354,3 +354,87 @@ def test_row_facts_are_one_file_per_row_and_a_rerun_replaces_its_own(tmp_path):
     }
     (tmp_path / records.ROW_FACTS / "broken.json").write_text("{")
     assert len(records.read_row_facts(tmp_path)) == 2  # a damaged file is not a row
+
+
+# ---- the CUDA device, with a stand-in torch that records what is called ----
+
+
+class FakeTorch:
+    """Records the order of CUDA calls; events read a fixed clock set by the calls in between."""
+
+    def __init__(self):
+        self.log: list[str] = []
+        self.clock = 0.0
+        torch = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                assert enable_timing
+                self.t = None
+
+            def record(self):
+                torch.log.append("record")
+                self.t = torch.clock
+
+            def synchronize(self):
+                torch.log.append("sync")
+
+            def elapsed_time(self, other):
+                assert torch.log[-1] == "sync" or "sync" in torch.log  # read after a synchronise
+                return (other.t - self.t) * 1000.0
+
+        def sleep(cycles):
+            torch.log.append(f"sleep {cycles}")
+            torch.clock += cycles / 1e9
+
+        def props(device):
+            return types.SimpleNamespace(L2_cache_size=50 << 20)
+
+        self.cuda = types.SimpleNamespace(Event=Event, _sleep=sleep, get_device_properties=props)
+        self.uint8 = "uint8"
+
+    def device(self, name):
+        return types.SimpleNamespace(type="cuda", index=None, name=name)
+
+    def empty(self, n, dtype, device):
+        torch = self
+
+        class Buffer:
+            def zero_(self):
+                torch.log.append(f"flush {n}")
+
+        return Buffer()
+
+
+def test_the_cuda_device_times_a_batch_between_two_events_read_after_a_synchronise():
+    torch = FakeTorch()
+    dev = gputime.CudaDevice("cuda", torch)
+
+    def call():
+        torch.log.append("call")
+        torch.clock += 2e-4
+
+    gpu, host = dev.run(call, 5)
+    assert torch.log == ["record"] + ["call"] * 5 + ["record", "sync"]
+    assert gpu == pytest.approx(1e-3) and host >= 0
+
+
+def test_a_cold_call_is_flushed_and_queued_behind_a_bounded_spin():
+    torch = FakeTorch()
+    dev = gputime.CudaDevice("cuda", torch)
+    dev._cycles_per_s = 1e9  # as timed once per process
+
+    def call():
+        torch.log.append("call")
+        torch.clock += 1e-4
+
+    gpu, _ = dev.run_cold(call)
+    flush, spin, *rest = torch.log
+    assert flush == f"flush {gputime.COLD_FLUSH_L2 * (50 << 20)}"
+    assert spin.startswith("sleep ") and int(spin.split()[1]) <= gputime.COLD_SPIN_MAX_S * 1e9
+    assert rest == ["record", "call", "record", "sync"]  # the flush and spin outside the events
+    assert gpu == pytest.approx(1e-4)
+    torch.log.clear()
+    dev.run_cold(call)
+    second = int(torch.log[1].split()[1])
+    assert second < int(spin.split()[1])  # the spin follows the enqueue seen, it never grows

@@ -271,11 +271,12 @@ class CudaDevice:
     """A CUDA device for the loop: CUDA events on the current stream, one synchronise per
     sample, the L2 flush buffer and the spin's clock rate made once per process."""
 
-    def __init__(self, device):
-        import torch
+    def __init__(self, device, torch_module=None):
+        if torch_module is None:  # tests pass a stand-in that records the calls
+            import torch as torch_module
 
-        self.torch = torch
-        self.device = torch.device(device)
+        self.torch = torch_module
+        self.device = torch_module.device(device)
         self._flush = None
         self._cycles_per_s = None
         self._enqueue_s = COLD_SPIN_MAX_S / COLD_SPIN_MARGIN  # until a call was enqueued
