@@ -350,6 +350,7 @@ FINGERPRINT_KEYS = (
     "python_hash_seed",
     "python",
     "commit",
+    "sizes",
 )
 
 
