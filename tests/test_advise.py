@@ -281,6 +281,7 @@ def test_advise_reads_a_real_quick_run(tmp_path, capsys):
 
 
 def test_fused_optimizer_and_attention_tips_name_their_rows_and_sizes():
+    from harness.core import sizes
     from harness.verdict import advice
 
     tips = {t.name: t for t in advice.TIPS}
@@ -289,13 +290,14 @@ def test_fused_optimizer_and_attention_tips_name_their_rows_and_sizes():
     assert re.fullmatch(
         sdpa.benchmark, "fusion.AttentionOverHandWritten.track_sdpa_over_hand_written"
     )
+    fast, full = (sizes.Sizing(f, "cpu", {}) for f in (False, True))
     assert (
-        opt.sizes({"optimizer": "Adam", "impl": "fused"}, False)
+        opt.sizes({"optimizer": "Adam", "impl": "fused"}, fast)
         == "one Adam step over 128 parameter tensors (64 Linear 64x64)"
     )
-    assert opt.sizes({"optimizer": "SGD"}, True).startswith(
+    assert opt.sizes({"optimizer": "SGD"}, full).startswith(
         "one SGD step over 512 parameter tensors"
     )
-    assert sdpa.sizes({"backend": "flash", "causal": "True"}, False).endswith(
+    assert sdpa.sizes({"backend": "flash", "causal": "True"}, fast).endswith(
         "256 tokens, head dim 64, causal"
     )

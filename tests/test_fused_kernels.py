@@ -72,7 +72,7 @@ def test_measure_rounds_times_every_side_each_round():
 
 @pytest.fixture
 def small_optimizer_model(monkeypatch):
-    monkeypatch.setattr(optimizers, "sizes", lambda: {"layers": 8, "width": 8})
+    monkeypatch.setenv("HARNESS_SIZES", "optimizer.layers=8,optimizer.width=8")
 
 
 @pytest.mark.parametrize("name", optimizers.OPTIMIZERS)

@@ -57,21 +57,19 @@ def _combos(cls):
 def _one_sample(monkeypatch):
     monkeypatch.setattr(timing, "FAST", {"warmup": 1, "samples": 1, "budget_s": 0.0})
     monkeypatch.delenv("HARNESS_FULL", raising=False)
-    from harness.measure.workloads import dataloader
-
-    monkeypatch.setattr(dataloader, "sizes", lambda: {"length": 8, "image": 64, "epochs": 1})
-    from harness.measure.workloads import attention, bandwidth, checkpointing, optimizers
-
-    monkeypatch.setattr(bandwidth, "numel", lambda: 1 << 12)
-    monkeypatch.setattr(bandwidth, "BACKEND", "eager")  # dynamo without inductor: no compile
-    monkeypatch.setattr(optimizers, "sizes", lambda: {"layers": 3, "width": 4})
-    monkeypatch.setattr(
-        attention, "sizes", lambda: {"batch": 1, "heads": 2, "seq": 8, "head_dim": 4}
+    monkeypatch.setenv(  # the smallest sizes, through the user's override (harness.core.sizes)
+        "HARNESS_SIZES",
+        "dataloader.length=8,dataloader.image=64,dataloader.epochs=1,bandwidth_elements=2^12,"
+        "optimizer.layers=3,optimizer.width=4,"
+        "attention.batch=1,attention.heads=2,attention.seq=8,attention.head_dim=4",
     )
+    from harness.measure.workloads import bandwidth, checkpointing
+
+    monkeypatch.setattr(bandwidth, "BACKEND", "eager")  # dynamo without inductor: no compile
     monkeypatch.setattr(
         checkpointing,
         "config",
-        lambda: {
+        lambda device: {
             "batch": 2,
             "seq_len": 32,
             "d_model": 8,

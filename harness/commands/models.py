@@ -1,5 +1,6 @@
-"""`harness models`: the zoo, with parameter counts for both sizes, including models of your own
-(named by the ini option harness_models, HARNESS_MODELS or the harness.models entry points)."""
+"""`harness models`: the zoo, with parameter counts of its small, full and CUDA configurations,
+including models of your own (named by the ini option harness_models, HARNESS_MODELS or the
+harness.models entry points)."""
 
 
 def add_arguments(parser):
@@ -22,15 +23,16 @@ def run(args) -> int:
                 name,
                 f"{spec.parameter_count('small'):,}",
                 f"{spec.parameter_count('full'):,}",
+                f"{spec.parameter_count('cuda'):,}",
                 frontends,
                 spec.description,
             )
         )
     print(
         render(
-            ["model", "small params", "full params", "front ends", "description"],
+            ["model", "small params", "full params", "cuda params", "front ends", "description"],
             rows,
-            align=("left", "right", "right", "left", "left"),
+            align=("left", "right", "right", "right", "left", "left"),
         ),
         end="",
     )

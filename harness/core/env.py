@@ -126,6 +126,8 @@ def _torchvision_version() -> str | None:
 
 def fingerprint(seed: int = DEFAULT_SEED) -> dict:
     """Everything that can change a graph or a timing, as plain JSON-able values."""
+    from harness.core import sizes
+
     cuda = cuda_available()
     fp = {
         "python": platform.python_version(),
@@ -155,6 +157,9 @@ def fingerprint(seed: int = DEFAULT_SEED) -> dict:
             "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
         },
         "seed": seed,
+        # HARNESS_SIZES (canonical text), None without: runs of other sizes are not comparable
+        # silently (listed among the environment differences)
+        "sizes": sizes.override_text(),
         "env": {
             k: os.environ[k]
             for k in sorted(os.environ)

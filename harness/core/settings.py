@@ -105,6 +105,15 @@ GPU_CLOCK_POLICY = Setting(
     "the GPU's clock policy when you know it (`locked`: your runner pins the SM clock, "
     "e.g. `nvidia-smi -lgc`; `unlocked`); default read through NVML, else unknown",
 )
+SIZES = Setting(
+    "HARNESS_SIZES",
+    TEXT,
+    None,
+    "benchmark sizes of one run, on any device and in any mode: `key=value` pairs (or a JSON "
+    "object) over the size names of harness/core/sizes.py and zoo model fields, e.g. "
+    "`pointwise_elements=2^26,transfer_batch=32x3x224x224,attention.seq=4096,alexnet.batch=64`; "
+    "recorded in the run's fingerprint; goldens never use it",
+)
 GOLDEN_DEVICE = Setting(
     "HARNESS_GOLDEN_DEVICE",
     TEXT,

@@ -1,14 +1,17 @@
 """The model zoo: every model the harness captures or benchmarks, with seeded weights and inputs.
 
-Each model has a *small* configuration (seconds on two CPU cores; used by tests and quick
-benchmarks) and a *full* one (the real sizes; used by `--full` and nightly runs). Register your
-own with one call:
+Each model has a *small* configuration (seconds on two CPU cores; used by goldens, tests and
+quick CPU benchmarks), a *full* one (the real sizes; `--full` goldens and nightly CPU runs) and a
+*cuda* one (benchmarks on a CUDA GPU in every mode: device-bound on a data-centre GPU; default:
+the full one). Which one a benchmark uses is decided in one place, harness.core.sizes.model_size;
+golden captures use small (full under --full) on every device. Register your own with one call:
 
     from harness.zoo import register_model   (or harness.core.zoo)
     register_model("tiny_cnn", build=lambda cfg: TinyCNN(cfg["width"]),
                    inputs=lambda cfg, g: (torch.randn(cfg["batch"], 3, 32, 32, generator=g),),
                    small={"width": 8, "batch": 2, "num_classes": 10},
-                   full={"width": 64, "batch": 32, "num_classes": 10})
+                   full={"width": 64, "batch": 32, "num_classes": 10},
+                   cuda={"width": 64, "batch": 512, "num_classes": 10})   # optional
 
 Models of your own are registered the same way in a module that the harness loads for pytest
 and the `harness` command alike (harness.core.user_models: the `harness_models` ini option,
@@ -30,10 +33,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.core import names
+from harness.core import names, sizes
 from harness.core.env import DEFAULT_SEED, seed_everything
 
-SIZES = ("small", "full")
+SIZES = ("small", "full", "cuda")
+# a configuration's name (SIZES), or a configuration already chosen (benchmark_config)
+Size = str | Mapping[str, Any]
 
 # Seed offsets keep weights, capture inputs and check inputs on separate streams: a check input
 # that equals the capture input could not catch a value that tracing baked in as a constant.
@@ -56,27 +61,42 @@ class ModelSpec:
     # the file that registered it, and where its goldens live if not in the run's expect/ dir
     origin: str = ""
     expect_dir: str | None = None
+    # the configuration benchmarks on a CUDA GPU use; None: the full one
+    cuda: Mapping[str, Any] | None = None
 
-    def config(self, size: str = "small") -> dict:
+    def config(self, size: Size = "small") -> dict:
+        """The configuration named `size` ("small", "full" or "cuda"); a mapping is a
+        configuration already chosen (benchmark_config) and is returned as is."""
+        if isinstance(size, Mapping):
+            return dict(size)
         if size not in SIZES:
             raise ValueError(f"unknown size {size!r} for model {self.name!r}; use one of {SIZES}")
+        if size == "cuda":
+            return dict(self.full if self.cuda is None else self.cuda)
         return dict(self.small if size == "small" else self.full)
 
-    def build(self, size: str = "small", seed: int = DEFAULT_SEED) -> nn.Module:
+    def benchmark_config(self, full: bool, device, overrides: Mapping | None = None) -> dict:
+        """The configuration a benchmark on `device` in this mode uses: the one
+        harness.core.sizes.model_size names (small/full on CPU, cuda on a GPU), with this model's
+        HARNESS_SIZES fields applied (`overrides`: a recorded run's instead). Never a golden's."""
+        cfg = self.config(sizes.model_size(full, device))
+        return sizes.with_model_overrides(self.name, cfg, overrides)
+
+    def build(self, size: Size = "small", seed: int = DEFAULT_SEED) -> nn.Module:
         """The model with seeded weights, in eval mode (dropout off, batch norm on running
         stats)."""
         seed_everything(seed)
         model = self.build_fn(self.config(size))
         return model.eval()
 
-    def inputs(self, size: str = "small", seed: int = DEFAULT_SEED, check: bool = False) -> tuple:
+    def inputs(self, size: Size = "small", seed: int = DEFAULT_SEED, check: bool = False) -> tuple:
         """Seeded example inputs; `check=True` gives a second, different set for semantic checks."""
         gen = torch.Generator().manual_seed(
             seed + (_CHECK_SEED_OFFSET if check else _INPUT_SEED_OFFSET)
         )
         return tuple(self.inputs_fn(self.config(size), gen))
 
-    def targets(self, size: str = "small", seed: int = DEFAULT_SEED) -> torch.Tensor:
+    def targets(self, size: Size = "small", seed: int = DEFAULT_SEED) -> torch.Tensor:
         """Seeded class labels matching the first output of the model, for training steps."""
         cfg = self.config(size)
         gen = torch.Generator().manual_seed(seed + 3)
@@ -91,7 +111,7 @@ class ModelSpec:
         logits = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
         return F.cross_entropy(logits.float(), targets.to(logits.device))
 
-    def parameter_count(self, size: str = "small") -> int:
+    def parameter_count(self, size: Size = "small") -> int:
         # Built on the meta device: counting the full AlexNet must not allocate 240 MB.
         with torch.device("meta"):
             model = self.build_fn(self.config(size))
@@ -114,10 +134,14 @@ def register_model(
     image_model: bool = False,
     replace: bool = False,
     expect_dir: str | None = None,
+    cuda=None,
 ) -> ModelSpec:
     """Add a model to the zoo. `build(cfg) -> nn.Module`, `inputs(cfg, generator) -> tuple`.
 
-    `small` and `full` are config dicts; each needs `batch` and `num_classes`. `expect_dir`
+    `small` and `full` are config dicts; each needs `batch` and `num_classes`. `cuda` (optional,
+    default: `full`) is the config benchmarks use on a CUDA GPU, in quick and full runs alike:
+    size it so one call keeps the GPU busy (bytes moved or FLOPs far above kernel launches, see
+    docs/gpu.md#cuda-sizes) and stays within ~1-20 ms; goldens never use it. `expect_dir`
     keeps this model's goldens in a folder of its own (relative to the registering file), e.g.
     `expect_dir="expect"` beside your suite; by default they go to the run's expect/ folder.
     """
@@ -131,7 +155,7 @@ def register_model(
             f"model {name!r} is already registered (by {_REGISTRY[name].origin}); "
             "pass replace=True to override it"
         )
-    for size, cfg in (("small", small), ("full", full)):
+    for size, cfg in (("small", small), ("full", full), ("cuda", cuda or full)):
         missing = {"batch", "num_classes"} - set(cfg)
         if missing:
             raise ValueError(f"model {name!r}: the {size} config lacks {sorted(missing)}")
@@ -148,6 +172,7 @@ def register_model(
         image_model,
         origin,
         expect_dir,
+        None if cuda is None else dict(cuda),
     )
     _REGISTRY[name] = spec
     return spec
@@ -164,6 +189,21 @@ def get_model(name: str) -> ModelSpec:
 
 def model_names() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def check_size_overrides(overrides: Mapping | None = None) -> Mapping:
+    """Every HARNESS_SIZES key checked (harness.core.sizes), `MODEL.FIELD` ones against the
+    registered models (load models of your own first): what a command calls before it starts a
+    run, so that a typo is bad input at once, not a failed benchmark in every process."""
+    over = sizes.active(overrides)
+    for model, fields in sizes.model_keys(over).items():
+        for field, value in fields.items():
+            if model not in _REGISTRY:
+                raise sizes.unknown_model(model, field, model_names())
+            spec = _REGISTRY[model]
+            every = {k: v for size in SIZES for k, v in spec.config(size).items()}
+            sizes.check_model_field(model, field, value, every)
+    return over
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,6 +241,8 @@ register_model(
     image_model=True,
     small={"batch": 2, "image": 64, "num_classes": 10, "hidden": 128},
     full={"batch": 16, "image": 224, "num_classes": 1000, "hidden": 4096},
+    # 550 GFLOP per training step (convolutions in TF32): ~4 ms on an H200, far above launches
+    cuda={"batch": 128, "image": 224, "num_classes": 1000, "hidden": 4096},
     description="torchvision AlexNet (small: 64 px, narrow classifier head)",
 )
 
@@ -218,6 +260,8 @@ register_model(
     image_model=True,
     small={"batch": 2, "image": 32, "num_classes": 10},
     full={"batch": 16, "image": 224, "num_classes": 1000},
+    # 1.4 TFLOP per training step: ~10 ms on an H200 (batch 16 was launch-bound there)
+    cuda={"batch": 128, "image": 224, "num_classes": 1000},
     description="torchvision ResNet-18 (small: 32 px, 10 classes)",
 )
 
@@ -275,6 +319,18 @@ register_model(
         "nlayers": 2,
         "per_token": True,
     },
+    # batch 256: the LSTM's recurrent GEMM does 256 FLOP per weight byte in 16 bits (128 in
+    # fp32), above the H200's and A100's FLOP/byte ridge: compute-bound. Penn Treebank's
+    # 10000-word vocabulary: with WikiText-2's the fp32 decoder alone would take ~35 ms.
+    cuda={
+        "batch": 256,
+        "seq_len": 35,
+        "num_classes": 10000,
+        "emsize": 1024,
+        "nhid": 1024,
+        "nlayers": 2,
+        "per_token": True,
+    },
     description="word-language-model LSTM (full: WikiText-2 vocabulary, 650 units, bptt 35)",
 )
 
@@ -322,6 +378,17 @@ register_model(
         "nlayers": 6,
         "num_classes": 1000,
     },
+    # the full size already is device-bound: 241 GFLOP per training step in fp32, every matmul
+    # 4 GFLOP (~0.1 ms); larger would take over 20 ms per step on an A100
+    cuda={
+        "batch": 16,
+        "seq_len": 128,
+        "d_model": 512,
+        "nhead": 8,
+        "dim_ff": 2048,
+        "nlayers": 6,
+        "num_classes": 1000,
+    },
     description="nn.TransformerEncoder (post-norm) with a mean-pooled linear head",
 )
 
@@ -354,6 +421,16 @@ register_model(
         "nlayers": 2,
         "num_classes": 1000,
     },
+    # batch 256, hidden 1024: each step's recurrent GEMM is 1.6 GFLOP at 128 FLOP per fp32
+    # weight byte (compute-bound, as the word LM's LSTM); 1.6 TFLOP per training step
+    cuda={
+        "batch": 256,
+        "seq_len": 100,
+        "d_model": 256,
+        "hidden": 1024,
+        "nlayers": 2,
+        "num_classes": 1000,
+    },
     description="2-layer GRU over a sequence, classifying from the last step",
 )
 
@@ -377,5 +454,7 @@ register_model(
     inputs=_mlp_inputs,
     small={"batch": 4, "features": 16, "width": 32, "depth": 2, "num_classes": 10},
     full={"batch": 256, "features": 1024, "width": 4096, "depth": 4, "num_classes": 1000},
+    # batch 512: 180 GFLOP per training step in fp32 matmuls, each 17 GFLOP (~0.4 ms on an H200)
+    cuda={"batch": 512, "features": 1024, "width": 4096, "depth": 4, "num_classes": 1000},
     description="MLP: (Linear -> BatchNorm1d -> ReLU -> Dropout) x depth -> Linear",
 )

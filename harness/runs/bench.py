@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.core import records
+from harness.core import records, sizes
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.core.processes import run_in_session
@@ -155,6 +155,18 @@ def operator_pass(
     return status
 
 
+def _checked_size_overrides():
+    """HARNESS_SIZES, every key checked before anything runs (a typo is bad input now, not a
+    failed benchmark in every process); models of your own are loaded if a key names a model."""
+    from harness.core import zoo
+
+    if sizes.model_keys():
+        from harness.core.user_models import load_user_models
+
+        load_user_models()
+    return zoo.check_size_overrides()
+
+
 def run(
     project: Path,
     root: Path,
@@ -176,6 +188,7 @@ def run(
     from harness.core.env import fingerprint
 
     names = check_suites(project, list(spec.suites))
+    overrides = _checked_size_overrides()
     method = asv.launch_method(launch)
     threads = spec.run_threads
     profile = spec.full if profile is None else profile
@@ -190,6 +203,7 @@ def run(
         "launch_method": method,
         "threads": threads,
         "profiled": profile,
+        "sizes": sizes.override_text(overrides),
         **({"shard": shard} if shard else {}),
     }
     result = None

@@ -35,7 +35,7 @@ from harness.verdict.results import (
 )
 
 # What every shard of one run must share (run.json), beyond machine and commit.
-SAME_META = ("mode", "quick", "threads")
+SAME_META = ("mode", "quick", "threads", "sizes")
 
 
 def _sources(specs: list[str], root: pathlib.Path, machine: str | None) -> list[records.RunRecord]:

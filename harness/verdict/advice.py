@@ -34,6 +34,7 @@ import statistics
 from collections.abc import Callable
 
 from harness.core import sizes
+from harness.core.exits import BadInput
 from harness.verdict import gpurows
 from harness.verdict.results import ResultSet, find_benchmarks_json, fingerprint_of
 from harness.verdict.summary import cases
@@ -48,78 +49,81 @@ LAUNCH_BOUND = "launch-bound at this size"
 
 
 # ---- what each case was measured on (sizes from the workloads' own definitions) ----
+# Each takes the case's parameters and the run's sizing (mode, device class, recorded overrides).
 
 
-def _zoo(model: str, full: bool) -> str:
+def _zoo(model: str, on: sizes.Sizing) -> str:
     from harness.core.zoo import get_model
 
-    size = "full" if full else "small"
-    cfg = get_model(model).config(size)
-    return f"{model} {size} ({', '.join(f'{k}={v}' for k, v in cfg.items())})"
+    cfg = get_model(model).benchmark_config(on.full, on.device, on.overrides)
+    return f"{model} {on.model_size()} ({', '.join(f'{k}={v}' for k, v in cfg.items())})"
 
 
-def _zoo_sizes(params: dict, full: bool) -> str:
-    return _zoo(params["model"], full)
+def _zoo_sizes(params: dict, on: sizes.Sizing) -> str:
+    return _zoo(params["model"], on)
 
 
-def _fusion_sizes(params: dict, full: bool) -> str:
-    rows, dim = sizes.norm_activation(full)
-    logits, classes = sizes.cross_entropy(full)
+def _count(n: int) -> str:
+    return f"2^{n.bit_length() - 1}" if n > 0 and n & (n - 1) == 0 else f"{n:,}"
+
+
+def _fusion_sizes(params: dict, on: sizes.Sizing) -> str:
+    rows, dim = on.of(sizes.norm_activation)
+    logits, classes = on.of(sizes.cross_entropy)
     return {
-        "PointwiseChain": (
-            f"x.cos().cos() on 2^{sizes.pointwise_elements(full).bit_length() - 1} float32"
-        ),
+        "PointwiseChain": f"x.cos().cos() on {_count(on.of(sizes.pointwise_elements))} float32",
         "NormActivationBlock": f"LayerNorm+GELU on {rows}x{dim} float32",
-        "SmallModelTrainingStep": "training step of " + _zoo("mlp", full),
+        "SmallModelTrainingStep": "training step of " + _zoo("mlp", on),
         "CompiledCrossEntropyLoss": (
             f"nn.CrossEntropyLoss forward+backward on {logits}x{classes} logits"
         ),
     }.get(params["benchmark"], "sizes as in harness/core/sizes.py")
 
 
-def _optimizer_sizes(params: dict, full: bool) -> str:
-    s = sizes.optimizer(full)
+def _optimizer_sizes(params: dict, on: sizes.Sizing) -> str:
+    s = on.of(sizes.optimizer)
     return (
         f"one {params.get('optimizer', '').strip(chr(39))} step over {2 * s['layers']} parameter "
         f"tensors ({s['layers']} Linear {s['width']}x{s['width']})"
     )
 
 
-def _attention_sizes(params: dict, full: bool) -> str:
-    s = sizes.attention(full)
+def _attention_sizes(params: dict, on: sizes.Sizing) -> str:
+    s = on.of(sizes.attention)
+    dtype = "float16" if on.device == sizes.CUDA else "float32"  # as workloads.attention
     return (
-        f"float32 batch {s['batch']}, {s['heads']} heads, {s['seq']} tokens, head dim "
+        f"{dtype} batch {s['batch']}, {s['heads']} heads, {s['seq']} tokens, head dim "
         f"{s['head_dim']}" + (", causal" if params.get("causal") == "True" else "")
     )
 
 
-def _batch(full: bool) -> str:
-    return "image batch " + "x".join(map(str, sizes.transfer_batch(full)))
+def _batch(on: sizes.Sizing) -> str:
+    return "image batch " + "x".join(map(str, on.of(sizes.transfer_batch)))
 
 
-def _copy_sizes(params: dict, full: bool) -> str:
-    return _batch(full) + (
+def _copy_sizes(params: dict, on: sizes.Sizing) -> str:
+    return _batch(on) + (
         " (uint8 or float32)" if "payload" not in params else f" ({params['payload']})"
     )
 
 
-def _non_blocking_sizes(params: dict, full: bool) -> str:
+def _non_blocking_sizes(params: dict, on: sizes.Sizing) -> str:
     return (
-        f"{sizes.TRANSFER_COPIES_PER_CALL} copies of a float32 {_batch(full)}, "
+        f"{sizes.TRANSFER_COPIES_PER_CALL} copies of a float32 {_batch(on)}, "
         "each used on the device after its copy"
     )
 
 
-def _loader_sizes(params: dict, full: bool) -> str:
-    s = sizes.dataloader(full)
+def _loader_sizes(params: dict, on: sizes.Sizing) -> str:
+    s = on.of(sizes.dataloader)
     return (
         f"{params['num_workers']} workers, batch {params['batch_size']}, {s['length']} JPEG images "
-        f"of {s['image']} px per epoch, feeding " + _zoo("alexnet", full)
+        f"of {s['image']} px per epoch, feeding " + _zoo("alexnet", on)
     )
 
 
-def _loop_sizes(params: dict, full: bool) -> str:
-    return f"{sizes.loop_steps(full)} training steps per call, " + _zoo(params["model"], full)
+def _loop_sizes(params: dict, on: sizes.Sizing) -> str:
+    return f"{on.of(sizes.loop_steps)} training steps per call, " + _zoo(params["model"], on)
 
 
 # ---- the tip table: the one place that says which row measures which advice ----
@@ -131,7 +135,7 @@ class Tip:
     advice: str  # what the advice tells you to do
     benchmark: str  # regular expression, matched in full against benchmark names
     reading: str  # the ratio, advice side first (time ratio: < 1 means the advice helps)
-    sizes: Callable[[dict, bool], str]
+    sizes: Callable[[dict, sizes.Sizing], str]
     where: tuple[tuple[str, str], ...] = ()  # only the cases with these parameter values
     needs_cuda: str = ""  # why the tip means nothing without CUDA ("" if it applies on CPU)
 
@@ -393,7 +397,17 @@ def run_info(rs: ResultSet) -> dict:
         "torch": fp.get("torch"),
         "cpu": fp.get("cpu"),
         "gpu": fp.get("gpu"),
+        "sizes": fp.get("sizes"),  # HARNESS_SIZES of the run (canonical text), None without
     }
+
+
+def run_sizing(info: dict) -> sizes.Sizing:
+    """The sizes the run used: its mode, device class and recorded overrides."""
+    try:
+        overrides = sizes.parse(info.get("sizes") or "")
+    except BadInput:  # recorded by another harness version: describe the table's sizes
+        overrides = {}
+    return sizes.Sizing(info["mode"] == "full", info["device"], overrides)
 
 
 def advise(
@@ -403,15 +417,17 @@ def advise(
     tips: tuple[Tip, ...] = TIPS,
 ) -> Advice:
     info = run_info(rs)
-    full = info["mode"] == "full"
+    on = run_sizing(info)
     names = _param_names(rs)
     lines: list[Line] = []
     for tip in tips:
-        lines += _tip_lines(rs, tip, info, full, names, tolerance, confidence)
+        lines += _tip_lines(rs, tip, info, on, names, tolerance, confidence)
     return Advice(info, tolerance, confidence, lines, tuple(tips))
 
 
-def _tip_lines(rs, tip: Tip, info: dict, full: bool, names, tolerance, confidence) -> list[Line]:
+def _tip_lines(
+    rs, tip: Tip, info: dict, on: sizes.Sizing, names, tolerance, confidence
+) -> list[Line]:
     threads = info["threads"]
     if tip.needs_cuda and info["device"] != "cuda":
         why = f"needs CUDA: {tip.needs_cuda}; this run ran on {info['device']}"
@@ -441,9 +457,7 @@ def _tip_lines(rs, tip: Tip, info: dict, full: bool, names, tolerance, confidenc
         if entry.skipped:
             skipped.append(label or bench)
         else:
-            line = _case_line(
-                tip, bench, params, entry, label, threads, full, tolerance, confidence
-            )
+            line = _case_line(tip, bench, params, entry, label, threads, on, tolerance, confidence)
             out.append(_with_facts(line, rs.facts.get(entry.name)))
     if skipped and not out:
         return [
@@ -469,15 +483,15 @@ def _case_line(
     entry,
     label: str,
     threads,
-    full: bool,
+    on: sizes.Sizing,
     tolerance: float,
     confidence: float,
 ) -> Line:
     try:
-        sizes = tip.sizes({**params, "benchmark": bench.split(".")[1]}, full)
-    except (KeyError, ValueError) as exc:  # parameters renamed since: say so, keep the verdict
-        sizes = f"sizes unknown ({type(exc).__name__}: {exc})"
-    line = Line(tip.name, label, NA, bench, params, threads=threads, sizes=sizes)
+        measured = tip.sizes({**params, "benchmark": bench.split(".")[1]}, on)
+    except (KeyError, ValueError, BadInput) as exc:  # renamed since: say so, keep the verdict
+        measured = f"sizes unknown ({type(exc).__name__}: {exc})"
+    line = Line(tip.name, label, NA, bench, params, threads=threads, sizes=measured)
     if entry.failed:
         line.reason = "the benchmark failed in this run (its error is in the bench log)"
     elif not entry.samples:
@@ -542,16 +556,20 @@ def header(advice: Advice) -> str:
         f"What the advice is worth on {r['machine']} ({r['device']}, {r['cpu'] or '?'}"
         f"{', ' + r['gpu'] if r['gpu'] else ''}; torch {r['torch'] or '?'}; "
         f"{_threads(r['threads'])}; "
-        f"{mode} run {r['run_id'] or r['path']}).\n"
+        f"{mode} run {r['run_id'] or r['path']}"
+        f"{'; sizes overridden: ' + r['sizes'] if r.get('sizes') else ''}).\n"
         f"Each ratio is advice / the habit it replaces, time ratios of paired rounds: "
         f"< 1 saves time. Verdict: the {advice.confidence:.0%} order-statistic interval of the "
         f"median excludes 1 and the median moves more than {advice.tolerance:.0%}; otherwise "
         f"no measurable effect."
         + (
-            "\nA fast run: small sizes; `harness bench --full` (or `harness nightly`) measures the "
-            "full sizes with every core."
-            if r["mode"] != "full"
-            else ""
+            ""
+            if r["mode"] == "full"
+            else "\nA fast run: the CUDA sizes and short grids; `harness bench --full` (or "
+            "`harness nightly`) measures the full grids with every core."
+            if r["device"] == sizes.CUDA
+            else "\nA fast run: small sizes; `harness bench --full` (or `harness nightly`) "
+            "measures the full sizes with every core."
         )
     )
 

@@ -35,7 +35,15 @@ RUN_KEYS = {
     "seed",
     "commit",
 }
-SETTINGS = ("torch_threads", "torch_interop_threads", "python_hash_seed", "cpu_count", "env.", "os")
+SETTINGS = (
+    "torch_threads",
+    "torch_interop_threads",
+    "python_hash_seed",
+    "cpu_count",
+    "env.",
+    "os",
+    "sizes",
+)
 
 
 def flatten(fp: dict, prefix: str = "") -> dict:

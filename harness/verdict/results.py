@@ -352,6 +352,7 @@ FINGERPRINT_KEYS = (
     "python_hash_seed",
     "python",
     "commit",
+    "sizes",
 )
 
 

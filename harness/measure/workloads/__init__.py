@@ -7,6 +7,9 @@ combination; harness.measure.timing measures them.
 
 Fast/full switch: `HARNESS_FULL=1` (set by `harness bench --full`) selects full sizes and full
 parameter grids in every suite; the default is fast (small models, small grids, few samples).
+Sizes also depend on the device a benchmark runs on (harness.core.sizes: CPU sizes, or CUDA
+sizes that keep a data-centre GPU busy); every builder passes the device it was given, and
+`device()` is this run's.
 
 A parameter combination that does not apply here (CUDA-only cases on a CPU machine, options
 that need another option) raises `NotApplicable` with the reason: asv treats it as a skipped
@@ -19,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from harness.core import settings
+from harness.core import sizes as core_sizes
 
 AREAS = ("fusion", "transfer", "amp", "dataloader", "models", "training_loop")
 
@@ -32,9 +36,18 @@ def full_mode() -> bool:
     return settings.FULL.get()
 
 
-def size() -> str:
-    """The model-zoo size for the current mode."""
-    return "full" if full_mode() else "small"
+def size(dev: torch.device | str | None = None) -> str:
+    """The zoo configuration benchmarks on `dev` (default: this run's device) use in this mode:
+    "small", "full" or "cuda" (harness.core.sizes.model_size)."""
+    return core_sizes.model_size(full_mode(), device() if dev is None else dev)
+
+
+def model_config(name: str, dev: torch.device | str) -> dict:
+    """The configuration of zoo model `name` that a benchmark on `dev` uses in this run, with
+    HARNESS_SIZES applied (ModelSpec.benchmark_config)."""
+    from harness.core.zoo import get_model
+
+    return get_model(name).benchmark_config(full_mode(), dev)
 
 
 def grid(fast, full):

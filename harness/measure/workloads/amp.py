@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from harness.measure.workloads import NotApplicable, size, to_device
+from harness.measure.workloads import NotApplicable, model_config, to_device
 
 MODELS = ("alexnet", "word_lm")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -29,11 +29,11 @@ def build(model_name: str, precision: str, device: torch.device) -> Callable[[],
     from harness.core.zoo import get_model
 
     check(precision, device)
-    spec = get_model(model_name)
-    model = spec.build(size()).to(device).train()
+    spec, cfg = get_model(model_name), model_config(model_name, device)
+    model = spec.build(cfg).to(device).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    inputs = to_device(spec.inputs(size()), device)
-    targets = spec.targets(size()).to(device)
+    inputs = to_device(spec.inputs(cfg), device)
+    targets = spec.targets(cfg).to(device)
     dtype = _DTYPES.get(precision)
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
 

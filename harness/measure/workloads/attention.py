@@ -29,10 +29,10 @@ _CUDA_ONLY = {
 }
 
 
-def sizes(full: bool | None = None) -> dict:
-    """(batch, heads, sequence, head dim): fast keeps one call around 10 ms on a CPU core.
-    `full`: the sizes of that mode (reports name them); default this process's mode."""
-    return core_sizes.attention(full_mode() if full is None else full)
+def sizes(device: torch.device | str, full: bool | None = None) -> dict:
+    """(batch, heads, sequence, head dim) on `device` (harness.core.sizes.attention).
+    `full`: the sizes of that mode; default this process's mode."""
+    return core_sizes.attention(full_mode() if full is None else full, device)
 
 
 def hand_written(q, k, v, causal: bool):
@@ -56,7 +56,7 @@ def _backend(name: str):
 
 
 def inputs(device: torch.device, s: dict | None = None) -> tuple:
-    s = s or sizes()
+    s = s or sizes(device)
     gen = seed_everything()
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     shape = (s["batch"], s["heads"], s["seq"], s["head_dim"])

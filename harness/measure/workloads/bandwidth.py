@@ -34,6 +34,7 @@ import torch
 import torch._dynamo
 from torch import nn
 
+from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything
 from harness.measure import allocator, timing, traffic
 from harness.measure.workloads import full_mode
@@ -41,15 +42,13 @@ from harness.measure.workloads import full_mode
 WORKLOADS = ("pointwise_chain", "multiply_add", "norm_activation")
 # torch.compile backend for the fused side; tests swap in "eager" to avoid compiling
 BACKEND = "inductor"
-# Elements per tensor: fast 2**25 fp32 = 128 MiB, 4x the 32 MiB L3 of the CI machines; full
-# 2**27 = 512 MiB, 8x an H200's 60 MiB L2. Each workload holds 3-4 such tensors.
-FAST_NUMEL, FULL_NUMEL = 1 << 25, 1 << 27
 NORM_DIM = 1024
 GB = 1e9
 
 
-def numel() -> int:
-    return FULL_NUMEL if full_mode() else FAST_NUMEL
+def numel(device: torch.device | str) -> int:
+    """Elements per tensor on `device` in this mode (harness.core.sizes.bandwidth_elements)."""
+    return core_sizes.bandwidth_elements(full_mode(), device)
 
 
 def _pointwise_chain(x):
@@ -77,7 +76,7 @@ class Chain:
 def build(name: str, device: torch.device, n: int | None = None) -> Chain:
     if name not in WORKLOADS:
         raise ValueError(f"unknown bandwidth workload {name!r}; choose from {', '.join(WORKLOADS)}")
-    n = n or numel()
+    n = n or numel(device)
     gen = seed_everything()
     if name == "norm_activation":
         dim = min(NORM_DIM, n)
@@ -128,7 +127,7 @@ def measure(name: str, device: torch.device, n: int | None = None) -> dict:
     times = {"eager": t_eager, "fused": t_fused}
     copy_gbps = [copy_bytes / t / GB for t in t_copy]
     out = {
-        "numel": n or numel(),
+        "numel": n or numel(device),
         "copy_bytes": copy_bytes,
         "copy_gbps": copy_gbps,
         "fused_over_eager": [f / e for f, e in zip(t_fused, t_eager)],
@@ -144,7 +143,8 @@ def measure(name: str, device: torch.device, n: int | None = None) -> dict:
 
 
 def measure_all(device: torch.device, n: int | None = None) -> dict:
-    """`measure` for every workload, one after the other (one holds 4-5 tensors of numel())."""
+    """`measure` for every workload, one after the other (each holds 4-5 tensors of
+    numel(device))."""
     out = {}
     for name in WORKLOADS:
         out[name] = measure(name, device, n)

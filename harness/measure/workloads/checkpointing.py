@@ -2,8 +2,9 @@
 each encoder layer keeps only its input in the forward pass and recomputes its activations in
 the backward pass. The trade: peak memory saved against step time added.
 
-Sizes: the zoo's configs, with the fast one's sequence and batch raised (batch 8, 128 tokens)
-so that activations, which checkpointing drops, outweigh the weights, which it cannot.
+Sizes: the zoo's configuration for the device and mode (harness.core.sizes.model_size), with the
+small one's sequence and batch raised (batch 8, 128 tokens) so that activations, which
+checkpointing drops, outweigh the weights, which it cannot.
 """
 
 from __future__ import annotations
@@ -16,18 +17,16 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from harness.core.env import seed_everything
-from harness.measure.workloads import size, to_device
+from harness.measure.workloads import model_config, size, to_device
 
 MODEL = "transformer"
 MODES = ("plain", "checkpointed")
 _FAST_OVERRIDES = {"batch": 8, "seq_len": 128}
 
 
-def config() -> dict:
-    from harness.core.zoo import get_model
-
-    cfg = get_model(MODEL).config(size())
-    return cfg if size() == "full" else {**cfg, **_FAST_OVERRIDES}
+def config(device: torch.device | str) -> dict:
+    cfg = model_config(MODEL, device)
+    return {**cfg, **_FAST_OVERRIDES} if size(device) == "small" else cfg
 
 
 def layers_of(model: nn.Module) -> nn.ModuleList:
@@ -57,7 +56,7 @@ def build(
     if mode not in MODES:
         raise ValueError(f"unknown checkpointing mode {mode!r}; choose from {', '.join(MODES)}")
     spec = get_model(MODEL)
-    cfg = cfg or config()
+    cfg = cfg or config(device)
     seed_everything()
     model = spec.build_fn(cfg).to(device).train()
     if mode == "checkpointed":

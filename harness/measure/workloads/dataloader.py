@@ -23,7 +23,7 @@ import torch
 
 from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything, synchronize
-from harness.measure.workloads import NotApplicable, full_mode, size, to_device
+from harness.measure.workloads import NotApplicable, full_mode, model_config, to_device
 
 NUM_CLASSES = 10
 
@@ -92,9 +92,10 @@ def check(
         raise NotApplicable("persistent_workers needs num_workers > 0")
 
 
-def sizes(full: bool | None = None) -> dict:
-    """Dataset length, image side and timed epochs; `full` None: the run's mode (HARNESS_FULL)."""
-    return core_sizes.dataloader(full_mode() if full is None else full)
+def sizes(device: torch.device | str, full: bool | None = None) -> dict:
+    """Dataset length, image side and timed epochs for a loader feeding `device`; `full` None:
+    the run's mode (HARNESS_FULL)."""
+    return core_sizes.dataloader(full_mode() if full is None else full, device)
 
 
 def build_loader(
@@ -105,7 +106,7 @@ def build_loader(
     device: torch.device,
 ):
     check(num_workers, pin_memory, persistent_workers, device)
-    s = sizes()
+    s = sizes(device)
     ds = SyntheticJpegDataset(s["length"], s["image"])
     return torch.utils.data.DataLoader(
         ds,
@@ -121,8 +122,7 @@ def build_loader(
 def build_step(device: torch.device):
     from harness.core.zoo import get_model
 
-    spec = get_model("alexnet")
-    cfg = spec.config(size())
+    spec, cfg = get_model("alexnet"), model_config("alexnet", device)
     seed_everything()
     model = spec.build_fn({**cfg, "num_classes": NUM_CLASSES}).to(device).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -160,7 +160,7 @@ def run_epochs(
     """`warmup_epochs` (>= 1) + `epochs` passes, each epoch one sample of harness.measure.timing."""
     from harness.measure import timing
 
-    epochs = sizes()["epochs"] if epochs is None else epochs
+    epochs = sizes(device)["epochs"] if epochs is None else epochs
     times, returned = timing.measure_returning(
         lambda: epoch(loader, step, device),
         device,

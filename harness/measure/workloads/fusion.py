@@ -22,7 +22,7 @@ from torch import nn
 
 from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything
-from harness.measure.workloads import full_mode, size, to_device
+from harness.measure.workloads import full_mode, model_config, to_device
 
 WORKLOADS = ("pointwise_chain", "norm_activation", "training_step", "cross_entropy_loss")
 
@@ -56,14 +56,14 @@ def build(name: str, device: torch.device) -> FusionCase:
     gen = seed_everything()
     full = full_mode()
     if name == "pointwise_chain":
-        x = torch.randn(core_sizes.pointwise_elements(full), generator=gen).to(device)
+        x = torch.randn(core_sizes.pointwise_elements(full, device), generator=gen).to(device)
 
         def make_call(fn):
             return lambda: fn(x)
 
         return FusionCase(name, device, make_call, _pointwise, (x,))
     if name == "norm_activation":
-        rows, dim = core_sizes.norm_activation(full)
+        rows, dim = core_sizes.norm_activation(full, device)
         block = nn.Sequential(nn.LayerNorm(dim), nn.GELU()).to(device).eval()
         x = torch.randn(rows, dim, generator=gen).to(device)
 
@@ -76,7 +76,7 @@ def build(name: str, device: torch.device) -> FusionCase:
 
         return FusionCase(name, device, make_call, block, (x,))
     if name == "cross_entropy_loss":
-        rows, classes = core_sizes.cross_entropy(full)
+        rows, classes = core_sizes.cross_entropy(full, device)
         logits = torch.randn(rows, classes, generator=gen).to(device).requires_grad_()
         targets = torch.randint(0, classes, (rows,), generator=gen).to(device)
 
@@ -93,11 +93,11 @@ def build(name: str, device: torch.device) -> FusionCase:
     # training_step
     from harness.core.zoo import get_model
 
-    spec = get_model("mlp")
-    model = spec.build(size()).to(device).train()
+    spec, cfg = get_model("mlp"), model_config("mlp", device)
+    model = spec.build(cfg).to(device).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    inputs = to_device(spec.inputs(size()), device)
-    targets = spec.targets(size()).to(device)
+    inputs = to_device(spec.inputs(cfg), device)
+    targets = spec.targets(cfg).to(device)
 
     def make_call(mod):
         def step():

@@ -143,7 +143,7 @@ def _collate(folder: Path):
 
     from harness.measure.workloads import dataloader
 
-    side = dataloader.sizes(full=False)["image"]
+    side = dataloader.sizes("cpu", full=False)["image"]
     gen = torch.Generator().manual_seed(0)
     batch = [
         (torch.randn(3, side, side, generator=gen), i % dataloader.NUM_CLASSES)

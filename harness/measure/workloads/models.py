@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from harness.measure.workloads import NotApplicable, size, to_device
+from harness.measure.workloads import NotApplicable, model_config, to_device
 
 
 def check(
@@ -30,16 +30,16 @@ class _Prepared:
     def __init__(self, model_name, channels_last, device):
         from harness.core.zoo import get_model
 
-        self.spec = get_model(model_name)
+        self.spec, cfg = get_model(model_name), model_config(model_name, device)
         fmt = torch.channels_last if channels_last else torch.contiguous_format
-        self.model = self.spec.build(size()).to(device, memory_format=fmt)
+        self.model = self.spec.build(cfg).to(device, memory_format=fmt)
         self.inputs = tuple(
             x.to(device, memory_format=fmt)
             if isinstance(x, torch.Tensor) and x.dim() == 4
             else to_device(x, device)
-            for x in self.spec.inputs(size())
+            for x in self.spec.inputs(cfg)
         )
-        self.targets = self.spec.targets(size()).to(device)
+        self.targets = self.spec.targets(cfg).to(device)
 
 
 def set_cudnn_benchmark(enabled: bool) -> None:

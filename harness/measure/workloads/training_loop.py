@@ -21,29 +21,31 @@ from collections.abc import Callable
 import torch
 
 from harness.core import sizes as core_sizes
-from harness.measure.workloads import full_mode, size, to_device
+from harness.measure.workloads import full_mode, model_config, to_device
 
 EVAL_MODES = ("grad_enabled", "no_grad", "inference_mode")
 
 
 def models() -> list[str]:
-    """The zoo models timed: an overhead-bound MLP and a conv net (AlexNet) in every mode."""
+    """The zoo models timed in every mode: the MLP (overhead-bound at its small CPU size;
+    device-bound at its CUDA one) and a conv net (AlexNet)."""
     return ["mlp", "alexnet"]
 
 
-def steps_per_call(full: bool | None = None) -> int:
-    """Training steps in one timed call of the loss-logging loop; `full` None: the run's mode."""
-    return core_sizes.loop_steps(full_mode() if full is None else full)
+def steps_per_call(device: torch.device | str, full: bool | None = None) -> int:
+    """Training steps in one timed call of the loss-logging loop on `device`; `full` None: the
+    run's mode."""
+    return core_sizes.loop_steps(full_mode() if full is None else full, device)
 
 
-def sizes(model_name: str, full: bool | None = None) -> str:
-    """What one timed call works on, for reports: the zoo config and the loop length."""
+def sizes(model_name: str, device: torch.device | str, full: bool | None = None) -> str:
+    """What one timed call works on, for reports: the zoo config and its name."""
     from harness.core.zoo import get_model
 
     full = full_mode() if full is None else full
-    cfg = get_model(model_name).config("full" if full else "small")
+    cfg = get_model(model_name).benchmark_config(full, device)
     params = ", ".join(f"{k}={v}" for k, v in cfg.items())
-    return f"{model_name} {'full' if full else 'small'} ({params})"
+    return f"{model_name} {core_sizes.model_size(full, device)} ({params})"
 
 
 class _Prepared:
@@ -52,11 +54,11 @@ class _Prepared:
     def __init__(self, model_name: str, device: torch.device, train: bool):
         from harness.core.zoo import get_model
 
-        self.spec = get_model(model_name)
-        self.model = self.spec.build(size()).to(device)
+        self.spec, cfg = get_model(model_name), model_config(model_name, device)
+        self.model = self.spec.build(cfg).to(device)
         self.model.train(train)
-        self.inputs = to_device(self.spec.inputs(size()), device)
-        self.targets = self.spec.targets(size()).to(device)
+        self.inputs = to_device(self.spec.inputs(cfg), device)
+        self.targets = self.spec.targets(cfg).to(device)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
 
     def loss(self) -> torch.Tensor:
@@ -97,10 +99,10 @@ def training_step(model_name: str, set_to_none: bool, device: torch.device) -> C
 
 
 def logged_loop(model_name: str, item_each_step: bool, device: torch.device) -> Callable[[], float]:
-    """steps_per_call() training steps whose losses are summed for logging: with `.item()` after
-    each step, or on the device and read once at the end. Returns the summed loss."""
+    """steps_per_call(device) training steps whose losses are summed for logging: with `.item()`
+    after each step, or on the device and read once at the end. Returns the summed loss."""
     p = _Prepared(model_name, device, train=True)
-    steps = steps_per_call()
+    steps = steps_per_call(device)
 
     def step() -> torch.Tensor:
         p.opt.zero_grad(set_to_none=True)

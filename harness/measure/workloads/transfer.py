@@ -15,6 +15,7 @@ import torch
 
 from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything
+from harness.measure import workloads
 from harness.measure.workloads import full_mode, require_cuda
 
 MEMORY = ("pageable", "pinned", "pin_then_copy")
@@ -22,9 +23,14 @@ PAYLOADS = ("float32", "uint8")
 COPIES_PER_CALL = core_sizes.TRANSFER_COPIES_PER_CALL
 
 
-def batch_shape(full: bool | None = None) -> tuple[int, ...]:
-    """The image batch copied per call; `full` None: the run's mode (HARNESS_FULL)."""
-    return core_sizes.transfer_batch(full_mode() if full is None else full)
+def batch_shape(
+    device: torch.device | str | None = None, full: bool | None = None
+) -> tuple[int, ...]:
+    """The image batch copied per call to `device` (None: this run's device); `full` None: the
+    run's mode (HARNESS_FULL)."""
+    return core_sizes.transfer_batch(
+        full_mode() if full is None else full, workloads.device() if device is None else device
+    )
 
 
 def build(
@@ -37,7 +43,7 @@ def build(
     if payload not in PAYLOADS:
         raise ValueError(f"unknown payload {payload!r}; choose from {PAYLOADS}")
     gen = seed_everything()
-    host = torch.randint(0, 256, batch_shape(), dtype=torch.uint8, generator=gen)
+    host = torch.randint(0, 256, batch_shape(device), dtype=torch.uint8, generator=gen)
     if payload == "float32":
         host = host.float().div_(255)
     if memory == "pinned":
