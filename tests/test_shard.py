@@ -220,6 +220,24 @@ def test_merge_refuses_other_machines_and_missing_shards(runs, capsys):
 
 
 @pytest.mark.slow
+def test_merge_refuses_shards_of_other_sizes(runs, capsys, tmp_path):
+    """A shard run with another HARNESS_SIZES (run.json's `sizes`) is another workload."""
+    _, _, _, _, shards, _ = runs
+    root = tmp_path / "results"
+    copies = []
+    for rec in shards:
+        dest = root / "runs" / MACHINE / rec.run_id
+        shutil.copytree(rec.path, dest)
+        copies.append(dest)
+    meta = json.loads((copies[1] / records.RUN_JSON).read_text())
+    assert meta["sizes"] is None  # recorded even without an override
+    meta["sizes"] = "pointwise_elements=1024"
+    (copies[1] / records.RUN_JSON).write_text(json.dumps(meta))
+    code, out = _merge(capsys, root, *copies)
+    assert code == 3 and "differ in sizes" in out, out
+
+
+@pytest.mark.slow
 def test_two_machines_publish_into_one_dashboard(runs, capsys, tmp_path):
     _, root, _, _, _, _ = runs
     from harness.runs import asv

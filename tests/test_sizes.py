@@ -2,6 +2,8 @@
 the HARNESS_SIZES override, and goldens that keep the small configuration on every device.
 No CUDA code runs: the size functions take the device, so "cuda" is only a name here."""
 
+import sys
+
 import pytest
 import torch
 from torch import nn
@@ -278,3 +280,10 @@ def test_harness_bench_refuses_a_bad_override_before_it_runs(monkeypatch, tmp_pa
     assert cli.main(argv) == exits.BAD_INPUT
     assert "'alexnt.batch'" in capsys.readouterr().err
     assert not any(tmp_path.rglob("run.json"))
+
+
+def test_harness_ab_refuses_a_bad_override_before_a_side_starts(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("HARNESS_SIZES", "transfer_batch=1x2")
+    argv = ["ab", "HEAD", sys.executable, "--suite", "canary", "--results-dir", str(tmp_path)]
+    assert cli.main(argv) == exits.BAD_INPUT
+    assert "'transfer_batch'" in capsys.readouterr().err and not any(tmp_path.iterdir())

@@ -174,8 +174,9 @@ def model_size(full: bool, device) -> str:
 
 def with_model_overrides(model: str, cfg: Mapping, overrides: Mapping | None = None) -> dict:
     """Zoo model `model`'s configuration `cfg` with its `MODEL.FIELD` overrides applied, each
-    checked against `cfg` (ModelSpec.benchmark_config)."""
-    mine = _model_fields(model, active(overrides))
+    checked against `cfg` (ModelSpec.benchmark_config). A model named like a size function gets
+    none: the size function's name wins."""
+    mine = {} if model in SIZE_FUNCTIONS else _model_fields(model, active(overrides))
     for field, value in mine.items():
         check_model_field(model, field, value, cfg)
     return {**cfg, **mine}
@@ -192,6 +193,7 @@ def model_keys(overrides: Mapping | None = None) -> dict[str, dict]:
 
 
 def unknown_model(model: str, field: str, models: list[str]) -> BadInput:
+    """The error for `model.field` where `model` is neither a size function nor registered."""
     return _bad(
         f"unknown key {f'{model}.{field}'!r}: {model!r} is neither a size name "
         f"({', '.join(_size_keys())}) nor a zoo model ({', '.join(models)})"

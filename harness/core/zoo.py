@@ -134,7 +134,7 @@ def register_model(
     image_model: bool = False,
     replace: bool = False,
     expect_dir: str | None = None,
-    cuda=None,
+    cuda: Mapping[str, Any] | None = None,
 ) -> ModelSpec:
     """Add a model to the zoo. `build(cfg) -> nn.Module`, `inputs(cfg, generator) -> tuple`.
 

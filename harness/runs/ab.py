@@ -560,6 +560,9 @@ def run(
     counts behind ops/kernels rows (harness.runs.bench.operator_pass) in each record."""
     if len(specs) == 1 and not pairs.fixed:
         raise ValueError("a side measured alone needs a fixed number of processes")
+    from harness.runs.bench import checked_size_overrides
+
+    checked_size_overrides()  # a bad HARNESS_SIZES: bad input before any side starts
     with (
         terminate_as_interrupt(),
         tempfile.TemporaryDirectory(prefix="harness-ab-runs-") as work,

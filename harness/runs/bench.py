@@ -155,7 +155,7 @@ def operator_pass(
     return status
 
 
-def _checked_size_overrides():
+def checked_size_overrides():
     """HARNESS_SIZES, every key checked before anything runs (a typo is bad input now, not a
     failed benchmark in every process); models of your own are loaded if a key names a model."""
     from harness.core import zoo
@@ -188,7 +188,7 @@ def run(
     from harness.core.env import fingerprint
 
     names = check_suites(project, list(spec.suites))
-    overrides = _checked_size_overrides()
+    overrides = checked_size_overrides()
     method = asv.launch_method(launch)
     threads = spec.run_threads
     profile = spec.full if profile is None else profile
