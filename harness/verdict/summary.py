@@ -141,6 +141,15 @@ def key_ratio_rows(rs: ResultSet) -> list[tuple[str, str]]:
     return rows
 
 
+def paired_rows(rs: ResultSet) -> list[tuple[str, str]]:
+    """Every case whose unit is a paired ratio ("ratio"), as (name, value)."""
+    return [
+        (name, f"{e.value:.3g}")
+        for name, e in sorted(rs.entries.items())
+        if e.unit == "ratio" and not e.failed and not e.skipped
+    ]
+
+
 @dataclasses.dataclass
 class Bandwidth:
     """One workload of fusion.MemoryBandwidth: medians of its rows."""
@@ -228,7 +237,13 @@ def summary_table(rs: ResultSet) -> str:
     rows = key_ratio_rows(rs)
     bw = bandwidth_rows(rs)
     if not rows and not bw:
-        return "key ratios: none of the summarised benchmarks ran in these suites"
+        paired = paired_rows(rs)
+        if not paired:
+            return "key ratios: none of the summarised benchmarks ran in these suites"
+        # suites of a project's own, or the models suite alone: their paired ratios
+        return "paired ratios (both sides timed in the same rounds; lower is faster)\n" + render(
+            ["benchmark", "value"], paired
+        ).rstrip("\n")
     out = (
         (
             "key ratios (lower is better for time ratios; workers scaling, scaling efficiency and "
