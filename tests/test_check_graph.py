@@ -4,6 +4,8 @@ packaged graph suite in a project of its own (only the project's models, --pyarg
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -210,7 +212,11 @@ def test_the_graph_suite_covers_only_the_projects_models(own):
     assert "HARNESS_OWN_MODELS" not in __import__("os").environ, "set for the run only"
 
 
-def test_a_packaged_suite_run_by_module_name_gets_a_pyargs_hint(own):
+def test_a_packaged_suite_run_by_module_name_gets_a_pyargs_hint(own, monkeypatch):
+    # In an editable install the file is this checkout's suites/test_graphs.py, which a session
+    # that also collects suites/ has imported as `suites.test_graphs` over the whole zoo: the
+    # inner run must import it afresh, as a project's own pytest does.
+    monkeypatch.delitem(sys.modules, "suites.test_graphs", raising=False)
     result = own.runpytest("--pyargs", "harness.suites.test_graphs", "-k", "own_mlp and jit")
     result.assert_outcomes(failed=1, passed=1)  # no golden yet; the program check passes
     result.stdout.fnmatch_lines(

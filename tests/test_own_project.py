@@ -183,3 +183,10 @@ def test_every_package_is_listed_and_the_suites_ship():
     assert conf["package-dir"] == {"harness.suites": "suites"}
     assert (project.packaged_suites() / "benchmarks" / "models.py").is_file()
     json.loads((ROOT / "suites" / "durations.json").read_text())  # shipped as package data
+
+
+def test_the_models_suite_needs_a_model_of_the_project(made):
+    (made / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
+    with pytest.raises(exits.BadInput, match=r"names none: name the module .*harness_models"):
+        bench.check_suites(made, None)
+    assert bench.check_suites(made, ["tiny_cnn"]) == ["tiny_cnn"]

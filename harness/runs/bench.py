@@ -79,8 +79,20 @@ def available_suites(project: Path) -> list[str]:
 def check_suites(project: Path, names: list[str] | None) -> list[str]:
     found = suites(project)
     known = list(found.modules())
+    chosen = names or found.defaults(ONLY_WHEN_NAMED)
+    if found.own_project and "models" in chosen:
+        from harness.core import user_models
+
+        ini, values = user_models.find_ini(project)
+        if not user_models.configured(values):
+            raise BadInput(
+                f"the models suite covers the models {project} registers, and it names none: "
+                f"name the module that registers them in the ini option "
+                f"`{user_models.INI_OPTION}` ({ini or project / 'pytest.ini'}), or leave the "
+                "suite out (--suite NAME)"
+            )
     if not names:
-        return found.defaults(ONLY_WHEN_NAMED)
+        return chosen
     unknown = [n for n in names if n not in known]
     if unknown:
         where = f"modules in {found.builtin}" + (
