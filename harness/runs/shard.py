@@ -325,7 +325,8 @@ def plan(
             benchmarks = discover(config, sha, env)
     selection = select(benchmarks, suites, regexes)
     mode = spec.mode
-    path = Path(durations_file) if durations_file else project / DURATIONS_FILE
+    # the suites' own file: the checkout's, or the one the package ships (a project of its own)
+    path = Path(durations_file) if durations_file else found.builtin.parent / DURATIONS_FILE.name
     durations = load_durations(path, mode)
     names = sorted(selection)
     shards = split(names, durations, shard[1]) if shard else [names]
