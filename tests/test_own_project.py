@@ -167,7 +167,10 @@ def test_the_packaged_suites_cover_only_the_projects_models(made, monkeypatch, c
 def test_every_package_is_listed_and_the_suites_ship():
     """pyproject lists the packages (harness.suites maps to suites/): a new subpackage must be
     added there, or a wheel silently lacks it."""
-    import tomllib
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: pytest's own dependency
+        import tomli as tomllib
 
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     on_disk = {
