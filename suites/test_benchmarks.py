@@ -20,7 +20,7 @@ tests/test_workloads.py already runs every body once. Any timing option (--bench
 
 import pytest
 
-from harness.core.zoo import model_names
+from harness.core.user_models import suite_models
 from harness.measure import pytest_bench
 from harness.measure.workloads import (
     NotApplicable,
@@ -96,7 +96,7 @@ def test_amp_training_step(bench, model, precision):
 @pytest.mark.parametrize("mode", ["inference", "training"])
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("cudnn_benchmark", [False, True])
-@pytest.mark.parametrize("model", model_names())
+@pytest.mark.parametrize("model", suite_models())
 def test_models(bench, model, cudnn_benchmark, channels_last, mode):
     bench(models.build, model, mode, cudnn_benchmark, channels_last, bench.device)
 

@@ -21,6 +21,14 @@ from harness.core.determinism import nondeterminism
 from harness.core.zoo import get_model
 from harness.golden.capture import capture_model, cases, on_device
 
+# What a project of its own takes with `from harness.suites.test_graphs import *` (a test module
+# of its own that runs this suite over its models; the autouse fixture is private, so named here).
+__all__ = [
+    "_full_float32_on_gpu",
+    "test_graph_matches_golden",
+    "test_program_matches_eager_and_capture_repeats",
+]
+
 # Captured programs run the same float32 ops in a possibly different order (AOT decomposes
 # LSTMs, for instance); anything past this is a wrong program, not rounding. GPU kernels may
 # pick other algorithms for the decomposed ops (TF32 is switched off, see below).

@@ -398,7 +398,9 @@ def test_full_runs_and_profile_runs_store_profiles(
     monkeypatch.setattr(
         bench,
         "operator_pass",
-        lambda project, staging, names, env, *, profile, out: calls.append(profile) or "done",
+        lambda project, staging, names, env, *, profile, out, bench_dir: (
+            calls.append(profile) or "done"
+        ),
     )
     spec = RunSpec.from_flags(full=full, quick=quick, suites=("canary",), machine="m1-cpu")
     ran = bench.run(

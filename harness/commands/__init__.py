@@ -14,6 +14,10 @@ from harness.core import exits
 
 # name -> (module, one-line help). Order is the order shown by `harness --help`.
 COMMANDS = {
+    "init": (
+        "harness.commands.init",
+        "write a project of its own: models, golden tests, benchmarks, asv configuration",
+    ),
     "models": ("harness.commands.models", "list the model zoo with parameter counts"),
     "graph": ("harness.commands.graph", "print a model's canonical graph for one front end"),
     "graph-diff": (

@@ -28,8 +28,9 @@ def add_arguments(parser):
         "--suite",
         action="append",
         metavar="NAME",
-        help="suite to run (repeatable): a module in suites/benchmarks/; default all "
-        "but the canary",
+        help="suite to run (repeatable): a module in suites/benchmarks/ (the harness's), or in "
+        "the benchmark folder of a project made by `harness init`; default all but the canary, "
+        "and in such a project its own modules and the models suite over its models",
     )
     parser.add_argument(
         "--profile",

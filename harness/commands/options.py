@@ -12,7 +12,7 @@ def results_dir(parser) -> None:
         "--results-dir",
         metavar="ROOT",
         help="results root: runs/, asv/, baselines/, noise/, html/ below it "
-        f"(default ${settings.RESULTS_DIR.name}, else results/ of the checkout)",
+        f"(default ${settings.RESULTS_DIR.name}, else results/ of the project)",
     )
     project(parser)
 
@@ -21,8 +21,8 @@ def project(parser) -> None:
     parser.add_argument(
         "--project",
         metavar="DIR",
-        help="the harness checkout (default: found from the working directory; "
-        f"also ${settings.PROJECT.name})",
+        help="the harness checkout, or a project made by `harness init` (default: found from "
+        f"the working directory; also ${settings.PROJECT.name})",
     )
 
 
@@ -40,7 +40,8 @@ def suites(parser) -> None:
         "--suite",
         action="append",
         metavar="NAME",
-        help="suite(s) in suites/benchmarks (repeatable; default all but the canary)",
+        help="suite(s) in suites/benchmarks, and a project's own benchmark modules (repeatable; "
+        "default all but the canary; in a project of its own, its modules and models)",
     )
 
 

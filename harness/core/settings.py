@@ -145,7 +145,17 @@ PROJECT = Setting(
     "HARNESS_PROJECT",
     PATH,
     None,
-    "the checkout every command works in (default: found from the working directory)",
+    "the checkout, or the project made by `harness init`, every command works in (default: "
+    "found from the working directory)",
+)
+OWN_MODELS = Setting(
+    "HARNESS_OWN_MODELS",
+    FLAG,
+    False,
+    "the packaged suites (graph goldens, models benchmarks) cover only the project's own models, "
+    "not the built-in zoo: set by `harness bench` and by the pytest plugin outside a harness "
+    "checkout",
+    "harness",
 )
 RESULTS_DIR = Setting(
     "HARNESS_RESULTS_DIR",

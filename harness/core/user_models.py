@@ -60,6 +60,12 @@ def find_ini(start: Path | None = None) -> tuple[Path | None, list[str]]:
     return None, []
 
 
+def is_pytest_config(path: Path) -> bool:
+    """Whether pytest would take `path` (pytest.ini, pyproject.toml, tox.ini, setup.cfg) as its
+    configuration file."""
+    return _read_ini(Path(path))[0]
+
+
 def _read_ini(path: Path) -> tuple[bool, list[str]]:
     """(is this a pytest config file, its harness_models entries)."""
     if path.suffix == ".toml":
@@ -124,15 +130,19 @@ def configured(ini_values: list[str] | None = None) -> bool:
 
 
 def load_user_models(
-    ini_values: list[str] | None = None, ini_dir: Path | None = None, ini_name: str | None = None
+    ini_values: list[str] | None = None,
+    ini_dir: Path | None = None,
+    ini_name: str | None = None,
+    *,
+    start: Path | None = None,
 ) -> list[str]:
     """Import every module named by the three sources; returns what was loaded.
 
-    Without `ini_values` (the `harness` command) the ini file is found from the current
-    directory as pytest would find it.
+    Without `ini_values` (the `harness` command) the ini file is found from `start` (default: the
+    current directory) as pytest would find it.
     """
     if ini_values is None:
-        path, ini_values = find_ini()
+        path, ini_values = find_ini(start)
         ini_dir, ini_name = (path.parent, path.name) if path else (None, None)
     import harness.core.zoo  # noqa: F401  (the registry exists before any user module runs)
 
@@ -157,6 +167,20 @@ def load_user_models(
         _LOADED.add(key)
         loaded.append(key)
     return loaded
+
+
+def suite_models() -> list[str]:
+    """The models the packaged suites cover (the graph suite's cases, the models benchmarks):
+    every registered model; with HARNESS_OWN_MODELS (a project of its own) only the models its
+    modules register, loaded here from its ini (found from HARNESS_PROJECT, else the working
+    directory), HARNESS_MODELS and entry points. The built-in zoo's goldens and figures belong
+    to the harness's checkout, so a project of its own never runs them."""
+    from harness.core import zoo
+
+    if not settings.OWN_MODELS.get():
+        return zoo.model_names()
+    load_user_models(start=settings.PROJECT.get())
+    return [n for n in zoo.model_names() if zoo.get_model(n).origin != zoo.BUILTIN_ORIGIN]
 
 
 def _file_module_name(path: Path) -> str:

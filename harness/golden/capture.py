@@ -24,10 +24,9 @@ from collections.abc import Callable
 import torch
 import torch.utils._pytree as pytree
 
+from harness.core.names import FRONTENDS  # named in core: the plugin needs them without torch
 from harness.golden import canonical
 from harness.golden.normalize import normalize
-
-FRONTENDS = ("jit", "fx", "export", "dynamo", "aot")
 
 FRONTEND_HELP = {
     "jit": "TorchScript trace, the flat inlined graph",
@@ -354,11 +353,13 @@ def eager_backward_error(model: torch.nn.Module, inputs: tuple) -> str | None:
 
 
 def cases() -> list[tuple[str, str, str | None]]:
-    """Every (model, front end) pair of the zoo, with the reason it is skipped or None."""
-    from harness.core.zoo import get_model, model_names
+    """Every (model, front end) pair of the zoo, with the reason it is skipped or None: every
+    registered model, or only a project's own (harness.core.user_models.suite_models)."""
+    from harness.core.user_models import suite_models
+    from harness.core.zoo import get_model
 
     out = []
-    for model in model_names():
+    for model in suite_models():
         unsupported = get_model(model).unsupported
         for frontend in FRONTENDS:
             reason = unsupported.get(frontend)

@@ -8,20 +8,29 @@ GPU printout differs from the CPU golden. Under a torch whose major.minor is not
 one, a committed `expect/torch-<major.minor>/<id>.expect` (or `expect/<device>/torch-<m.m>/`) is
 used the same way, and `--accept` writes there: the reference goldens are only ever written by
 the reference torch on the CPU (harness.golden.store.candidates). With CI set, accepting is
-refused unless `--force-accept` (or HARNESS_FORCE_ACCEPT=1) is given too.
+refused unless `--force-accept` (or HARNESS_FORCE_ACCEPT=1) is given too. A project of its own
+names the torch its goldens are recorded with in the ini option `harness_reference_torch`
+(default: this repository's reference, store.REFERENCE_TORCH).
+
+A test's own model: `golden.check_graph(model, inputs, frontend="export")` captures it, compares
+the canonical printout with `<test module>.<test name>-<frontend>` (harness.core.names) and
+accepts it as `golden.check` does; those ids are declared for every test that uses the fixture
+without a `golden` mark.
 
 Models of your own: modules named by the ini option `harness_models`, HARNESS_MODELS or the
 `harness.models` entry-point group are loaded at configure time (harness.core.user_models), before
-collection, so the graph suite parametrizes over them and `-k tiny_cnn` selects them.
+collection, so the graph suite parametrizes over them and `-k tiny_cnn` selects them. Outside a
+harness checkout (rootdir is not one) the packaged graph suite (`pytest --pyargs harness.suites`)
+covers those models only, never the built-in zoo (HARNESS_OWN_MODELS, set for the run).
 
 Orphans: every test declares the goldens it produces with `@pytest.mark.golden("id")`. After an
 unfiltered run, goldens that no collected test declares are reported; an unfiltered `--accept`
 run that passed removes them. A filtered run (-k, -m, a file or node id, --lf, deselection)
-never touches them. A golden id is `<model>.<frontend>`: a golden whose model this run does not
-know (not registered, declared by no test) is never an orphan -- its model may live in a suite
-that is not part of this run -- it is reported as such and kept. Under pytest-xdist the workers
-report what they collected and the controller decides, so orphans are computed once. Variants
-are orphans with their golden id.
+never touches them. A golden id is `<model>.<frontend>` (or `<test module>.<test>-<frontend>`): a
+golden whose model (or test module) no test of this run declares goldens of is never an orphan --
+it may belong to a suite that is not part of this run -- it is reported as such and kept. Under
+pytest-xdist the workers report what they collected and the controller decides, so orphans are
+computed once. Variants are orphans with their golden id.
 """
 
 from __future__ import annotations
@@ -33,8 +42,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.core import exits, names, settings, user_models
+from harness.core import exits, names, project, settings, user_models
 from harness.golden import store
+
+REFERENCE_OPTION = "harness_reference_torch"
 
 
 def _zoo():
@@ -66,6 +77,13 @@ def pytest_addoption(parser):
         "harness_expect_dir", "directory of golden files, relative to rootdir", default="expect"
     )
     parser.addini(
+        REFERENCE_OPTION,
+        "the torch release (major.minor, e.g. 2.14) the goldens in the expect folder are recorded "
+        "with; under another torch, goldens that differ go to expect/torch-<major.minor>/ "
+        f"(default {store.REFERENCE_TORCH}, the harness's own)",
+        default="",
+    )
+    parser.addini(
         user_models.INI_OPTION,
         "modules or .py paths (relative to the ini file) that register "
         f"models of your own; also {settings.MODELS.name}",
@@ -87,11 +105,13 @@ class GoldenSession:
         self.directory = root / "full" if self.full else root
         self.device = settings.GOLDEN_DEVICE.get().lower()
         self.lane = store.torch_lane()  # goldens of another torch live in expect/torch-<lane>/
+        reference = (config.getini(REFERENCE_OPTION) or "").strip()
+        self.reference = store.torch_lane(reference) if reference else store.REFERENCE_TORCH
         self.directory_forced = settings.EXPECT_DIR.is_set()
         self.declared: set[str] = set()
         self.produced: set[str] = set()
         self.deselected = False
-        self.models: set[str] = set()  # models registered in this run (workers report theirs)
+        self.set_own_models = False  # this run set HARNESS_OWN_MODELS (removed at the end)
         self.orphans: list[Path] = []
         self.unknown: list[Path] = []  # goldens of models this run does not know: kept
         self.removed: list[Path] = []
@@ -127,14 +147,21 @@ class GoldenSession:
             return True
         for arg in self.config.args:
             path = arg.split("::")[0]
-            if "::" in arg or not Path(self.config.invocation_params.dir, path).is_dir():
+            if "::" in arg:
+                return True
+            if Path(self.config.invocation_params.dir, path).is_dir():
+                continue
+            if not (getattr(opt, "pyargs", False) and _is_package(path)):
                 return True
         return False
 
     def find_orphans(self) -> tuple[list[Path], list[Path]]:
-        """(orphans: goldens of known models that no test declares, goldens of unknown models)."""
+        """(orphans: goldens of known models that no test declares, goldens of unknown models).
+        A model (or test module) is known when a test of this run declares goldens of it: a
+        model registered but not covered by this run (a project's `pytest` beside its
+        `pytest --pyargs harness.suites`) keeps its goldens."""
         known = self.declared | self.produced
-        models = self.models | self.registered_models() | {names.model_of(i) for i in known}
+        models = {names.model_of(i) for i in known}
         folders = {self.directory} | {self.directory_for(i) for i in known}
         orphans, unknown = [], []
         # variants (torch-*/, <device>/, <device>/torch-*/) are orphans with their golden id
@@ -154,6 +181,7 @@ class GoldenFixture:
     def __init__(self, session: GoldenSession, node):
         self._session = session
         self._node = node
+        self._claimed: set[str] = set()  # check_graph's golden ids in this test
 
     @property
     def size(self) -> str:
@@ -168,6 +196,50 @@ class GoldenFixture:
             )
         return marks[0].args[0]
 
+    def check_graph(self, model, inputs, frontend: str = "export", *, name: str | None = None):
+        """Capture `model` on `inputs` (a tuple, or one tensor) with one front end (jit, fx,
+        export, dynamo, aot), in eval mode, and compare its canonical printout with the golden
+        `<test module>.<test name>-<frontend>` (or `name`), as the graph suite does: a diff and
+        the op counts that changed on a mismatch; `pytest --accept` records it. Eager output that
+        differs between two runs on the same input fails first, so a random draw is never
+        accepted. On HARNESS_GOLDEN_DEVICE the model and inputs are moved there. Returns the
+        capture (`.text`, `.program`)."""
+        from harness.core.determinism import nondeterminism
+        from harness.golden.capture import CaptureError, capture, on_device
+
+        if frontend not in names.FRONTENDS:
+            pytest.fail(
+                f"unknown front end {frontend!r}; choose from {', '.join(names.FRONTENDS)}",
+                pytrace=False,
+            )
+        golden_id = name or auto_id(self._node, frontend)
+        if golden_id in self._claimed:
+            pytest.fail(
+                f"{self._node.nodeid} checks the golden {golden_id} twice; pass name= to give "
+                "each graph of one test and front end its own golden",
+                pytrace=False,
+            )
+        self._claimed.add(golden_id)
+        inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+        device = self._session.device
+        label = type(model).__name__
+        training = model.training
+        model.eval()
+        try:
+            model, inputs = on_device(model, device), on_device(inputs, device)
+            problem = nondeterminism(model, inputs, label=f"{label} in {self._node.name}")
+            if problem:
+                pytest.fail(problem, pytrace=False)  # before the compare: never accept it
+            try:
+                captured = capture(model, inputs, frontend, label=f"{label} in {self._node.name}")
+            except CaptureError as exc:
+                pytest.fail(str(exc), pytrace=False)
+        finally:
+            model.train(training)
+        where = {} if device == "cpu" else {"device": device}
+        self.check(captured.text, name=golden_id, frontend=frontend, model=label, **where)
+        return captured
+
     def check(self, text: str, name: str | None = None, **fields: str) -> None:
         try:
             self._check(text, name, fields)
@@ -180,7 +252,7 @@ class GoldenFixture:
         session = self._session
         golden_id = name or self._default_id()
         directory = session.directory_for(golden_id)
-        where = (directory, golden_id, session.device, session.lane)
+        where = (directory, golden_id, session.device, session.lane, session.reference)
         path = store.lookup(*where)
         target = store.accept_target(*where)
         session.produced.add(golden_id)
@@ -208,7 +280,11 @@ class GoldenFixture:
             existing.path = _display(path, config)
             what = ", ".join(f"{k} {v}" for k, v in fields.items()) or golden_id
             note = store.variant_note(
-                _display(path, config), _display(target, config), session.lane, hint
+                _display(path, config),
+                _display(target, config),
+                session.lane,
+                hint,
+                session.reference,
             )
             message = store.mismatch_message(existing, actual, what, hint, (note,) if note else ())
             pytest.fail(message, pytrace=False)
@@ -219,7 +295,7 @@ class GoldenFixture:
         printout that differs goes to the most specific variant (another device, another
         torch): the reference golden only on the CPU with the reference torch."""
         session = self._session
-        off_reference = session.lane != store.REFERENCE_TORCH or session.device != "cpu"
+        off_reference = session.lane != session.reference or session.device != "cpu"
         if off_reference and store.is_reference(directory, target):
             raise store.GoldenError(  # accept_target never gives this; the guard keeps it so
                 f"refusing to write the reference golden {target} from torch {session.lane} "
@@ -231,7 +307,9 @@ class GoldenFixture:
             return
         if path == target and not store.is_reference(directory, path):
             # a variant that now says what the golden below it says is no longer needed
-            below = store.lookup_below(directory, path, session.device, session.lane)
+            below = store.lookup_below(
+                directory, path, session.device, session.lane, session.reference
+            )
             golden = store.read(below) if below is not None else None
             if golden is not None and golden.body == actual:
                 path.unlink()
@@ -246,8 +324,13 @@ def accept_command(node, golden_id: str, full: bool) -> str:
     would not load (a conftest of another suite) is named through HARNESS_MODELS."""
     config = node.config
     path, sep, rest = node.nodeid.partition("::")
-    rel = os.path.relpath(Path(config.rootpath) / path, config.invocation_params.dir)
-    parts = ["pytest", "--accept", shlex.quote(rel + sep + rest)] + (["--full"] if full else [])
+    if Path(config.rootpath) in Path(node.path).resolve().parents:
+        rel = os.path.relpath(Path(config.rootpath) / path, config.invocation_params.dir)
+        parts = ["pytest", "--accept", shlex.quote(rel + sep + rest)]
+    else:  # a suite of an installed package (`pytest --pyargs harness.suites`): by module name
+        module = _module_name(Path(node.path).resolve()) or node.module.__name__
+        parts = ["pytest", "--accept", "--pyargs", shlex.quote(module + sep + rest)]
+    parts += ["--full"] if full else []
     zoo = _zoo()
     spec = zoo._REGISTRY.get(names.model_of(golden_id)) if zoo else None
     if (
@@ -260,6 +343,38 @@ def accept_command(node, golden_id: str, full: bool) -> str:
         origin = os.path.relpath(spec.origin, config.invocation_params.dir)
         parts.insert(0, f"{user_models.ENV_VAR}={shlex.quote(origin)}")
     return " ".join(parts)
+
+
+def auto_id(node, frontend: str) -> str:
+    """The golden id check_graph gives a test's graph: `<test module>.<test name>-<frontend>`
+    (classes and parameters included; harness.core.names.test_golden_id)."""
+    classes = node.nodeid.split("::")[1:-1]
+    test = getattr(node, "originalname", None) or node.name.split("[")[0]
+    callspec = getattr(node, "callspec", None)
+    return names.test_golden_id(
+        Path(node.path).stem, ".".join([*classes, test]), callspec.id if callspec else "", frontend
+    )
+
+
+def _module_name(path: Path) -> str | None:
+    """`harness.suites.test_graphs` for a file of the packaged suites (in an editable install
+    they lie in the checkout's suites/, which pytest would name `suites.test_graphs`)."""
+    try:
+        rel = path.relative_to(project.packaged_suites().resolve()).with_suffix("")
+    except (ValueError, exits.BadInput):
+        return None
+    return ".".join([project.PACKAGE, *rel.parts])
+
+
+def _is_package(name: str) -> bool:
+    """`--pyargs NAME` naming a package (a folder of tests), not a module or a test."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    return bool(spec and spec.submodule_search_locations)
 
 
 def _display(path: Path, config) -> Path:
@@ -275,8 +390,19 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "golden(id): this test produces the golden expect/<id>.expect"
     )
+    config.addinivalue_line(
+        "markers", "slow: the harness suites' second tier (captured program against eager)"
+    )
     session = GoldenSession(config)
     config.stash[_KEY] = session
+    try:
+        checkout = project.is_checkout(Path(config.rootpath))
+    except exits.BadInput as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if not checkout and not settings.OWN_MODELS.is_set():
+        # the packaged graph suite covers this project's models, not the built-in zoo
+        os.environ[settings.OWN_MODELS.name] = settings.OWN_MODELS.encode(True)
+        session.set_own_models = True
     _load_user_models(config)
     if (
         session.accept
@@ -300,6 +426,12 @@ def pytest_configure(config):
                 f"{settings.GOLDEN_DEVICE.name}={session.device} but torch sees no CUDA GPU "
                 "here; unset it to capture on the CPU"
             )
+
+
+def pytest_unconfigure(config):
+    session = config.stash.get(_KEY, None)
+    if session is not None and session.set_own_models:
+        os.environ.pop(settings.OWN_MODELS.name, None)
 
 
 def _load_user_models(config) -> None:
@@ -343,9 +475,11 @@ def pytest_deselected(items):
 def pytest_collection_modifyitems(session, config, items):
     state = config.stash[_KEY]
     for item in items:
-        for mark in item.iter_markers("golden"):
-            if mark.args:
-                state.declared.add(mark.args[0])
+        marks = [mark for mark in item.iter_markers("golden") if mark.args]
+        state.declared.update(mark.args[0] for mark in marks)
+        if not marks and "golden" in getattr(item, "fixturenames", ()):
+            # check_graph's ids, whatever front ends the test uses
+            state.declared.update(auto_id(item, frontend) for frontend in names.FRONTENDS)
 
 
 def _is_worker(config) -> bool:
@@ -361,7 +495,6 @@ def pytest_testnodedown(node, error):
     state.produced.update(out.get("harness_produced", []))
     state.redundant += [(Path(a), Path(b)) for a, b in out.get("harness_redundant", [])]
     state.deselected |= bool(out.get("harness_deselected"))
-    state.models.update(out.get("harness_models", []))
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -372,7 +505,6 @@ def pytest_sessionfinish(session, exitstatus):
         config.workeroutput["harness_produced"] = sorted(state.produced)
         config.workeroutput["harness_redundant"] = [[str(a), str(b)] for a, b in state.redundant]
         config.workeroutput["harness_deselected"] = state.deselected
-        config.workeroutput["harness_models"] = sorted(state.registered_models())
         return
     if state.filtered() or not (state.declared or state.produced):
         return  # a partial view, or a run with no golden tests: orphans cannot be judged
@@ -390,13 +522,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and getattr(config.option, "keyword", ""):
         lines += _nothing_selected_hint(config, state)
     for path in state.unknown:
-        model = names.model_of(path.name[: -len(store.SUFFIX)])
-        lines.append(f"kept golden {path}: model {model!r} not registered in this run")
+        golden_id = path.name[: -len(store.SUFFIX)]
+        model = names.model_of(golden_id)
+        if model in state.registered_models():
+            why = f"no test of this run covers model {model!r}"
+        elif golden_id.rsplit("-", 1)[-1] in names.FRONTENDS:  # check_graph's
+            why = f"test module {model!r} is not part of this run"
+        else:
+            why = f"model {model!r} not registered in this run"
+        lines.append(f"kept golden {path}: {why}")
     if state.unknown:
         lines.append(
-            f"(its model may live in a suite outside this run: name that module in the ini option "
-            f"`{user_models.INI_OPTION}` or in {user_models.ENV_VAR} so every run knows it; delete "
-            f"the file yourself if the model is gone)"
+            "(it may belong to tests outside this run; a model is known to every run when its "
+            f"module is named in the ini option `{user_models.INI_OPTION}` or in "
+            f"{user_models.ENV_VAR}. Delete the file yourself if its model or test is gone)"
         )
     lines += [f"removed orphan golden {path} (no test produces it)" for path in state.removed]
     lines += [

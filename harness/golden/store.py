@@ -84,8 +84,9 @@ def golden_path(directory: Path, golden_id: str) -> Path:
     return path
 
 
-# The torch (major.minor) the goldens in expect/ were recorded with; pyproject's `test` extra pins
-# the same release (tests/test_expect_store.py checks that they agree).
+# The torch (major.minor) the goldens in this repository's expect/ were recorded with; pyproject's
+# `test` extra pins the same release (tests/test_expect_store.py checks that they agree). A project
+# of its own names its own in the ini option `harness_reference_torch` (harness.golden.plugin).
 REFERENCE_TORCH = "2.14"
 TORCH_VARIANT_PREFIX = "torch-"
 FULL_FOLDER = "full"  # expect/full/: the full-size goldens, a root of its own, not a variant
@@ -108,15 +109,20 @@ def variant_path(directory: Path, golden_id: str, device: str | None) -> Path | 
 
 
 def candidates(
-    directory: Path, golden_id: str, device: str | None = None, lane: str | None = None
+    directory: Path,
+    golden_id: str,
+    device: str | None = None,
+    lane: str | None = None,
+    reference: str = REFERENCE_TORCH,
 ) -> list[Path]:
     """Where a capture on `device` under torch `lane` may find its golden, most specific first:
     `<device>/torch-<lane>/`, `torch-<lane>/`, `<device>/`, then the reference golden. Variants
-    apply only off the reference: on the CPU with the reference torch only the reference exists."""
+    apply only off the reference (the torch `reference` the goldens were recorded with): on the
+    CPU with the reference torch only the reference exists."""
     directory = Path(directory)
-    lane = lane or REFERENCE_TORCH
+    lane = lane or reference
     on_device = bool(device) and device != "cpu"
-    other_torch = lane != REFERENCE_TORCH
+    other_torch = lane != reference
     folders = []
     if on_device and other_torch:
         folders.append(directory / device / f"{TORCH_VARIANT_PREFIX}{lane}")
@@ -129,29 +135,41 @@ def candidates(
 
 
 def lookup(
-    directory: Path, golden_id: str, device: str | None = None, lane: str | None = None
+    directory: Path,
+    golden_id: str,
+    device: str | None = None,
+    lane: str | None = None,
+    reference: str = REFERENCE_TORCH,
 ) -> Path:
     """The golden a capture is compared with: the most specific committed variant (see
     `candidates`), else the reference golden (most printouts are the same everywhere)."""
-    found = candidates(directory, golden_id, device, lane)
+    found = candidates(directory, golden_id, device, lane, reference)
     return next((path for path in found if path.is_file()), found[-1])
 
 
 def accept_target(
-    directory: Path, golden_id: str, device: str | None = None, lane: str | None = None
+    directory: Path,
+    golden_id: str,
+    device: str | None = None,
+    lane: str | None = None,
+    reference: str = REFERENCE_TORCH,
 ) -> Path:
     """Where `--accept` writes a printout that differs from the golden it was compared with: the
     most specific variant. It is the reference golden only on the CPU with the reference torch,
     so another torch or device can never rewrite the reference."""
-    return candidates(directory, golden_id, device, lane)[0]
+    return candidates(directory, golden_id, device, lane, reference)[0]
 
 
 def lookup_below(
-    directory: Path, variant: Path, device: str | None = None, lane: str | None = None
+    directory: Path,
+    variant: Path,
+    device: str | None = None,
+    lane: str | None = None,
+    reference: str = REFERENCE_TORCH,
 ) -> Path | None:
     """The golden a capture would fall back to without `variant`: the next existing candidate
     after it, or None."""
-    found = candidates(directory, variant.name[: -len(SUFFIX)], device, lane)
+    found = candidates(directory, variant.name[: -len(SUFFIX)], device, lane, reference)
     rest = found[found.index(variant) + 1 :] if variant in found else []
     return next((path for path in rest if path.is_file()), None)
 
@@ -296,18 +314,20 @@ def unified_diff(expected: str, actual: str, label: str) -> list[str]:
     return golden_diff(expected, actual, (f"{label} (expected)", "actual"), MAX_DIFF_LINES)
 
 
-def variant_note(compared: Path, target: Path, lane: str, accept_hint: str) -> str | None:
+def variant_note(
+    compared: Path, target: Path, lane: str, accept_hint: str, reference: str = REFERENCE_TORCH
+) -> str | None:
     """What a failure under another torch says about its lane's variant: which golden was used,
     and the command that records the variant (it writes `target`, never the reference)."""
-    if lane == REFERENCE_TORCH:
+    if lane == reference:
         return None
     if compared.parent.name == f"{TORCH_VARIANT_PREFIX}{lane}":
         return f"Compared with the torch {lane} variant {compared}."
     return (
         f"No golden variant for torch {lane} exists ({target}); the golden recorded with torch "
-        f"{REFERENCE_TORCH} was used. If torch {lane} changed this graph and that is expected, "
+        f"{reference} was used. If torch {lane} changed this graph and that is expected, "
         f"record the variant: {accept_hint} (under torch {lane} it writes {target}; the "
-        f"torch {REFERENCE_TORCH} golden is never rewritten from another torch)."
+        f"torch {reference} golden is never rewritten from another torch)."
     )
 
 

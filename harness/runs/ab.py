@@ -59,7 +59,7 @@ FUTILE_FROM = 0.5
 class Side:
     label: str  # "base" or "head"
     spec: str  # what the user wrote
-    project: pathlib.Path  # checkout whose suites/ and harness/ the benchmarks import
+    project: pathlib.Path  # the tree whose suites (harness.core.project.suites) and harness run
     python: str  # interpreter the benchmark processes run
     commit: str
     env: dict[str, str]  # extra environment for this side's processes
@@ -75,7 +75,7 @@ def _git(root: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
 @contextlib.contextmanager
 def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str, str]]):
     """Yield {label: Side}; temporary worktrees live only inside the `with` block."""
-    from harness.core.project import head_commit
+    from harness.core.project import head_commit, suites
 
     scratch: pathlib.Path | None = None
     made: list[pathlib.Path] = []
@@ -91,7 +91,7 @@ def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str
                     project,
                     str(path.absolute()),
                     head_commit(project),
-                    envs.get(label, {}),
+                    {**suites(project).environment(), **envs.get(label, {})},
                 )
                 continue
             rev = _git(project, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}")
@@ -107,7 +107,8 @@ def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str
             added = _git(project, "worktree", "add", "--detach", str(tree), sha)
             if added.returncode:
                 raise RunnerFailed(f"git worktree add failed for {spec}: {added.stderr.strip()}")
-            env = {"ASV_PYTHONPATH": str(tree), **envs.get(label, {})}
+            # a project of its own: the side's own models and benchmark modules
+            env = {**suites(tree).environment(), "ASV_PYTHONPATH": str(tree), **envs.get(label, {})}
             out[label] = Side(label, spec, tree, sys.executable, sha, env)
         yield out
     finally:
@@ -265,12 +266,17 @@ def has_instruction_rows(
 ) -> bool:
     """Whether either side's suite module defines instruction rows (read from its source: asv's
     discovery would cost a process per side)."""
+    from harness.core.project import suites
+
     files = (
         [bench_dir / f"{suite}.py"]
         if bench_dir
-        else [s.project / "suites" / "benchmarks" / f"{suite}.py" for s in sides.values()]
+        else [suites(s.project).modules().get(suite) for s in sides.values()]
     )
-    return any(f.is_file() and "track_instructions" in f.read_text(encoding="utf-8") for f in files)
+    return any(
+        f is not None and f.is_file() and "track_instructions" in f.read_text(encoding="utf-8")
+        for f in files
+    )
 
 
 _FINGERPRINT = """
@@ -723,4 +729,9 @@ def _operator_pass(job: _Job, s: Side, staging: pathlib.Path, suites: list[str])
     from harness.runs.bench import operator_pass
 
     env = {**job.env, **s.env, "PYTHONPATH": str(s.project)}
-    return operator_pass(s.project, staging, suites, env, profile=False, out=sys.stderr)
+    folder = job.bench_dir or asv.benchmark_subset(
+        s.project, suites, job.work / f"operators-{s.label}" / "benchmarks"
+    )
+    return operator_pass(
+        s.project, staging, suites, env, profile=False, out=sys.stderr, bench_dir=folder
+    )

@@ -67,7 +67,7 @@ def config(
 
     conf = util.load_json(str(root / "asv.conf.json"), js_comments=True)
     html_dir = html_dir or results.parent / "html"
-    bench = benchmark_dir or (root / conf["benchmark_dir"])
+    bench = benchmark_dir or (root / conf.get("benchmark_dir", "benchmarks"))
     conf.update(
         repo=str(root),
         benchmark_dir=str(Path(bench).resolve()),
@@ -92,13 +92,27 @@ def config(
 def benchmark_subset(project: Path, modules: list[str], dest: Path) -> Path:
     """A scratch benchmark folder holding only `modules` of the project's suites (and the
     package's __init__): asv imports every module of its benchmark_dir at discovery, in every
-    run (~15 s for all the suites, under load more), while a run of one suite needs one."""
-    src = Path(project) / "suites" / "benchmarks"
+    run (~15 s for all the suites, under load more), while a run of one suite needs one.
+
+    A project of its own (harness.core.project.Suites): its whole benchmark folder (its modules
+    may import helpers beside them), plus the chosen suites of the installed harness."""
+    from harness.core.project import suites
+
+    found = suites(project)
+    available = found.modules()
     dest.mkdir(parents=True, exist_ok=True)
-    init = src / "__init__.py"
+    init = found.builtin / "__init__.py"
     write_atomic(dest / "__init__.py", init.read_text() if init.is_file() else "")
+    if found.own is not None:
+        shutil.copytree(
+            found.own,
+            dest,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
     for mod in modules:
-        shutil.copy(src / f"{mod}.py", dest / f"{mod}.py")
+        if Path(available[mod]).parent != found.own:
+            shutil.copy(available[mod], dest / f"{mod}.py")
     return dest
 
 
@@ -255,12 +269,15 @@ class AsvResult:
 def run(r: AsvRun) -> AsvResult:
     """Config, machine record, `asv run` in a session of its own (ended with everything in it on
     an interrupt: harness.core.processes), the run's config and home removed afterwards."""
+    from harness.core.project import suites
+
     with config(r.project, r.results, benchmark_dir=r.bench_dir) as path:
         if r.repo is not None:
             conf = json.loads(path.read_text())
             conf.update(repo=str(r.repo))
             path.write_text(json.dumps(conf, indent=2))
-        env = record_machine(path, r.machine, r.env)
+        # a project of its own tells its benchmark processes which models are its
+        env = record_machine(path, r.machine, {**suites(r.project).environment(), **r.env})
         cmd = run_command(
             path,
             r.commit,

@@ -1,8 +1,9 @@
 """`harness bench`: run the asv suites in the current environment into a new run record.
 
 What it does, in order:
-1. checks the suite names against the modules in suites/benchmarks/ (an unknown one is bad
-   input listing the valid ones; the canary runs only when named);
+1. checks the suite names against the modules in suites/benchmarks/, and in a project of its
+   own its benchmark modules too (an unknown one is bad input listing the valid ones; the
+   canary runs only when named; harness.core.project.Suites);
 2. opens a new run record (harness.core.records: written once, never rewritten);
 3. writes a run-time asv config (harness.runs.asv) whose results directory is that record;
 4. records the machine non-interactively under a name carrying the GPU model;
@@ -37,6 +38,7 @@ from harness.core import records, sizes
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.core.processes import run_in_session
+from harness.core.project import suites
 from harness.runs import asv
 from harness.runs.progress import Progress
 from harness.runs.spec import RunSpec
@@ -69,20 +71,36 @@ SHORT = (
 
 
 def available_suites(project: Path) -> list[str]:
-    """Every benchmark module in suites/benchmarks/: a new file there is a new suite."""
-    folder = project / "suites" / "benchmarks"
-    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+    """Every benchmark module in suites/benchmarks/ (a new file there is a new suite), and in a
+    project of its own its benchmark modules too (harness.core.project.Suites)."""
+    return list(suites(project).modules())
 
 
 def check_suites(project: Path, names: list[str] | None) -> list[str]:
-    known = available_suites(project)
+    found = suites(project)
+    known = list(found.modules())
+    chosen = names or found.defaults(ONLY_WHEN_NAMED)
+    if found.own_project and "models" in chosen:
+        from harness.core import user_models
+
+        ini, values = user_models.find_ini(project)
+        if not user_models.configured(values):
+            raise BadInput(
+                f"the models suite covers the models {project} registers, and it names none: "
+                f"name the module that registers them in the ini option "
+                f"`{user_models.INI_OPTION}` ({ini or project / 'pytest.ini'}), or leave the "
+                "suite out (--suite NAME)"
+            )
     if not names:
-        return [n for n in known if n not in ONLY_WHEN_NAMED]
+        return chosen
     unknown = [n for n in names if n not in known]
     if unknown:
+        where = f"modules in {found.builtin}" + (
+            f" and {found.own or found.tree / 'benchmarks'}" if found.own_project else ""
+        )
         raise BadInput(
             f"unknown suite{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
-            f"valid suites (modules in {project / 'suites' / 'benchmarks'}): {', '.join(known)}"
+            f"valid suites ({where}): {', '.join(known)}"
         )
     return list(dict.fromkeys(names))
 
@@ -101,11 +119,19 @@ PASS_TIMEOUT_S = 1800
 
 
 def operator_pass(
-    project: Path, staging: Path, names: list[str], env: dict, *, profile: bool, out=None
+    project: Path,
+    staging: Path,
+    names: list[str],
+    env: dict,
+    *,
+    profile: bool,
+    out=None,
+    bench_dir: Path | None = None,
 ) -> str:
-    """harness.measure.profiles over the suites just run, in a fresh process with the run's
-    environment, writing into the staging record. Returns what happened (kept in run.json). A
-    failure here is reported, never fatal: the asv results are the run."""
+    """harness.measure.profiles over the suites just run (in `bench_dir`, default the project's
+    suites/benchmarks), in a fresh process with the run's environment, writing into the staging
+    record. Returns what happened (kept in run.json). A failure here is reported, never fatal:
+    the asv results are the run."""
     import json
 
     out = out or sys.stdout  # looked up per call: a stream bound at import time may be closed since
@@ -124,7 +150,7 @@ def operator_pass(
         "-m",
         "harness.measure.profiles",
         "--benchmark-dir",
-        str(project / "suites" / "benchmarks"),
+        str(bench_dir or suites(project).builtin),
         "--asv-dir",
         str(staging / "asv"),
         "--out",
@@ -213,6 +239,8 @@ def run(
         tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch,
     ):
         env = spec.environment(inductor_cache=Path(cache), scratch=scratch, record=staging)
+        env.update(suites(project).environment())  # a project of its own: which models are its
+        bench_dir = asv.benchmark_subset(project, names, Path(scratch) / "benchmarks")
         print(
             f"harness bench: {spec.mode} run of {'shard ' + shard + ' of ' if shard else ''}"
             f"{', '.join(names)} on {spec.machine} "
@@ -242,7 +270,7 @@ def run(
                     quick=spec.quick,
                     method=method,
                     # only the run's suites: asv imports every module of the folder at discovery
-                    bench_dir=asv.benchmark_subset(project, names, Path(scratch) / "benchmarks"),
+                    bench_dir=bench_dir,
                     capture=False,
                     echo=out if verbose else log,
                     on_line=on_line,
@@ -253,7 +281,7 @@ def run(
         # still inside the staging record (and the run's inductor cache): written before the rename;
         # `meta` is read by records.writing when the block ends
         meta["operator_pass"] = operator_pass(
-            project, staging, names, env, profile=profile, out=out
+            project, staging, names, env, profile=profile, out=out, bench_dir=bench_dir
         )
         fp = fingerprint()
         # the run's thread count, not this process's: the suites set it (harness.measure.threads)

@@ -308,18 +308,25 @@ def plan(
     anything. `spec`: the run's harness.runs.spec.RunSpec."""
     import tempfile
 
+    from harness.core.project import suites as project_suites
     from harness.runs import asv
 
-    env = spec.environment()
+    found = project_suites(project)
+    env = {**spec.environment(), **found.environment()}
     suites = list(spec.suites)
-    with (
-        tempfile.TemporaryDirectory(prefix="harness-list-") as tmp,
-        asv.config(project, Path(tmp) / "asv") as config,
-    ):
-        benchmarks = discover(config, sha, env)
+    with tempfile.TemporaryDirectory(prefix="harness-list-") as tmp:
+        # a project of its own: its modules beside the installed harness's suites
+        folder = (
+            asv.benchmark_subset(project, list(found.modules()), Path(tmp) / "benchmarks")
+            if found.own_project
+            else None
+        )
+        with asv.config(project, Path(tmp) / "asv", benchmark_dir=folder) as config:
+            benchmarks = discover(config, sha, env)
     selection = select(benchmarks, suites, regexes)
     mode = spec.mode
-    path = Path(durations_file) if durations_file else project / DURATIONS_FILE
+    # the suites' own file: the checkout's, or the one the package ships (a project of its own)
+    path = Path(durations_file) if durations_file else found.builtin.parent / DURATIONS_FILE.name
     durations = load_durations(path, mode)
     names = sorted(selection)
     shards = split(names, durations, shard[1]) if shard else [names]

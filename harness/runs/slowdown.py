@@ -35,6 +35,7 @@ import pathlib
 
 from harness.core import settings
 from harness.core.exits import BadInput
+from harness.core.project import suites
 
 SWITCH = settings.TEST_SLOWDOWN.name
 SIDE_SWITCH = settings.TEST_SLOWDOWN_SIDE.name
@@ -182,7 +183,7 @@ def write_suite(
     bench.mkdir(parents=True, exist_ok=True)
     (bench / "__init__.py").write_text("")
     for module in modules_for(workloads):
-        real = project / "suites" / "benchmarks" / f"{module}.py"
+        real = suites(project).builtin / f"{module}.py"
         text = _COMMON.format(
             real=str(real),
             module=module,

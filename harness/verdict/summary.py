@@ -143,6 +143,15 @@ def key_ratio_rows(rs: ResultSet) -> list[tuple[str, str]]:
     return rows
 
 
+def paired_rows(rs: ResultSet) -> list[tuple[str, str]]:
+    """Every case whose unit is a paired ratio ("ratio"), as (name, value)."""
+    return [
+        (name, f"{e.value:.3g}")
+        for name, e in sorted(rs.entries.items())
+        if e.unit == "ratio" and not e.failed and not e.skipped
+    ]
+
+
 @dataclasses.dataclass
 class Bandwidth:
     """One workload of fusion.MemoryBandwidth: medians of its rows."""
@@ -251,11 +260,33 @@ def device_rows(rs: ResultSet) -> list[tuple[str, str, str]]:
     return out
 
 
+def _device_table(rs: ResultSet, gap: str) -> str:
+    """The rows with device facts (busy / ATen share), after `gap`; "" when none has any."""
+    timed = device_rows(rs)
+    if not timed:
+        return ""
+    more = len(timed) - MAX_DEVICE_ROWS
+    return (
+        gap + "timing rows: busy = the GPU's share of a call (below 50%: launch-bound); ATen "
+        "share = time in ATen kernels and compiled graphs over a call's wall time (CPU)\n"
+        + render(["row", "value", "device"], timed[:MAX_DEVICE_ROWS]).rstrip("\n")
+        + (f"\n... and {more} more (harness report lists every row)" if more > 0 else "")
+    )
+
+
 def summary_table(rs: ResultSet) -> str:
     rows = key_ratio_rows(rs)
     bw = bandwidth_rows(rs)
     if not rows and not bw:
-        return "key ratios: none of the summarised benchmarks ran in these suites"
+        paired = paired_rows(rs)
+        if not paired:
+            return "key ratios: none of the summarised benchmarks ran in these suites"
+        # suites of a project's own, or the models suite alone: their paired ratios
+        return (
+            "paired ratios (both sides timed in the same rounds; lower is faster)\n"
+            + render(["benchmark", "value"], paired).rstrip("\n")
+            + _device_table(rs, "\n\n")
+        )
     labels = {label: device_label(rs, name) for label, name in KEY_RATIOS}
     shown = [(label, value, labels.get(label, "")) for label, value in rows]
     with_facts = any(cell for _, _, cell in shown)
@@ -271,16 +302,7 @@ def summary_table(rs: ResultSet) -> str:
         if rows
         else ""
     )
-    timed = device_rows(rs)
-    if timed:
-        more = len(timed) - MAX_DEVICE_ROWS
-        out += (
-            ("\n\n" if out else "")
-            + "timing rows: busy = the GPU's share of a call (below 50%: launch-bound); ATen "
-            "share = time in ATen kernels and compiled graphs over a call's wall time (CPU)\n"
-            + render(["row", "value", "device"], timed[:MAX_DEVICE_ROWS]).rstrip("\n")
-            + (f"\n... and {more} more (harness report lists every row)" if more > 0 else "")
-        )
+    out += _device_table(rs, "\n\n" if out else "")
     if bw:
         out += (
             ("\n\n" if out else "") + "memory bandwidth beyond the cache (fusion.MemoryBandwidth; "

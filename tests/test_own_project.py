@@ -1,0 +1,195 @@
+"""Projects of their own: `harness init` (what it writes, what it refuses), how a project is
+found, where its suites come from (harness.core.project.Suites) and which models the packaged
+suites cover there. The end-to-end proof from a wheel in a fresh venv is
+tests/test_own_project_e2e.py (slow tier)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.core import exits, project, scaffold, settings, user_models, zoo
+from harness.runs import asv, bench
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def made(tmp_path, capsys):
+    """A project written by `harness init` into tmp_path/proj."""
+    folder = tmp_path / "proj"
+    assert main(["init", str(folder)]) == exits.PASS
+    capsys.readouterr()
+    return folder
+
+
+# --------------------------------------------------------------------------------------------
+# harness init
+
+
+def test_init_writes_a_project_of_its_own(made):
+    written = sorted(str(p.relative_to(made)) for p in made.rglob("*") if p.is_file())
+    assert written == sorted(e.path for e in scaffold.plan(made))
+    assert project.is_own_project(made) and not project.is_checkout(made)
+    # asv reads the configuration as it is written (comments, the marker key it ignores)
+    from asv import util
+
+    conf = util.load_json(str(made / "asv.conf.json"), js_comments=True)
+    assert conf["benchmark_dir"] == "benchmarks" and "branches" not in conf
+    # the project's goldens are recorded with the installed torch, not the harness's pin
+    ini = (made / "pytest.ini").read_text()
+    assert f"harness_reference_torch = {scaffold.reference_torch()}" in ini
+    assert user_models.find_ini(made) == (made / "pytest.ini", ["models.py"])
+    assert "runs/" in (made / "results" / ".gitignore").read_text().split()
+    assert "harness bench --quick" in (made / "README.md").read_text()
+
+
+def test_a_second_init_changes_nothing_and_names_every_file(made, capsys):
+    before = snapshot(made)
+    assert main(["init", str(made)]) == exits.BAD_INPUT
+    err = capsys.readouterr().err
+    assert "wrote nothing" in err
+    for entry in scaffold.plan(made):
+        if not entry.optional:
+            assert str(made / entry.path) in err, entry.path
+    assert snapshot(made) == before
+
+
+def test_one_existing_file_stops_init_before_anything_is_written(tmp_path, capsys):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "tiny_cnn.py").write_text("mine\n")
+    assert main(["init", str(tmp_path)]) == exits.BAD_INPUT
+    assert f"{tmp_path / 'benchmarks' / 'tiny_cnn.py'}" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["benchmarks", "tiny_cnn.py"]
+
+
+def test_init_refuses_to_shadow_a_pytest_configuration(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "-q"\n')
+    assert main(["init", str(tmp_path)]) == exits.BAD_INPUT
+    assert "pyproject.toml (a pytest configuration that pytest.ini would override)" in (
+        capsys.readouterr().err
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["pyproject.toml"]
+
+
+def test_init_adds_to_an_existing_folder_and_keeps_its_files(tmp_path):
+    (tmp_path / "README.md").write_text("# mine\n\nSome text.\n")
+    (tmp_path / ".gitignore").write_text("build/\n")
+    assert main(["init", str(tmp_path)]) == exits.PASS
+    readme = (tmp_path / "README.md").read_text()
+    assert readme.startswith("# mine\n\nSome text.\n") and scaffold.README_HEADING in readme
+    assert (tmp_path / ".gitignore").read_text() == "build/\n"
+
+
+def test_init_refuses_a_harness_checkout_and_a_file(tmp_path, capsys):
+    assert main(["init", str(ROOT)]) == exits.BAD_INPUT
+    assert "is a harness checkout" in capsys.readouterr().err
+    (tmp_path / "f").write_text("")
+    assert main(["init", str(tmp_path / "f")]) == exits.BAD_INPUT
+
+
+# --------------------------------------------------------------------------------------------
+# finding the project and its suites
+
+
+def test_a_project_is_found_from_a_subfolder(made, monkeypatch):
+    monkeypatch.delenv(settings.PROJECT.name, raising=False)
+    monkeypatch.chdir(made / "tests")
+    assert project.project_root() == made
+    monkeypatch.chdir(ROOT / "suites")
+    assert project.project_root() == ROOT
+
+
+def test_bench_without_a_commit_names_the_git_commands(made, capsys, monkeypatch):
+    monkeypatch.delenv(settings.PROJECT.name, raising=False)
+    monkeypatch.chdir(made)
+    subprocess.run(["git", "init", "-q"], cwd=made, check=True)
+    assert main(["bench", "--quick"]) == exits.BAD_INPUT
+    err = capsys.readouterr().err
+    assert "at least one commit" in err and "add -A" in err and "commit -m" in err
+    assert not (made / "results" / "runs").exists()
+
+
+def test_a_checkout_reads_its_own_suites_as_before():
+    found = project.suites(ROOT)
+    assert not found.own_project and found.builtin == ROOT / "suites" / "benchmarks"
+    assert found.environment() == {}
+    modules = sorted(p.stem for p in found.builtin.glob("*.py") if not p.stem.startswith("_"))
+    assert list(found.modules()) == modules
+    assert found.defaults(bench.ONLY_WHEN_NAMED) == [m for m in modules if m != "canary"]
+
+
+def test_a_project_of_its_own_runs_its_modules_beside_the_packaged_suites(made, tmp_path):
+    found = project.suites(made)
+    assert found.own_project and found.own == made / "benchmarks"
+    assert found.builtin == project.packaged_suites() / "benchmarks"
+    assert bench.check_suites(made, None) == ["tiny_cnn", "models"]
+    assert bench.check_suites(made, ["fusion"]) == ["fusion"]
+    with pytest.raises(exits.BadInput, match=r"'nope'.*tiny_cnn"):
+        bench.check_suites(made, ["nope"])
+    env = found.environment()
+    assert env[settings.OWN_MODELS.name] == "1" and env[settings.PROJECT.name] == str(made)
+    assert env["ASV_PYTHONPATH"] == str(made)  # its modules import its models module
+
+    dest = asv.benchmark_subset(made, ["tiny_cnn", "models"], tmp_path / "b")
+    assert sorted(p.name for p in dest.glob("*.py")) == ["__init__.py", "models.py", "tiny_cnn.py"]
+    assert (dest / "tiny_cnn.py").read_text() == (made / "benchmarks" / "tiny_cnn.py").read_text()
+
+
+def test_a_module_may_not_take_a_built_in_suites_name(made):
+    (made / "benchmarks" / "fusion.py").write_text("")
+    with pytest.raises(exits.BadInput, match=r"benchmarks/fusion\.py has the name of a harness"):
+        project.suites(made).modules()
+
+
+def test_the_packaged_suites_cover_only_the_projects_models(made, monkeypatch, clean_registry):
+    monkeypatch.setenv(settings.PROJECT.name, str(made))
+    monkeypatch.chdir(made.parent)  # found from HARNESS_PROJECT, not the working directory
+    monkeypatch.delenv(settings.OWN_MODELS.name, raising=False)
+    assert "alexnet" in user_models.suite_models()  # a checkout: the whole zoo, as before
+    monkeypatch.setenv(settings.OWN_MODELS.name, "1")
+    assert user_models.suite_models() == ["tiny_cnn"]
+    assert zoo.get_model("tiny_cnn").origin == str(made / "models.py")
+
+
+def test_every_package_is_listed_and_the_suites_ship():
+    """pyproject lists the packages (harness.suites maps to suites/): a new subpackage must be
+    added there, or a wheel silently lacks it."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: pytest's own dependency
+        import tomli as tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "harness").rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    on_disk |= {
+        "harness." + ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "suites").rglob("__init__.py")
+    }
+    assert set(conf["packages"]) == on_disk
+    assert conf["package-dir"] == {"harness.suites": "suites"}
+    assert (project.packaged_suites() / "benchmarks" / "models.py").is_file()
+    json.loads((ROOT / "suites" / "durations.json").read_text())  # shipped as package data
+
+
+def test_the_models_suite_needs_a_model_of_the_project(made):
+    (made / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
+    with pytest.raises(exits.BadInput, match=r"names none: name the module .*harness_models"):
+        bench.check_suites(made, None)
+    assert bench.check_suites(made, ["tiny_cnn"]) == ["tiny_cnn"]
