@@ -9,6 +9,8 @@ Whether an earlier test had imported it depended on how xdist spread the tests; 
 imported before any pytester run.
 """
 
+import pathlib
+
 import pytest
 
 from harness.core import user_models, zoo
@@ -66,3 +68,18 @@ def golden_project(pytester, monkeypatch):
         return pytester
 
     return make
+
+
+@pytest.fixture
+def short_tmp():
+    """A folder of this test's own with a short path (/tmp/harness-test-XXXXXXXX), for use as a
+    command's TMPDIR: pytest's tmp_path is too long for the sockets a run makes below it, and
+    the run's scratch would go elsewhere (harness.runs.scratch.parent_folder). Removed after."""
+    import shutil
+    import tempfile
+
+    from harness.runs.scratch import SHORT_TEMP
+
+    path = pathlib.Path(tempfile.mkdtemp(prefix="harness-test-", dir=SHORT_TEMP[0]))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)  # this fixture made it

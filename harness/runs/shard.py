@@ -58,15 +58,19 @@ def mode_of(quick: bool, full: bool) -> str:
 @contextlib.contextmanager
 def _environ(env: dict):
     """asv's discovery passes os.environ to the subprocess it starts: set the run's, then
-    restore."""
-    saved = dict(os.environ)
+    restore. Its temporary folder here too (tempfile keeps the one it chose first)."""
+    import tempfile
+
+    saved, saved_tmp = dict(os.environ), tempfile.tempdir
     os.environ.clear()
     os.environ.update(env)
+    tempfile.tempdir = env.get("TMPDIR") or saved_tmp
     try:
         yield
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        tempfile.tempdir = saved_tmp
 
 
 def discover(config_path: Path, sha: str, env: dict) -> list[dict]:
@@ -306,17 +310,12 @@ def plan(
 ) -> Plan:
     """Discover (asv), select (the spec's suites, --bench) and split (durations) without running
     anything. `spec`: the run's harness.runs.spec.RunSpec."""
-    import tempfile
-
     from harness.runs import asv
+    from harness.runs.scratch import RunScratch
 
-    env = spec.environment()
     suites = list(spec.suites)
-    with (
-        tempfile.TemporaryDirectory(prefix="harness-list-") as tmp,
-        asv.config(project, Path(tmp) / "asv") as config,
-    ):
-        benchmarks = discover(config, sha, env)
+    with RunScratch() as scratch, asv.config(project, scratch.folder("asv")) as config:
+        benchmarks = discover(config, sha, spec.environment(scratch))
     selection = select(benchmarks, suites, regexes)
     mode = spec.mode
     path = Path(durations_file) if durations_file else project / DURATIONS_FILE

@@ -151,6 +151,7 @@ def asv_run(ctx, run: str) -> dict:
     from harness.core.env import fingerprint, machine_name
     from harness.core.files import write_json_atomic
     from harness.runs import asv
+    from harness.runs.scratch import RunScratch
 
     modules, benches = selection(run, ctx.device)
     root = run_dir(ctx, run)
@@ -159,21 +160,22 @@ def asv_run(ctx, run: str) -> dict:
     # a copied checkout without .git runs against a scratch repository (see _commit)
     repo, sha, note = _commit(ctx)
     machine = machine_name()
-    ran = asv.run(
-        asv.AsvRun(
-            project=ctx.root,
-            results=results,
-            machine=machine,
-            commit=sha,
-            env=asv.environment(RUNS[run].get("env")),
-            benches=tuple(benches),
-            method=LAUNCH,
-            bench_dir=bench_dir,
-            repo=repo,
-            capture=False,  # asv's output goes on into the step's log
-            echo=sys.stdout,
+    with RunScratch() as scratch:  # asv's TMPDIR and the run's own compile caches
+        ran = asv.run(
+            asv.AsvRun(
+                project=ctx.root,
+                results=results,
+                machine=machine,
+                commit=sha,
+                env=asv.environment({**scratch.environment(), **RUNS[run].get("env", {})}),
+                benches=tuple(benches),
+                method=LAUNCH,
+                bench_dir=bench_dir,
+                repo=repo,
+                capture=False,  # asv's output goes on into the step's log
+                echo=sys.stdout,
+            )
         )
-    )
     fp = fingerprint()
     fp.update(
         machine_name=machine,
