@@ -50,11 +50,13 @@ _SLOWDOWN = float(os.environ.get("P8_TEST_SLOWDOWN") or 0)
 
 
 def _slowed(fn):
+    # CPU time, the clock the paired row reads with one thread: a wall-clock wait would be
+    # worth less CPU time the more the process is descheduled, i.e. the more loaded the host
     def call():
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         out = fn()
-        end = time.perf_counter() + _SLOWDOWN * (time.perf_counter() - t0)
-        while time.perf_counter() < end:
+        end = time.process_time() + _SLOWDOWN * (time.process_time() - t0)
+        while time.process_time() < end:
             pass
         return out
     return call
