@@ -104,6 +104,7 @@ def test_aa_of_two_real_quick_runs_passes_without_a_noise_file(runs, capsys):
     assert code == 0, out
     found = rows(out)
     assert "paired ratio: p=" in found[f"{CLASS}.track_compiled_over_eager"]
+    print(found[f"{CLASS}.track_compiled_over_eager"])  # the margin (pytest -rP shows it)
     assert "not judged" in found[f"{CLASS}.track_compiled_time_over_reference"]
     assert "not judged" in found[f"{CLASS}.track_compiled_time"], "raw seconds: no calibrated band"
     assert "exact" in found[f"{CLASS}.track_ops_per_call_compiled"]
@@ -116,5 +117,6 @@ def test_injected_slowdown_is_caught_on_the_timing_rows(runs, capsys):
     assert code == 1, out
     found = rows(out)
     assert "REGRESSION" in found[f"{CLASS}.track_compiled_over_eager"], out
+    print(found[f"{CLASS}.track_compiled_over_eager"])  # the margin (pytest -rP shows it)
     # the slowdown is a busy wait: no extra aten op, so only the timing row can have caught it
     assert "REGRESSION" not in found[f"{CLASS}.track_ops_per_call_compiled"]
