@@ -9,6 +9,10 @@ Whether an earlier test had imported it depended on how xdist spread the tests; 
 imported before any pytester run.
 """
 
+import dataclasses
+import pathlib
+import subprocess
+
 import pytest
 
 from harness.core import user_models, zoo
@@ -66,3 +70,99 @@ def golden_project(pytester, monkeypatch):
         return pytester
 
     return make
+
+
+@pytest.fixture
+def short_tmp():
+    """A folder of this test's own with a short path (/tmp/harness-test-XXXXXXXX), for use as a
+    command's TMPDIR: pytest's tmp_path is too long for the sockets a run makes below it, and
+    the run's scratch would go elsewhere (harness.runs.scratch.parent_folder). Removed after."""
+    import shutil
+    import tempfile
+
+    from harness.runs.scratch import SHORT_TEMP
+
+    path = pathlib.Path(tempfile.mkdtemp(prefix="harness-test-", dir=SHORT_TEMP[0]))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)  # this fixture made it
+
+
+# ---- history: a scratch repository of its own, never this checkout's other commits ----
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# harness/runs/worker.py in the history repository's commit from "before graph-diff": a worker
+# without the graph-capture job, as the harness had before `harness graph-diff` came
+WORKER_BEFORE_GRAPH_DIFF = '''"""A worker from before graph-diff (tests/conftest.py)."""
+import argparse
+
+parser = argparse.ArgumentParser(prog="python -m harness.runs.worker")
+parser.add_subparsers(dest="job", required=True).add_parser("fingerprint")
+parser.parse_args()
+'''
+
+
+def git(repo, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def clone_checkout(dest: pathlib.Path) -> str:
+    """A clone of this checkout at its HEAD (committed files only; detached, whatever branch or
+    shallow state the checkout is in), ready to commit in; returns that HEAD's sha. Tests that
+    need history make it here: CI checks out one commit (`git clone --depth 1`)."""
+    head = git(ROOT, "rev-parse", "HEAD")
+    subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(ROOT), str(dest)], check=True)
+    git(dest, "checkout", "--quiet", "--detach", head)
+    git(dest, "config", "user.email", "tests@example.com")
+    git(dest, "config", "user.name", "harness tests")
+    return head
+
+
+@pytest.fixture(scope="session")
+def checkout_clone():
+    """clone_checkout, for tests that build a history of their own."""
+    return clone_checkout
+
+
+@dataclasses.dataclass(frozen=True)
+class History:
+    path: pathlib.Path
+    shas: list[str]  # oldest first: this checkout's HEAD, then the three commits made on it
+    before_graph_diff: str  # shas[1]: its harness has no graph-diff (no graph-capture worker)
+    graph_diff_added: str  # shas[2]: the harness of this checkout again, graph-diff included
+
+
+@pytest.fixture(scope="session")
+def history(tmp_path_factory) -> History:
+    """A scratch repository: this checkout's HEAD and three commits on it, HEAD~3..HEAD. The
+    first removes graph-diff (harness/golden/graphdiff.py and the graph-capture worker), the
+    second puts this checkout's harness back, the third changes a file of its own. Built once
+    per worker (~0.2 s); tests that work in it use `in_history`."""
+    repo = tmp_path_factory.mktemp("history") / "repo"
+    shas = [clone_checkout(repo)]
+    graphdiff, worker = "harness/golden/graphdiff.py", "harness/runs/worker.py"
+    git(repo, "rm", "--quiet", graphdiff)
+    (repo / worker).write_text(WORKER_BEFORE_GRAPH_DIFF)
+    for message, change in [
+        ("a harness from before graph-diff", lambda: None),
+        ("graph-diff", lambda: git(repo, "checkout", shas[0], "--", graphdiff, worker)),
+        ("a later commit", lambda: (repo / "history-scratch.txt").write_text("later\n")),
+    ]:
+        change()
+        git(repo, "add", "--all")
+        git(repo, "commit", "--quiet", "--message", message)
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    return History(repo, shas, shas[1], shas[2])
+
+
+@pytest.fixture
+def in_history(history, monkeypatch) -> History:
+    """Work in the history repository: its folder is the cwd and the harness's checkout
+    (HARNESS_PROJECT, as --project sets it for the whole process; put back after the test)."""
+    from harness.core import settings
+
+    monkeypatch.chdir(history.path)
+    monkeypatch.setenv(settings.PROJECT.name, str(history.path))
+    return history

@@ -186,7 +186,7 @@ def test_counters_and_instruction_counts_take_one_process_timing_rows_take_pairs
 # ---- bad input ----
 
 
-def test_bad_revisions_are_bad_input(capsys, tmp_path):
+def test_bad_revisions_are_bad_input(capsys, tmp_path, in_history):
     args = ["--suite", "canary", "--bench", "track_ops", "--results-dir", str(tmp_path)]
     assert main(["bisect", "no-such-rev", "HEAD", *args]) == 3
     assert "GOOD 'no-such-rev' is not a commit" in capsys.readouterr().err
@@ -200,7 +200,9 @@ def test_bad_revisions_are_bad_input(capsys, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_bench_regex_matching_nothing_is_bad_input_naming_what_it_could_match(capsys, tmp_path):
+def test_a_bench_regex_matching_nothing_is_bad_input_naming_what_it_could_match(
+    capsys, tmp_path, in_history
+):
     code = main(
         ["bisect", "HEAD~1", "HEAD", "--suite", "canary", "--bench", "NoSuchRow"]
         + ["--results-dir", str(tmp_path)]
@@ -217,33 +219,37 @@ BREAK = "    raise RuntimeError('bisect test: a broken commit')\n"
 CHAIN_RETURN = "    if _extra():\n"
 
 
-def scratch_repo(path: pathlib.Path, n: int, culprit: int, broken: int | None = None) -> list[str]:
-    """A clone of this checkout with n commits on top of its HEAD (the first of them GOOD):
-    commit `culprit` appends an op to the canary's chain; commit `broken` (before the
-    culprit) makes the chain raise, and the culprit repairs it. Returns the n shas."""
+@pytest.fixture
+def scratch_repo(checkout_clone):
+    """make(path, n, culprit, broken=None): a clone of this checkout with n commits on top of
+    its HEAD (the first of them GOOD): commit `culprit` appends an op to the canary's chain;
+    commit `broken` (before the culprit) makes the chain raise, and the culprit repairs it.
+    Returns the n shas."""
 
-    def git(*args):
-        return subprocess.run(
-            ["git", *args], cwd=path, check=True, capture_output=True, text=True
-        ).stdout.strip()
+    def make(path: pathlib.Path, n: int, culprit: int, broken: int | None = None) -> list[str]:
+        def git(*args):
+            return subprocess.run(
+                ["git", *args], cwd=path, check=True, capture_output=True, text=True
+            ).stdout.strip()
 
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(path)], check=True)
-    git("config", "user.email", "bisect@example.com")
-    git("config", "user.name", "bisect test")
-    canary = path / "suites" / "benchmarks" / "canary.py"
-    clean = canary.read_text()
-    assert clean.count(CHAIN_RETURN) == 1
-    shas = []
-    for i in range(n):
-        if i == culprit:
-            canary.write_text(clean.replace(CHAIN_RETURN, EXTRA_OP + CHAIN_RETURN))
-        elif i == broken:
-            canary.write_text(clean.replace(CHAIN_RETURN, BREAK + CHAIN_RETURN))
-        (path / "bisect-scratch.txt").write_text(f"{i}\n")
-        git("add", "-A")
-        git("commit", "-q", "-m", f"scratch commit {i}" + (" adds an op" if i == culprit else ""))
-        shas.append(git("rev-parse", "HEAD"))
-    return shas
+        checkout_clone(path)
+        canary = path / "suites" / "benchmarks" / "canary.py"
+        clean = canary.read_text()
+        assert clean.count(CHAIN_RETURN) == 1
+        shas = []
+        for i in range(n):
+            if i == culprit:
+                canary.write_text(clean.replace(CHAIN_RETURN, EXTRA_OP + CHAIN_RETURN))
+            elif i == broken:
+                canary.write_text(clean.replace(CHAIN_RETURN, BREAK + CHAIN_RETURN))
+            (path / "bisect-scratch.txt").write_text(f"{i}\n")
+            git("add", "-A")
+            message = f"scratch commit {i}" + (" adds an op" if i == culprit else "")
+            git("commit", "-q", "-m", message)
+            shas.append(git("rev-parse", "HEAD"))
+        return shas
+
+    return make
 
 
 def in_repo(monkeypatch, repo):
@@ -267,7 +273,9 @@ def bisect_cli(repo, root, shas, tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("bisect-canary")
-def test_bisect_names_the_commit_that_added_an_op_and_resumes(tmp_path, capsys, monkeypatch):
+def test_bisect_names_the_commit_that_added_an_op_and_resumes(
+    tmp_path, capsys, monkeypatch, scratch_repo
+):
     repo, root = tmp_path / "repo", tmp_path / "results"
     shas = scratch_repo(repo, 6, culprit=3)
     in_repo(monkeypatch, repo)
@@ -309,7 +317,7 @@ def test_bisect_names_the_commit_that_added_an_op_and_resumes(tmp_path, capsys, 
 @pytest.mark.slow
 @pytest.mark.xdist_group("bisect-canary")
 def test_a_broken_commit_next_to_the_culprit_gives_it_or_the_two_commit_range(
-    tmp_path, capsys, monkeypatch
+    tmp_path, capsys, monkeypatch, scratch_repo
 ):
     repo, root = tmp_path / "repo", tmp_path / "results"
     shas = scratch_repo(repo, 6, culprit=3, broken=2)
@@ -357,23 +365,17 @@ class FakeBisect:
         return 1.0
 
 
-def fake_run(monkeypatch, ends_rows, verdicts=None):
+def fake_run(monkeypatch, history, ends_rows, verdicts=None):
     from harness.runs.spec import RunSpec
 
-    shas = subprocess.run(
-        ["git", "rev-list", "--first-parent", "--reverse", "-4", "HEAD"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    shas = history.shas
     monkeypatch.setattr(FakeBisect, "ends_rows", ends_rows)
     monkeypatch.setattr(FakeBisect, "verdicts", verdicts or {})
     monkeypatch.setattr(bisect, "Bisect", FakeBisect)
     monkeypatch.setattr(bisect, "_explained", lambda project, b, commits, found, steps: {})
     result = bisect.run(
-        ROOT,
-        ROOT / "results",
+        history.path,
+        history.path / "results",
         shas[0],
         shas[-1],
         RunSpec(machine="m", suites=("canary",), benches=("track_ops",)),
@@ -383,32 +385,32 @@ def fake_run(monkeypatch, ends_rows, verdicts=None):
     return shas, result
 
 
-def test_ends_that_do_not_differ_are_exit_0_and_said_so(monkeypatch):
-    _, r = fake_run(monkeypatch, [row("c.C.track_ops", compare.OK)])
+def test_ends_that_do_not_differ_are_exit_0_and_said_so(monkeypatch, history):
+    _, r = fake_run(monkeypatch, history, [row("c.C.track_ops", compare.OK)])
     assert r.code == 0 and "no difference between GOOD and BAD" in r.message
     assert r.steps == [] and r.first_bad is None
     assert bisect.as_json(r)["first_bad"] is None and bisect.as_json(r)["range"] == []
 
 
-def test_ends_left_unknown_are_exit_6_with_the_whole_range(monkeypatch):
-    shas, r = fake_run(monkeypatch, [row("c.C.track_time", compare.UNKNOWN, "seconds")])
+def test_ends_left_unknown_are_exit_6_with_the_whole_range(monkeypatch, history):
+    shas, r = fake_run(monkeypatch, history, [row("c.C.track_time", compare.UNKNOWN, "seconds")])
     assert r.code == 6 and "UNKNOWN" in r.message
     assert [d["commit"] for d in r.range] == shas[1:]
 
 
-def test_a_selection_failing_at_an_end_is_bad_input(monkeypatch):
+def test_a_selection_failing_at_an_end_is_bad_input(monkeypatch, history):
     from harness.core.exits import BadInput
 
     with pytest.raises(BadInput, match="must run at both ends"):
-        fake_run(monkeypatch, [row("c.C.track_ops", compare.FAILED)])
+        fake_run(monkeypatch, history, [row("c.C.track_ops", compare.FAILED)])
 
 
-def test_a_found_commit_is_exit_0_an_unknown_neighbour_leaves_a_range_exit_6(monkeypatch):
+def test_a_found_commit_is_exit_0_an_unknown_neighbour_leaves_a_range_exit_6(monkeypatch, history):
     ends = [row("c.C.track_ops", compare.REGRESSION)]
-    shas, r = fake_run(monkeypatch, ends, {})  # every commit before BAD is good
+    shas, r = fake_run(monkeypatch, history, ends, {})  # every commit before BAD is good
     assert r.code == 0 and r.message.startswith(f"first bad commit: {shas[-1]}")
     assert bisect.as_json(r)["range"] == [shas[-1]]
-    shas, r = fake_run(monkeypatch, ends, {shas[2]: UNKNOWN})
+    shas, r = fake_run(monkeypatch, history, ends, {shas[2]: UNKNOWN})
     assert r.code == 6 and r.first_bad is None
     assert bisect.as_json(r)["range"] == shas[2:] and bisect.as_json(r)["first_bad"] is None
     assert shas[2][:12] in bisect.render(r) and "hide the first bad one" in bisect.render(r)
@@ -498,10 +500,12 @@ def test_the_budget_stops_before_a_step_that_would_overrun_it():
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("bisect-canary")
-def test_sigterm_mid_bisect_leaves_no_worktree_and_the_rerun_resumes(tmp_path, capsys, monkeypatch):
-    """As a CI timeout does: SIGTERM while a commit is being measured. Exit 143, no worktree or
-    scratch folder left; the rerun reuses the ends and the commit measured before, and measures
-    only the rest."""
+def test_sigterm_mid_bisect_leaves_no_worktree_and_the_rerun_resumes(
+    tmp_path, short_tmp, capsys, monkeypatch, scratch_repo
+):
+    """As a CI timeout does: SIGTERM while a commit is being measured. Exit 143, no worktree and
+    nothing new in the caller's TMPDIR; the rerun reuses the ends and the commit measured before,
+    and measures only the rest."""
     import os
     import signal
     import sys
@@ -509,8 +513,7 @@ def test_sigterm_mid_bisect_leaves_no_worktree_and_the_rerun_resumes(tmp_path, c
 
     repo, root = tmp_path / "repo", tmp_path / "results"
     shas = scratch_repo(repo, 5, culprit=2)  # steps: shas[2] (bad), then shas[1] (good)
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    scratch = short_tmp  # short enough for the sockets below a run's folder in it
     argv = ["bisect", shas[0], shas[-1], "--suite", "canary", "--bench", "track_ops"]
     argv += ["--results-dir", str(root), "--machine", "bisect-cpu"]
     proc = subprocess.Popen(
@@ -543,10 +546,7 @@ def test_sigterm_mid_bisect_leaves_no_worktree_and_the_rerun_resumes(tmp_path, c
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert trees() == 1, "a worktree outlived the interrupted bisect"
-    # torchinductor_<user> is torch's own default cache folder (any torch process may make it
-    # in TMPDIR), not one of the run's scratch folders
-    left = [p for p in scratch.iterdir() if not p.name.startswith("torchinductor_")]
-    assert left == [], left
+    assert list(scratch.iterdir()) == []  # the worktrees' and the runs' folders included
     assert len(done_before) == 3 and {shas[0], shas[-1]} < done_before
 
     out = tmp_path / "again.json"
@@ -560,7 +560,9 @@ def test_sigterm_mid_bisect_leaves_no_worktree_and_the_rerun_resumes(tmp_path, c
     assert len(data["measured"]) == len(reused) + 1  # only the interrupted commit again
 
 
-def test_suites_the_selection_matches_nothing_of_are_left_out(monkeypatch, tmp_path, capsys):
+def test_suites_the_selection_matches_nothing_of_are_left_out(
+    monkeypatch, tmp_path, capsys, in_history
+):
     # every commit would otherwise pay one asv process per such suite only to find nothing
     seen = {}
 

@@ -143,23 +143,16 @@ def test_an_unknown_model_is_bad_input(tmp_path, capsys):
     assert "unknown model 'nope'" in capsys.readouterr().err
 
 
-def _git(*args) -> str:
-    import subprocess
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
-
-
 def test_git_revisions_as_sides(capsys):
     assert main(["graph-diff", "HEAD", "HEAD", "--model", "mlp", "--frontend", "fx"]) == 0
     out = capsys.readouterr().out
     assert "1 case; 1 same" in out and "commit " in out
 
 
-def test_a_revision_older_than_graph_diff_is_bad_input_naming_where_to_start(capsys):
-    first = _git("log", "--diff-filter=A", "--format=%H", "-1", "--", "harness/golden/graphdiff.py")
-    if not first or not _git("rev-parse", "--verify", "--quiet", f"{first}~1"):
-        pytest.skip("needs the history before graph-diff (a shallow clone has none)")
-    code = main(["graph-diff", f"{first}~1", "HEAD", "--model", "mlp", "--frontend", "fx"])
+def test_a_revision_older_than_graph_diff_is_bad_input_naming_where_to_start(capsys, in_history):
+    base = in_history.before_graph_diff  # its harness has no graph-capture worker
+    code = main(["graph-diff", base, "HEAD", "--model", "mlp", "--frontend", "fx"])
     assert code == exits.BAD_INPUT
-    assert "predates graph-diff" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"base {base!r} predates graph-diff" in err
+    assert f"Compare revisions from {in_history.graph_diff_added[:7]}" in err  # where to start

@@ -1,7 +1,7 @@
 """End to end: `harness history` over real `harness bench --quick --suite canary` runs.
 
 Four real runs into one results folder (~20-40 s each on two shared cores): two clean, then two
-with HARNESS_CANARY_EXTRA=1 (one more sqrt per call). The middle two also store profile
+with HARNESS_CANARY_EXTRA=1 (one more op, an erf, per call). The middle two also store profile
 summaries (`--profile`). With `--min-side 2` (the default 4 would need 8 runs; the 16-run proof
 is in the README) the history must name the op-count step at the third run, the first injected
 one, with the operator that changed, and no other new step: with 2 runs a side a statistical row
@@ -68,8 +68,8 @@ def test_history_names_the_first_injected_run_and_the_extra_operator(root, tmp_p
     ), text
     step = new[0]
     assert (step["before"], step["after"], step["last_before"]) == (10, 11, runs[1].run_id)
-    assert step["operators"] == [{"op": "aten::sqrt", "before": 1, "after": 2, "delta": 1}]
-    assert "which operators: aten::sqrt +1 (1 -> 2)" in text
+    assert step["operators"] == [{"op": "aten::erf", "before": 0, "after": 1, "delta": 1}]
+    assert "which operators: aten::erf +1 (0 -> 1)" in text
     assert "environment differences: none (same fingerprint)" in text
 
 
@@ -86,15 +86,15 @@ def test_runs_store_operator_counts_and_profile_summaries_when_asked(root):
     }
     chain = prof["workloads"]["canary.Canary"]["chain"]
     assert chain["calls"] >= 1 and len(chain["ops"]) <= profiles.TOP
-    # the profile difference of the first bad run names the extra sqrt by its calls per call
+    # the profile difference of the first bad run names the extra erf by its calls per call
     diff, lines = operators.explain_timing(
         "canary.Canary.track_time_over_reference", runs[1], runs[2]
     )
-    sqrt = next(c for c in diff["chain"]["ops"] if c["op"] == "aten::sqrt")
-    assert (sqrt["calls_before"], sqrt["calls_after"]) == (1.0, 2.0), diff
+    erf = next(c for c in diff["chain"]["ops"] if c["op"] == "aten::erf")
+    assert (erf["calls_before"], erf["calls_after"]) == (0, 1.0), diff
     assert (
         lines[0].startswith("operator-level profile, chain (self CPU us per call")
-        and "calls 1 -> 2" in lines[0]
+        and "calls 0 -> 1" in lines[0]
     )
     _, lines = operators.explain_timing("canary.Canary.track_time_over_reference", runs[2], runs[3])
     assert lines == [

@@ -180,12 +180,16 @@ def test_thread_count_follows_the_mode_and_the_override(monkeypatch):
         torch.set_num_threads(before)
 
 
-def test_bench_tells_the_suites_quick_mode_threads_and_the_cache(tmp_path):
-    env = RunSpec(mode="quick").environment(inductor_cache=tmp_path)
+def test_bench_tells_the_suites_quick_mode_threads_and_the_scratch_folders():
+    from harness.runs.scratch import RunScratch
+
+    with RunScratch() as scratch:
+        env = RunSpec(mode="quick").environment(scratch)
+        assert env["TORCHINDUCTOR_CACHE_DIR"] == str(scratch.root / "inductor")
+        assert env["TMPDIR"] == env["TMP"] == env["TEMP"] == str(scratch.root / "tmp")
     assert (
         env["HARNESS_QUICK"] == "1" and env["HARNESS_FULL"] == "0" and env["HARNESS_THREADS"] == "1"
     )
-    assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
     env = RunSpec(mode="full", threads=5).environment()
     assert (
         env["HARNESS_QUICK"] == "0" and env["HARNESS_FULL"] == "1" and env["HARNESS_THREADS"] == "5"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -86,11 +87,12 @@ def test_sigterm_unwinds_as_an_interrupt_only_inside_the_block():
 @pytest.mark.skipif(
     not pathlib.Path("/proc").is_dir(), reason="reads process states from /proc (Linux)"
 )
-def test_sigterm_to_harness_bench_ends_asv_and_removes_its_scratch_folders(tmp_path):
+def test_sigterm_to_harness_bench_ends_asv_and_removes_its_scratch_folders(tmp_path, short_tmp):
     """As a CI timeout does: SIGTERM to `harness bench` while asv runs a benchmark. Exit 143, no
-    process of asv's session left running, no inductor cache folder or staging record left."""
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    process of asv's session left running, no staging record left, and nothing new in the
+    caller's TMPDIR: the run's folder there (harness.runs.scratch) held asv's TMPDIR, whatever
+    asv left in it when its grace ran out, and the run's compile caches, and it is removed."""
+    scratch = short_tmp  # a path short enough for asv's socket below the run's folder
     root = tmp_path / "results"
     env = dict(os.environ, TMPDIR=str(scratch))
     cmd = [
@@ -109,9 +111,10 @@ def test_sigterm_to_harness_bench_ends_asv_and_removes_its_scratch_folders(tmp_p
     proc = subprocess.Popen(
         cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
-    asv_sid, members = None, []
+    asv_sid, members, runs = None, [], set()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
+        runs |= {str(p.relative_to(scratch)) for p in scratch.glob("*/tmp/*")}
         # asv leads a session of its own; once that holds a grandchild of asv (a benchmark forked
         # by the forkserver; asv's own children are git and the forkserver) a benchmark is running
         asv_sid = asv_sid or next((pid for pid in _children(proc.pid) if _leads_session(pid)), None)
@@ -127,6 +130,9 @@ def test_sigterm_to_harness_bench_ends_asv_and_removes_its_scratch_folders(tmp_p
         f"no benchmark was seen running (exit {proc.poll()}): "
         f"{proc.stderr.read() if proc.poll() is not None else ''}"
     )
+    runs |= {str(p.relative_to(scratch)) for p in scratch.glob("*/tmp/*")}
+    # asv's forkserver made its folder in the run's tmp/, the run's folder in the caller's TMPDIR
+    assert any(re.match(r"harness-run-[^/]+/tmp/asv-forkserver-", name) for name in runs), runs
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err

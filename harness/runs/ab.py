@@ -43,6 +43,7 @@ from harness.core.processes import (
 )
 from harness.measure.instructions import RECORD_ENV
 from harness.runs import asv, interleave
+from harness.runs.scratch import RunScratch
 from harness.runs.spec import RunSpec
 from harness.verdict import between, metrics
 
@@ -556,9 +557,9 @@ def run(
 ) -> dict:
     """Alternate the sides per suite of `spec` (its machine, mode, threads, --bench selection);
     save each side as a run record. Returns what was run and left out, and the run records.
-    Scratch folders (the asv runs before merging, the run's inductor cache) and worktrees are
-    removed afterwards, also when a run fails or is interrupted (Ctrl-C, SIGTERM: the asv
-    processes are ended first): the records hold the data.
+    Scratch folders (the asv runs before merging, the run's TMPDIR and compile caches:
+    harness.runs.scratch) and worktrees are removed afterwards, also when a run fails or is
+    interrupted (Ctrl-C, SIGTERM: the asv processes are ended first): the records hold the data.
 
     `specs` holds "base" and "head", or one side alone (a commit measured by itself, with a
     fixed number of processes: `harness bisect`). `labels`: each side's run label (default its
@@ -571,19 +572,17 @@ def run(
     checked_size_overrides()  # a bad HARNESS_SIZES: bad input before any side starts
     with (
         terminate_as_interrupt(),
-        tempfile.TemporaryDirectory(prefix="harness-ab-runs-") as work,
-        tempfile.TemporaryDirectory(prefix="harness-ab-inductor-") as cache,
-        tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch,
+        RunScratch() as scratch,
         sides(project, specs, envs or {}) as side,
     ):
-        env = spec.environment(inductor_cache=pathlib.Path(cache), scratch=scratch)
+        env = spec.environment(scratch)
         # each of a row's blocks (harness.runs.interleave) is one call: they share the window
         window = process_window(spec.quick, pairs.planned) / interleave.BLOCKS
         env[settings.PAIRED_WINDOW_S.name] = str(round(window, 3))
         job = _Job(
             side,
             spec,
-            pathlib.Path(work),
+            scratch.folder("runs"),  # the asv runs before merging
             env,
             asv.launch_method(),
             pairs,

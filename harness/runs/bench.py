@@ -18,9 +18,10 @@ What the suites are told (RunSpec.environment): the mode (sizes and grids, asv's
 which asv does not tell a benchmark), the run's fixed CPU thread count (1 in quick and fast runs,
 all cores in full runs, --threads N overrides; recorded in the fingerprint as torch_threads), a
 fixed hash seed unless the caller set one (recorded as python_hash_seed), where the record is
-being written, and TORCHINDUCTOR_CACHE_DIR: a private, empty inductor cache for this run,
-removed afterwards, so that compile-time benchmarks fill it with a priming compile and then time
-warm compiles, and two identical runs start from the same cache state.
+being written, and the run's scratch folders (harness.runs.scratch: TMPDIR, a private, empty
+inductor cache and the harness's scratch, all removed afterwards), so that compile-time
+benchmarks fill the cache with a priming compile and then time warm compiles, and two identical
+runs start from the same cache state.
 
 Reading the saved results back and summarising them is the verdict's job (harness.verdict).
 """
@@ -30,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,6 +41,7 @@ from harness.core.processes import run_in_session
 from harness.core.project import suites
 from harness.runs import asv
 from harness.runs.progress import Progress
+from harness.runs.scratch import RunScratch
 from harness.runs.spec import RunSpec
 
 # Suites that run only when named with --suite (the canary: the gate's test subject).
@@ -235,12 +236,11 @@ def run(
     result = None
     with (
         records.writing(root, spec.machine, run_id, meta) as staging,
-        tempfile.TemporaryDirectory(prefix="harness-inductor-cache-") as cache,
-        tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch,
+        RunScratch() as scratch,
     ):
-        env = spec.environment(inductor_cache=Path(cache), scratch=scratch, record=staging)
+        env = spec.environment(scratch, record=staging)
         env.update(suites(project).environment())  # a project of its own: which models are its
-        bench_dir = asv.benchmark_subset(project, names, Path(scratch) / "benchmarks")
+        bench_dir = asv.benchmark_subset(project, names, scratch.folder("benchmarks"))
         print(
             f"harness bench: {spec.mode} run of {'shard ' + shard + ' of ' if shard else ''}"
             f"{', '.join(names)} on {spec.machine} "

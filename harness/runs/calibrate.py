@@ -34,6 +34,7 @@ from harness.core import settings
 from harness.core.exits import RunnerFailed
 from harness.runs import asv
 from harness.runs.bench import check_suites
+from harness.runs.scratch import RunScratch
 from harness.runs.spec import RunSpec
 from harness.verdict import metrics
 from harness.verdict.results import ResultSet, load, noise_path, save_noise
@@ -55,8 +56,8 @@ def asv_run(
     """One `asv run` of the modules in `bench_dir` into `results` as `spec` says (mode, machine,
     --bench selection, extra environment); returns the result file. Instruction counts keep their
     tables beside the results (results.load reads them there)."""
-    with tempfile.TemporaryDirectory(prefix="harness-scratch-") as scratch:
-        env = spec.environment(scratch=scratch, record=results)
+    with RunScratch() as scratch:
+        env = spec.environment(scratch, record=results)
         result = asv.run(
             asv.AsvRun(
                 project,

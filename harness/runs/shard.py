@@ -58,15 +58,19 @@ def mode_of(quick: bool, full: bool) -> str:
 @contextlib.contextmanager
 def _environ(env: dict):
     """asv's discovery passes os.environ to the subprocess it starts: set the run's, then
-    restore."""
-    saved = dict(os.environ)
+    restore. Its temporary folder here too (tempfile keeps the one it chose first)."""
+    import tempfile
+
+    saved, saved_tmp = dict(os.environ), tempfile.tempdir
     os.environ.clear()
     os.environ.update(env)
+    tempfile.tempdir = env.get("TMPDIR") or saved_tmp
     try:
         yield
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        tempfile.tempdir = saved_tmp
 
 
 def discover(config_path: Path, sha: str, env: dict) -> list[dict]:
@@ -306,22 +310,21 @@ def plan(
 ) -> Plan:
     """Discover (asv), select (the spec's suites, --bench) and split (durations) without running
     anything. `spec`: the run's harness.runs.spec.RunSpec."""
-    import tempfile
-
     from harness.core.project import suites as project_suites
     from harness.runs import asv
+    from harness.runs.scratch import RunScratch
 
     found = project_suites(project)
-    env = {**spec.environment(), **found.environment()}
     suites = list(spec.suites)
-    with tempfile.TemporaryDirectory(prefix="harness-list-") as tmp:
+    with RunScratch() as scratch:
+        env = {**spec.environment(scratch), **found.environment()}
         # a project of its own: its modules beside the installed harness's suites
         folder = (
-            asv.benchmark_subset(project, list(found.modules()), Path(tmp) / "benchmarks")
+            asv.benchmark_subset(project, list(found.modules()), scratch.folder("benchmarks"))
             if found.own_project
             else None
         )
-        with asv.config(project, Path(tmp) / "asv", benchmark_dir=folder) as config:
+        with asv.config(project, scratch.folder("asv"), benchmark_dir=folder) as config:
             benchmarks = discover(config, sha, env)
     selection = select(benchmarks, suites, regexes)
     mode = spec.mode

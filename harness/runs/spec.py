@@ -11,9 +11,13 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.core import settings
 from harness.core.exits import BadInput
+
+if TYPE_CHECKING:
+    from harness.runs.scratch import RunScratch
 
 MODES = ("quick", "fast", "full")
 # Python's hash seed for the suites' processes unless the caller's environment sets one: with a
@@ -64,17 +68,12 @@ class RunSpec:
     def with_env(self, **extra: str) -> RunSpec:
         return dataclasses.replace(self, env=tuple({**dict(self.env), **extra}.items()))
 
-    def environment(
-        self,
-        *,
-        inductor_cache: Path | None = None,
-        scratch: Path | str | None = None,
-        record: Path | None = None,
-    ) -> dict:
+    def environment(self, scratch: RunScratch | None = None, *, record: Path | None = None) -> dict:
         """The environment asv runs the suites in: this interpreter behind asv's launcher, the
         mode (sizes and grids, quick), the run's fixed thread count, a fixed hash seed unless the
-        caller set one, the run's private inductor cache, where the run record is being written
-        (instruction counts keep their tables there) and a scratch folder the run removes."""
+        caller set one, the run's scratch folders (harness.runs.scratch: TMPDIR, the compile
+        caches, the harness's scratch) and where the run record is being written (instruction
+        counts keep their tables there)."""
         from harness.runs import asv
 
         extra = {
@@ -83,10 +82,8 @@ class RunSpec:
             settings.THREADS.name: str(self.run_threads),
             "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED") or HASH_SEED,
         }
-        if inductor_cache is not None:
-            extra["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache)
         if scratch is not None:
-            extra[settings.SCRATCH_DIR.name] = str(scratch)
+            extra.update(scratch.environment())
         if record is not None:
             extra[settings.RUN_RECORD.name] = str(record)
         if self.benches:  # one valgrind process counts every instruction row: only the selected

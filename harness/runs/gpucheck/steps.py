@@ -60,6 +60,8 @@ RUNS = {
     "A": {"rows": AA_SET + REPORT_SET + CANARY_SET},
     "B": {"rows": AA_SET + CANARY_SET, "env": {settings.CANARY_EXTRA.name: "1"}},
 }
+# The compile caches runs A and B share (a folder of the kit's work folder: the kit's to remove)
+KIT_COMPILE_CACHE = "compile-cache"
 # Launch method under test: a forked CUDA context is unusable, so GPU runs must spawn.
 LAUNCH = "spawn"
 
@@ -147,6 +149,7 @@ def asv_run(ctx, run: str) -> dict:
     from harness.core.env import fingerprint, machine_name
     from harness.core.files import write_json_atomic
     from harness.runs import asv
+    from harness.runs.scratch import RunScratch
 
     modules, benches = selection(run, ctx.device)
     root = run_dir(ctx, run)
@@ -163,23 +166,27 @@ def asv_run(ctx, run: str) -> dict:
         print(line, flush=True)  # asv's own output stays in the step's log
         timing.feed(line)
 
-    ran = asv.run(
-        asv.AsvRun(
-            project=ctx.root,
-            results=results,
-            machine=machine,
-            commit=sha,
-            # the run folder is laid out as a run record: the rows' facts land in it
-            env=asv.environment({**RUNS[run].get("env", {}), settings.RUN_RECORD.name: str(root)}),
-            benches=tuple(benches),
-            method=LAUNCH,
-            bench_dir=bench_dir,
-            repo=repo,
-            capture=False,
-            on_line=on_line,
-            echo=sys.stdout,
+    # asv's TMPDIR is the run's own; the compile caches are the kit's, shared by runs A and B
+    # (run B's compiles hit what run A's filled: see docs/gpu.md)
+    with RunScratch(shared_cache=ctx.work / KIT_COMPILE_CACHE) as scratch:
+        extra = {**RUNS[run].get("env", {}), settings.RUN_RECORD.name: str(root)}
+        ran = asv.run(
+            asv.AsvRun(
+                project=ctx.root,
+                results=results,
+                machine=machine,
+                commit=sha,
+                # the run folder is laid out as a run record: the rows' facts land in it
+                env=asv.environment({**scratch.environment(), **extra}),
+                benches=tuple(benches),
+                method=LAUNCH,
+                bench_dir=bench_dir,
+                repo=repo,
+                capture=False,
+                on_line=on_line,
+                echo=sys.stdout,
+            )
         )
-    )
     timing.close()
     seconds = timing.timing()
     print(
