@@ -142,13 +142,8 @@ def write_row_facts(run_dir: Path, row: str, facts: dict) -> None:
 def read_row_facts(run_dir: Path) -> dict[str, dict]:
     """row -> its facts, for every row a run record keeps facts of (empty when none)."""
     out: dict[str, dict] = {}
-    folder = Path(run_dir) / ROW_FACTS
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("schema") == _FACTS_SCHEMA and data.get("row"):
+    for data in _json_files(Path(run_dir) / ROW_FACTS):
+        if data.get("schema") == _FACTS_SCHEMA and data.get("row"):
             row = data.pop("row")
             data.pop("schema")
             out[row] = data
@@ -195,18 +190,25 @@ def read_instructions(run_dir: Path) -> dict[str, dict]:
     valgrind process): row -> its summary (per_call, groups, functions, ...) with the
     fingerprint of its valgrind process under "fingerprint". Empty when it keeps none."""
     out: dict[str, dict] = {}
-    folder = Path(run_dir) / INSTRUCTIONS
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict) or not isinstance(data.get("rows"), dict):
+    for data in _json_files(Path(run_dir) / INSTRUCTIONS):
+        if not isinstance(data.get("rows"), dict):
             continue
         for row, summary in data["rows"].items():
             if isinstance(summary, dict):
                 out[row] = dict(summary, fingerprint=data.get("fingerprint") or {})
     return out
+
+
+def _json_files(folder: Path):
+    """The JSON objects of a record's folder of per-row files, in name order; a damaged or
+    foreign file is no row (skipped)."""
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            yield data
 
 
 def runs_dir(root: Path) -> Path:
