@@ -109,15 +109,31 @@ def git(repo, *args: str) -> str:
 
 
 def clone_checkout(dest: pathlib.Path) -> str:
-    """A clone of this checkout at its HEAD (committed files only; detached, whatever branch or
-    shallow state the checkout is in), ready to commit in; returns that HEAD's sha. Tests that
-    need history make it here: CI checks out one commit (`git clone --depth 1`)."""
+    """A one-commit clone of this checkout's HEAD (committed files only; detached, no branches),
+    ready to commit in; returns that HEAD's sha. The same repository whatever the checkout's
+    history, branches or remotes: CI checks out one commit (`git clone --depth 1`), so tests
+    that need history make it here, and commands that walk a branch (asv publish) run here."""
     head = git(ROOT, "rev-parse", "HEAD")
-    subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(ROOT), str(dest)], check=True)
+    subprocess.run(
+        ["git", "clone", "--quiet", "--depth", "1", "--no-checkout", f"file://{ROOT}", str(dest)],
+        check=True,
+    )
     git(dest, "checkout", "--quiet", "--detach", head)
+    git(dest, "remote", "remove", "origin")
+    for branch in git(dest, "for-each-ref", "--format=%(refname:short)", "refs/heads").split():
+        git(dest, "branch", "--quiet", "--delete", "--force", branch)
     git(dest, "config", "user.email", "tests@example.com")
     git(dest, "config", "user.name", "harness tests")
     return head
+
+
+@pytest.fixture(scope="session")
+def checkout_copy(tmp_path_factory) -> pathlib.Path:
+    """This checkout's HEAD alone, in a repository of its own (clone_checkout), once per
+    worker: where a command reads a branch's commits (asv publish walks them)."""
+    repo = tmp_path_factory.mktemp("checkout") / "repo"
+    clone_checkout(repo)
+    return repo
 
 
 @pytest.fixture(scope="session")

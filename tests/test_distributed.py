@@ -165,6 +165,10 @@ def test_killing_the_benchmark_process_takes_torchrun_and_the_workers_along(tmp_
         "from harness.core.processes import die_with_parent\ndie_with_parent()\n" + HANG
     )
     out = tmp_path / "result.json"
+    # killed outright, the benchmark process leaves its scratch folder: in this test's folder,
+    # as a run's processes leave theirs in the run's (harness.runs.scratch)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     bench = subprocess.Popen(
         [
             sys.executable,
@@ -174,7 +178,8 @@ def test_killing_the_benchmark_process_takes_torchrun_and_the_workers_along(tmp_
             "result=sys.argv[2])",
             str(script),
             str(out),
-        ]
+        ],
+        env={**os.environ, "TMPDIR": str(scratch)},
     )
     started = [tmp_path / f"result.json.{rank}" for rank in (0, 1)]
     deadline = time.monotonic() + 120

@@ -15,6 +15,7 @@ import threading
 import pytest
 
 from harness.cli import main
+from harness.core import settings
 from harness.core.project import head_commit
 from harness.runs import calibrate, nightly
 from harness.runs.spec import RunSpec
@@ -25,8 +26,16 @@ pytestmark = pytest.mark.xdist_group("nightly")  # the published fixture is buil
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.fixture(autouse=True)
+def _publish_from_a_copy(checkout_copy, monkeypatch):
+    """asv publish walks the configured branches' commits: nightly publishes from this
+    checkout's HEAD alone (a copy of it), so what a dashboard holds never depends on the
+    checkout's other commits or branches."""
+    monkeypatch.setenv(settings.PROJECT.name, str(checkout_copy))
+
+
 @pytest.fixture(scope="session")  # once per worker, also when xdist interleaves modules
-def published(tmp_path_factory):
+def published(tmp_path_factory, checkout_copy):
     """A results root with one real asv run of the canary, published by `harness nightly`."""
     root = tmp_path_factory.mktemp("results")
     work = tmp_path_factory.mktemp("work")
@@ -35,7 +44,9 @@ def published(tmp_path_factory):
         machine=MACHINE, benches=(r"^canary\.Canary\.track_(?!instructions)",)
     )  # no valgrind
     calibrate.asv_run(ROOT, bench_dir, root / "asv", spec, head_commit(ROOT))
-    code = main(["nightly", "--skip-bench", "--results-dir", str(root), "--machine", MACHINE])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(settings.PROJECT.name, str(checkout_copy))
+        code = main(["nightly", "--skip-bench", "--results-dir", str(root), "--machine", MACHINE])
     assert code == 0
     return root
 
