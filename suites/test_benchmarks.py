@@ -65,7 +65,7 @@ def bench(request, benchmark):
 def test_canary(bench):
     """The gate's canary chain (suites/benchmarks/canary.py): HARNESS_CANARY_EXTRA=1 adds one op,
     which the exact `ops` counter in extra_info catches."""
-    from benchmarks import canary
+    from .benchmarks import canary
 
     if bench.device.type != "cpu":
         pytest.skip("the canary chain is a CPU benchmark (one thread), as in asv")

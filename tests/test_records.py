@@ -168,3 +168,16 @@ def resolve_fails_on(root) -> bool:
     except Exception as exc:  # BadInput: no runs
         return "no runs" in str(exc)
     return False
+
+
+def test_per_row_tables_beside_old_layout_machine_folders_are_not_results(tmp_path):
+    """`harness calibrate` keeps its runs' instruction and row-fact tables in its results folder,
+    beside the machine folders: they are not a machine's result files to import."""
+    root = tmp_path / "results"
+    files = old_layout(root)
+    records.write_row_facts(root / "asv", "a.time", {"device": "cpu", "aten_share": 0.5})
+    (root / "asv" / records.INSTRUCTIONS).mkdir()
+    (root / "asv" / records.INSTRUCTIONS / "a.B.json").write_text('{"rows": {}}')
+    found = records.foreign_files(root)
+    assert sorted(f for f, _, _ in found) == sorted(files)
+    assert {machine for _, machine, _ in found} == {files[0].parent.name}

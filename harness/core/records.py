@@ -437,7 +437,10 @@ def foreign_files(root: Path) -> list[tuple[Path, str, str]]:
     view = view_dir(root)
     candidates = []
     if view.is_dir():
-        for mdir in sorted(p for p in view.iterdir() if p.is_dir()):
+        # a results folder that `harness calibrate` wrote keeps the per-row tables of its runs
+        # beside its machine folders (instructions/, row-facts/): those are no machine's results
+        own = {INSTRUCTIONS, ROW_FACTS}
+        for mdir in sorted(p for p in view.iterdir() if p.is_dir() and p.name not in own):
             for f in sorted(mdir.glob("*.json")):
                 if f.name in ASV_META:
                     continue
