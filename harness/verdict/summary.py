@@ -241,8 +241,10 @@ def case_names(rs: ResultSet, benchmark: str) -> list[str]:
 
 
 def device_label(rs: ResultSet, benchmark: str) -> str:
-    """`busy NN%` / `ATen share NN%` over a benchmark's cases (harness.verdict.gpurows)."""
-    return gpurows.span_label([rs.facts.get(n) for n in case_names(rs, benchmark)])
+    """`busy NN%` / `ATen share NN%` of a benchmark (harness.verdict.gpurows): per side for one
+    case, the range over several."""
+    facts = [rs.facts.get(n) for n in case_names(rs, benchmark)]
+    return gpurows.label(facts[0]) if len(facts) == 1 else gpurows.span_label(facts)
 
 
 # at most this many timing rows with device facts in the summary (the report lists every one)
