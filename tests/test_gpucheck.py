@@ -108,7 +108,7 @@ def test_list_wheels_pins_what_is_installed_here(capsys):
     out = capsys.readouterr().out
     import importlib.metadata as md
 
-    for name in ("asv", "asv-runner", "expecttest"):
+    for name in ("asv", "asv-runner", "expecttest", "nvidia-ml-py"):
         assert f"{name}=={md.version(name)}" in out
     assert "pip download --no-deps --only-binary=:all: --python-version 3.12" in out
     assert "--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64" in out

@@ -2,12 +2,13 @@
 
 A GPU runner's `python3` holds torch, numpy, scipy, matplotlib, pytest, pytest-benchmark,
 pytest-xdist and tabulate, and has no network. What the harness needs beyond that (asv,
-asv-runner, expecttest and what they need) travels as wheel files built for the runner's Python
-and platform, installed with `pip install --no-index --no-deps --target T`: into a private
-folder, never into the runner's site-packages, and without pip's resolver re-fetching what the
-runner already has (with --target pip ignores installed packages and would want all of them).
+asv-runner, expecttest, nvidia-ml-py and what they need) travels as wheel files built for the
+runner's Python and platform, installed with `pip install --no-index --no-deps --target T`: into
+a private folder, never into the runner's site-packages, and without pip's resolver re-fetching
+what the runner already has (with --target pip ignores installed packages and would want all
+of them).
 
-The list is read from this machine's installed metadata: the dependency closure of the three
+The list is read from this machine's installed metadata: the dependency closure of the four
 packages, evaluated for the runner's Python version, minus the closure of what the runner holds.
 Only the standard library is used until `list_wheels` needs `packaging` (pip brings it).
 """
@@ -20,7 +21,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-WANTED = ("asv", "asv-runner", "expecttest")
+# nvidia-ml-py: the GPU rows' clocks and throttle reasons (harness.core.clocks); a runner image
+# may list it without it being importable, and without it nothing is dropped for throttling
+WANTED = ("asv", "asv-runner", "expecttest", "nvidia-ml-py")
 # What the runner image's python3 already holds (and, through their metadata, what they need).
 RUNNER_HAS = (
     "torch",
@@ -50,6 +53,7 @@ IMPORT_CHECK = (
     "asv.results",
     "asv_runner.run",
     "expecttest",
+    "pynvml",
 )
 
 
