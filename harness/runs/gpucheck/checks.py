@@ -399,22 +399,13 @@ def judge_gpu_measure(rows: list[dict]) -> list[dict]:
                 f"< {AMP_OVER_FP32_MAX:g}",
                 r["value"] < AMP_OVER_FP32_MAX,
             )
-    same = by.get("matmul over itself")
-    if same:
-        claim(
-            "a kernel over itself (paired GPU time)",
-            round(same["value"], 4),
-            "1 +- 5%",
-            abs(same["value"] - 1) <= PAIRED_TOLERANCE,
-        )
-    double = by.get("two matmuls over one")
-    if double:
-        claim(
-            "two kernels over one (paired GPU time)",
-            round(double["value"], 4),
-            "2 +- 5%",
-            abs(double["value"] / 2 - 1) <= PAIRED_TOLERANCE,
-        )
+    for row, text, want in (
+        ("matmul over itself", "a kernel over itself (paired GPU time)", 1),
+        ("two matmuls over one", "two kernels over one (paired GPU time)", 2),
+    ):
+        if row in by:
+            v = by[row]["value"]
+            claim(text, round(v, 4), f"{want} +- 5%", abs(v / want - 1) <= PAIRED_TOLERANCE)
     bound = [r for r in rows if r["busy"] is not None and r["busy"] >= DEVICE_BOUND]
     worst = max(bound, key=lambda r: abs(r["value"] / r["repeat"] - 1), default=None)
     if worst:
