@@ -81,6 +81,25 @@ def test_measured_pairs_cases_and_judges_them(tmp_path):
     assert verdicts[(bands.LABELS["pin_then_copy"], "True, 'float32'")].startswith("outside")
 
 
+def test_a_launch_bound_ratio_is_not_judged_against_its_band(tmp_path):
+    rs = load(_gpu_set(tmp_path / "asv"))
+    # AMP bf16 (0.95) keeps the GPU busy 20% of a call on its fp32 side: launch-bound; fp16's
+    # sides are device-bound; pin-then-copy's pageable side is launch-bound
+    rs.facts = {
+        f"{AMP}('alexnet', 'bf16')": {"device": "cuda", "sides": [{"busy": 0.9}, {"busy": 0.2}]},
+        f"{AMP}('alexnet', 'fp16')": {"device": "cuda", "sides": [{"busy": 0.9}, {"busy": 0.8}]},
+        f"{COPY}('pageable', True, 'float32')": {"device": "cuda", "busy": 0.3},
+    }
+    verdicts = {(r[0], r[1]): r[4] for r in bands.rows(bands.measured(rs), "cuda")}
+    assert verdicts[(bands.LABELS["amp"], "'alexnet', 'bf16'")] == (
+        "not judged: launch-bound at this size (busy 90%/20%)"
+    )
+    assert verdicts[(bands.LABELS["amp"], "'alexnet', 'fp16'")] == "within the published range"
+    assert verdicts[(bands.LABELS["pin_then_copy"], "True, 'float32'")] == (
+        "not judged: launch-bound at this size (busy 30%)"
+    )
+
+
 def test_device_comes_from_the_fingerprint_before_the_machine_name(tmp_path):
     result = _gpu_set(tmp_path / "asv", machine="box-cpu")
     assert bands.device_of(load(result)) == "cpu"

@@ -5,7 +5,10 @@ set-up, not PyTorch: a model too small to keep the GPU busy (launch-bound: AMP a
 gain nothing), a GPU without tensor cores, a CPU without the instructions a tutorial used. The
 report (`harness report`) and the GPU proof kit (`harness gpu-check`) show each ratio beside its
 published range and say "outside the published range: check the set-up" where it falls out. A
-band never fails a run: it is a prompt to look, not a gate.
+CUDA ratio whose GPU was busy less than half of a call on either side (its row facts) is not
+judged against a band at all: the published figures are about device-bound work, so it reads
+"not judged: launch-bound at this size (busy NN%)". A band never fails a run: it is a prompt to
+look, not a gate.
 
 Every ratio here is a *time* ratio as the harness reports it (lower is better): a published
 speed-up S becomes the time ratio 1/S. The one table, with its sources:
@@ -16,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from harness.verdict import gpurows
 from harness.verdict.results import ResultSet, fingerprint_of
 from harness.verdict.summary import cases, value_of
 
@@ -126,6 +130,17 @@ class Measured:
     key: str
     case: str
     value: float
+    facts: tuple = ()  # the row facts of the entries the ratio comes from (harness.verdict.gpurows)
+
+    @property
+    def launch_bound(self) -> bool:
+        return any(gpurows.launch_bound(f) for f in self.facts)
+
+    @property
+    def busy_text(self) -> str:
+        """The busy fractions of every side, in the ratio's order (numerator first)."""
+        sides = [s for f in self.facts if f for s in (f.get("sides") or [f])]
+        return "/".join(f"{s['busy']:.0%}" for s in sides if s.get("busy") is not None)
 
 
 def device_of(rs: ResultSet) -> str:
@@ -138,16 +153,18 @@ def device_of(rs: ResultSet) -> str:
 
 def _pairs(
     rs: ResultSet, benchmark: str, index: int, on: str, off: str
-) -> list[tuple[tuple, float]]:
-    """(other params, value(on) / value(off)) for a parameter at `index` switched on vs off."""
-    by = {params: value_of(e) for params, e in cases(rs, benchmark)}
+) -> list[tuple[tuple, float, tuple]]:
+    """(other params, value(on) / value(off), both sides' facts) for a parameter at `index`
+    switched on vs off."""
+    by = {params: e for params, e in cases(rs, benchmark)}
     out = []
-    for params, v in sorted(by.items()):
-        if len(params) <= index or params[index] != on or not v:
+    for params, e in sorted(by.items()):
+        if len(params) <= index or params[index] != on or not value_of(e):
             continue
         base = by.get(params[:index] + (off,) + params[index + 1 :])
-        if base:
-            out.append((params[:index] + params[index + 1 :], v / base))
+        if base is not None and value_of(base):
+            facts = (rs.facts.get(e.name), rs.facts.get(base.name))
+            out.append((params[:index] + params[index + 1 :], value_of(e) / value_of(base), facts))
     return out
 
 
@@ -156,16 +173,18 @@ def measured(rs: ResultSet) -> list[Measured]:
     out = []
     for params, e in cases(rs, "amp.AutocastOverFp32.track_autocast_over_fp32"):
         if value_of(e) is not None:
-            out.append(Measured("amp", ", ".join(params), value_of(e)))
+            out.append(Measured("amp", ", ".join(params), value_of(e), (rs.facts.get(e.name),)))
     for suite in ("models.Inference.track_inference_time", "models.TrainingStep.track_step_time"):
-        for params, r in _pairs(rs, suite, 2, "True", "False"):
-            out.append(Measured("channels_last", f"{suite.split('.')[1]} {', '.join(params)}", r))
+        for params, r, facts in _pairs(rs, suite, 2, "True", "False"):
+            case = f"{suite.split('.')[1]} {', '.join(params)}"
+            out.append(Measured("channels_last", case, r, facts))
     e = rs.entries.get("fusion.SmallModelTrainingStep.track_compiled_over_eager")
     if e is not None and value_of(e) is not None:
-        out.append(Measured("compile_training", "SmallModelTrainingStep (zoo MLP)", value_of(e)))
+        case = "SmallModelTrainingStep (zoo MLP)"
+        out.append(Measured("compile_training", case, value_of(e), (rs.facts.get(e.name),)))
     bench = "transfer.HostToDeviceCopy.track_copy_time"
-    for params, r in _pairs(rs, bench, 0, "'pin_then_copy'", "'pageable'"):
-        out.append(Measured("pin_then_copy", ", ".join(params), r))
+    for params, r, facts in _pairs(rs, bench, 0, "'pin_then_copy'", "'pageable'"):
+        out.append(Measured("pin_then_copy", ", ".join(params), r, facts))
     return out
 
 
@@ -186,13 +205,17 @@ def rows(items: list[Measured], device: str) -> list[tuple[str, str, str, str, s
                 )
             )
             continue
+        if m.launch_bound:
+            verdict = f"not judged: {gpurows.LAUNCH_BOUND_VERDICT} (busy {m.busy_text})"
+        else:
+            verdict = band.judge(m.value)
         out.append(
             (
                 LABELS[m.key],
                 m.case,
                 f"{m.value:.3g}",
                 f"{band.range_text} ({band.published})",
-                band.judge(m.value),
+                verdict,
                 band.source,
             )
         )

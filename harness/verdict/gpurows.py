@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 
 LAUNCH_BOUND = 0.5  # a busy fraction below this is launch-bound: the GPU waited more than it worked
+# what advice and the sanity bands say of such a row instead of helps / hurts / outside the range
+LAUNCH_BOUND_VERDICT = "launch-bound at this size"
 FLOOR = 0.02  # provisional: the smallest change a GPU-time row is judged at
 NOISE_MULTIPLE = 5.0  # provisional: the threshold is at least this many combined noises
 NOISY = 0.10  # a GPU row whose threshold would exceed this is not judged
