@@ -75,7 +75,9 @@ def test_harness_models_env_loads_paths_and_modules_for_the_cli(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(user_models.ENV_VAR, "mine.py")
     assert main(["models"]) == exits.PASS
-    assert "tiny_cnn" in capsys.readouterr().out
+    # who registered each model: the user's file beside the built-in zoo
+    rows = {ln.split()[0]: ln.split() for ln in capsys.readouterr().out.splitlines()[2:]}
+    assert rows["tiny_cnn"][5] == "mine.py" and rows["alexnet"][5] == "built-in"
     assert main(["graph", "tiny_cnn", "--frontend", "export"]) == exits.PASS
     out = capsys.readouterr().out
     assert "conv/conv2d" in out and "head/linear" in out

@@ -1,6 +1,7 @@
 """`harness models`: the zoo, with parameter counts of its small, full and CUDA configurations,
 including models of your own (named by the ini option harness_models, HARNESS_MODELS or the
-harness.models entry points)."""
+harness.models entry points). A column says who registered each model: in a project of its own
+the packaged suites cover only the models it registers, not the built-in ones."""
 
 
 def add_arguments(parser):
@@ -10,7 +11,7 @@ def add_arguments(parser):
 def run(args) -> int:
     from harness.core.table import render
     from harness.core.user_models import load_user_models
-    from harness.core.zoo import get_model, model_names
+    from harness.core.zoo import BUILTIN_ORIGIN, get_model, model_names
     from harness.golden.capture import FRONTENDS
 
     load_user_models()
@@ -25,15 +26,35 @@ def run(args) -> int:
                 f"{spec.parameter_count('full'):,}",
                 f"{spec.parameter_count('cuda'):,}",
                 frontends,
+                "built-in" if spec.origin == BUILTIN_ORIGIN else _shown(spec.origin),
                 spec.description,
             )
         )
     print(
         render(
-            ["model", "small params", "full params", "cuda params", "front ends", "description"],
+            [
+                "model",
+                "small params",
+                "full params",
+                "cuda params",
+                "front ends",
+                "registered by",
+                "description",
+            ],
             rows,
-            align=("left", "right", "right", "right", "left", "left"),
+            align=("left", "right", "right", "right", "left", "left", "left"),
         ),
         end="",
     )
     return 0
+
+
+def _shown(origin: str) -> str:
+    """A module's path relative to the working directory where it lies below it."""
+    import pathlib
+
+    path = pathlib.Path(origin)
+    try:
+        return str(path.relative_to(pathlib.Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
