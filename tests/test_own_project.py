@@ -148,6 +148,27 @@ def test_a_project_of_its_own_runs_its_modules_beside_the_packaged_suites(made, 
     assert (dest / "tiny_cnn.py").read_text() == (made / "benchmarks" / "tiny_cnn.py").read_text()
 
 
+def test_a_project_of_its_own_overlays_its_durations_on_the_packaged_ones(made, monkeypatch):
+    from harness.runs import shard
+
+    assert project.suites(ROOT).durations_files() == [ROOT / "suites" / "durations.json"]
+    packaged, own = project.suites(made).durations_files()
+    assert (
+        packaged == project.packaged_suites() / "durations.json" and own == made / "durations.json"
+    )
+    # before the project measures any, the packaged suites' seconds (for --suite fusion) count
+    builtin, source = shard.overlaid([packaged, own], "quick")
+    assert builtin and source == packaged
+    name = next(iter(builtin))
+    shard.update_durations(own, "quick", {name: 123.0, "tiny_cnn.T.time_x": 2.0}, ["m/r"])
+    mine, source = shard.overlaid([packaged, own], "quick")
+    assert source == own and mine[name] == 123.0 and mine["tiny_cnn.T.time_x"] == 2.0
+    assert len(mine) == len(builtin) + 1
+    # `harness durations` refreshes the project's file, not one inside the package
+    monkeypatch.chdir(made)
+    assert project.suites(project.project_root()).durations_files()[-1] == own
+
+
 def test_a_module_may_not_take_a_built_in_suites_name(made):
     (made / "benchmarks" / "fusion.py").write_text("")
     with pytest.raises(exits.BadInput, match=r"benchmarks/fusion\.py has the name of a harness"):

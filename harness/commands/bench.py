@@ -69,8 +69,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--durations",
         metavar="FILE",
-        help="seconds per benchmark for balancing shards (default "
-        "suites/durations.json; refresh with `harness durations RUN`)",
+        help="seconds per benchmark for balancing shards (default suites/durations.json, "
+        "overlaid by a project's own durations.json; refresh with `harness durations RUN`)",
     )
     parser.add_argument(
         "--json",

@@ -19,7 +19,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--out",
         metavar="FILE",
-        help="durations file to update (default suites/durations.json of the checkout)",
+        help="durations file to update (default: suites/durations.json of a harness checkout, "
+        "durations.json at the root of a project of its own)",
     )
 
 
@@ -28,12 +29,12 @@ def run(args) -> int:
 
     from harness.core import records
     from harness.core.exits import BadInput
-    from harness.core.project import project_root
+    from harness.core.project import project_root, suites
     from harness.runs import shard
     from harness.verdict.results import resolve, results_root
 
     root = results_root(args.results_dir)
-    out = pathlib.Path(args.out) if args.out else project_root() / shard.DURATIONS_FILE
+    out = pathlib.Path(args.out) if args.out else suites(project_root()).durations_files()[-1]
     by_mode: dict[str, dict[str, float]] = {}
     sources: dict[str, list[str]] = {}
     for spec in args.runs:

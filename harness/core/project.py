@@ -31,6 +31,9 @@ ASV_CONF = "asv.conf.json"
 OWN_MARKER = "harness_project"
 # the packaged suites: `suites/` of this repository, installed as harness.suites (pyproject.toml)
 PACKAGE = "harness.suites"
+# seconds per benchmark that balance shards (harness.runs.shard): suites/durations.json in a
+# checkout, durations.json at the root of a project of its own (committed: every shard agrees)
+DURATIONS = "durations.json"
 
 
 def is_own_project(d: Path) -> bool:
@@ -139,6 +142,14 @@ class Suites:
     builtin: Path
     own: Path | None = None  # None in a checkout, or where the project has no such folder yet
     own_project: bool = False
+
+    def durations_files(self) -> list[Path]:
+        """The durations files a shard split reads, later ones overriding earlier ones; the last
+        is the one `harness durations` refreshes. A project of its own reads the packaged
+        suites' file first (the built-in suites it runs with --suite), then its own."""
+        if not self.own_project:
+            return [self.builtin.parent / DURATIONS]
+        return [self.builtin.parent / DURATIONS, self.tree / DURATIONS]
 
     def own_modules(self) -> list[str]:
         return _stems(self.own) if self.own is not None else []

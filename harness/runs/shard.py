@@ -10,7 +10,8 @@ stores one duration per benchmark, and a benchmark's `setup_cache` runs once per
 The split must come out the same on every runner, so it depends only on
 - the benchmark names (sorted), and
 - the committed durations file `suites/durations.json` (seconds per benchmark, one section per
-  mode: "quick", "fast", "full"), refreshed from a run with `harness durations RUN...`;
+  mode: "quick", "fast", "full"; a project of its own overlays its `durations.json` on the
+  packaged suites' file: harness.core.project.Suites), refreshed with `harness durations RUN...`;
 never on a runner's own history. A benchmark missing from the file counts as the median of the
 section's durations (DEFAULT_S when the section is empty). Shares are balanced greedily:
 benchmarks longest first (ties by name) each into the currently lightest shard (ties: the lowest
@@ -30,7 +31,6 @@ from pathlib import Path
 from harness.core.exits import BadInput, RunnerFailed
 from harness.core.files import write_json_atomic
 
-DURATIONS_FILE = Path("suites") / "durations.json"
 DEFAULT_S = 10.0
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -219,6 +219,15 @@ def durations_of(result_file: Path) -> dict[str, float]:
     return out
 
 
+def overlaid(paths: list[Path], mode: str) -> tuple[dict[str, float], Path]:
+    """One mode's durations from several files, later files overriding earlier ones, and the
+    file to name as their source (the last that exists)."""
+    durations: dict[str, float] = {}
+    for path in paths:
+        durations.update(load_durations(path, mode))
+    return durations, next((p for p in reversed(paths) if p.is_file()), paths[-1])
+
+
 def update_durations(path: Path, mode: str, measured: dict[str, float], source: list[str]) -> dict:
     """Merge measured seconds into the file's section for `mode`; other benchmarks and modes are
     kept (a run of one suite refreshes that suite only). Returns the new content."""
@@ -328,9 +337,9 @@ def plan(
             benchmarks = discover(config, sha, env)
     selection = select(benchmarks, suites, regexes)
     mode = spec.mode
-    # the suites' own file: the checkout's, or the one the package ships (a project of its own)
-    path = Path(durations_file) if durations_file else found.builtin.parent / DURATIONS_FILE.name
-    durations = load_durations(path, mode)
+    # the suites' own file (a checkout's), or the package's overlaid by a project's own
+    paths = [Path(durations_file)] if durations_file else found.durations_files()
+    durations, path = overlaid(paths, mode)
     names = sorted(selection)
     shards = split(names, durations, shard[1]) if shard else [names]
     return Plan(
