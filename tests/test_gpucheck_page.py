@@ -65,10 +65,11 @@ def _summary(steps, **kw):
     return base
 
 
-def _timing(**walls):
+def _timing(caches=None, **walls):
     return {
         "asv_start_s": 6.5,
         "benchmark_wall_s": {k.replace("_", "."): v for k, v in walls.items()},
+        "setup_cache_s": caches or {},
         "asv_end_s": 0.4,
         "wall_s": 60.2,
     }
@@ -106,7 +107,7 @@ def test_page_has_every_section_shows_failures_and_says_what_did_not_run():
             97.2,
             35,
             "gate A/A exit 1 (want 0)",
-            {"run_b": _timing(fusion_PointwiseChain_track_eager_time=14.0)},
+            {"run_b": _timing({"fusion:237": 31.5}, fusion_PointwiseChain_track_eager_time=14.0)},
             exit=1,
         ),
         _step("gate-canary", "killed", 20.0, 20, "over its budget of 20 s: killed", exit=None),
@@ -151,6 +152,7 @@ def test_page_has_every_section_shows_failures_and_says_what_did_not_run():
     assert "20.1" in rows["canary.Canary.track.ops"]
     assert "14.0" in rows["fusion.PointwiseChain.track.eager.time"]
     assert "6.5" in rows["(asv start: machine record, discovery)"]
+    assert re.search(r"\| — +\| 31\.5 +\|$", rows["(setup_cache fusion:237)"])
     # the GPU figures and the GPU-time gate of steps absent from this run say so
     assert "gpu-measure: not run (the step was not in this run)" in text
     assert "### gate-gpu-time: not run" in text

@@ -124,6 +124,7 @@ def test_where_the_seconds_went_asv_start_each_benchmark_and_the_end():
             "amp.AutocastOverFp32.track_autocast_over_fp32": 7.5,
             "transfer.PinnedOverPageable.track_pinned_over_pageable": 1.0,
         },
+        "setup_cache_s": {},
         "asv_end_s": 8.0,
     }
     # told at each result line, before the table that follows it is read
@@ -142,5 +143,32 @@ def test_without_a_benchmarking_line_the_first_benchmark_holds_the_start():
     assert p.timing() == {
         "asv_start_s": None,
         "benchmark_wall_s": {"canary.Canary.track_ops": 5.0},
+        "setup_cache_s": {},
         "asv_end_s": 1.0,
     }
+
+
+def test_a_setup_cache_counts_apart_from_the_benchmark_after_it():
+    # creation, Benchmarking, fusion's result, the setup_cache's end, distributed's result, close
+    ticks = iter([0.0, 10.0, 14.0, 54.0, 57.0, 58.0])
+    done = []
+    p = Progress(echo=False, clock=lambda: next(ticks), on_done=lambda *a: done.append(a[:2]))
+    lines = [
+        "[ 0.00%] ·· Benchmarking existing-py_root_.cache_harness_asv-python",
+        "[50.00%] ··· fusion.PointwiseChain.track_compiled_over_eager      0.63±0.01",
+        "[100.00%] ··· Setting up distributed:57" + " " * 40 + "ok",
+        "[100.00%] ··· distributed.Step.track_step_time      1.2",
+    ]
+    for line in lines:
+        p.feed(line)
+    p.close()
+    got = p.timing()
+    assert got["setup_cache_s"] == {"distributed:57": 40.0}
+    assert got["benchmark_wall_s"] == {
+        "fusion.PointwiseChain.track_compiled_over_eager": 4.0,
+        "distributed.Step.track_step_time": 3.0,
+    }
+    assert done == [
+        ("fusion.PointwiseChain.track_compiled_over_eager", 4.0),
+        ("distributed.Step.track_step_time", 3.0),
+    ]

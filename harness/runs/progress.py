@@ -10,9 +10,10 @@ where the estimate of what is left comes from asv's percentage and the time so f
 
 It also keeps where the seconds went (`timing()`): asv's start (from the Progress's creation to
 asv's `Benchmarking` line: machine record, discovery), each benchmark's wall time (from the
-previous benchmark's end, or that line, to its own result line) and asv's end after the last
-one. A caller may be told of each benchmark as it ends (`on_done`), so a run killed halfway has
-still logged where its seconds went.
+previous benchmark's end, or that line, to its own result line), each `setup_cache` apart (asv
+prints `Setting up KEY ... ok` when one ends; without it its time would count in the next
+benchmark's) and asv's end after the last one. A caller may be told of each benchmark as it
+ends (`on_done`), so a run killed halfway has still logged where its seconds went.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 _DONE = re.compile(r"^\[\s*(?P<pct>\d+(?:\.\d+)?)%\] ··· (?P<name>[\w.]+)\s+(?P<result>\S.*)$")
 _TOTAL = re.compile(r"Running (?P<n>\d+) total benchmarks")
 _FLOAT = re.compile(r"\d+\.\d{5,}")  # asv prints every digit of a value
+_SETUP = re.compile(r"^\[\s*\d+(?:\.\d+)?%\] ·+ Setting up (?P<key>\S+)\s+(?:ok|failed)\s*$")
 _BENCHMARKING = re.compile(r"^\[\s*\d+(?:\.\d+)?%\] ·+ Benchmarking ")
 _REASON = re.compile(r"asv: skipped: NotApplicable\((?P<q>['\"])(?P<why>.*)(?P=q)\)")
 
@@ -47,6 +49,7 @@ class Progress:
         self.failed: list[str] = []
         self.start_s: float | None = None  # until asv's Benchmarking line
         self.walls: dict[str, float] = {}  # benchmark -> seconds, in the order they ran
+        self.setup_walls: dict[str, float] = {}  # setup_cache key (module:line) -> seconds
         self.end_s: float | None = None  # after the last benchmark, until close()
         self._mark: float | None = None  # when the benchmark now running started
         self._open: dict | None = None  # the benchmark whose table and notes are being read
@@ -59,6 +62,14 @@ class Progress:
         if self.start_s is None and _BENCHMARKING.match(line):
             self._mark = self.clock()
             self.start_s = self._mark - self.started
+            return
+        m = _SETUP.match(line)
+        if m:
+            now = self.clock()
+            self._finish(now)
+            start = self.started if self._mark is None else self._mark
+            self.setup_walls[m["key"]] = now - start
+            self._mark = now
             return
         m = _DONE.match(line)
         if m and "." in m["name"] and not m["result"].startswith("="):
@@ -104,8 +115,8 @@ class Progress:
             self.end_s = now - self._mark
 
     def timing(self, digits: int = 1) -> dict:
-        """Where the seconds went: {"asv_start_s", "benchmark_wall_s": {name: s}, "asv_end_s"}
-        (None where not seen)."""
+        """Where the seconds went: {"asv_start_s", "benchmark_wall_s": {name: s},
+        "setup_cache_s": {key: s}, "asv_end_s"} (None where not seen)."""
 
         def r(v):
             return None if v is None else round(v, digits)
@@ -113,6 +124,7 @@ class Progress:
         return {
             "asv_start_s": r(self.start_s),
             "benchmark_wall_s": {n: r(s) for n, s in self.walls.items()},
+            "setup_cache_s": {k: r(s) for k, s in self.setup_walls.items()},
             "asv_end_s": r(self.end_s),
         }
 

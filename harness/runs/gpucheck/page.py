@@ -148,6 +148,14 @@ def _asv_seconds(steps: dict) -> str:
     for ran in runs.values():
         names += [n for n in ran["benchmark_wall_s"] if n not in names]
     rows = [("(asv start: machine record, discovery)",) + _per(runs, "asv_start_s")]
+    caches: list[str] = []
+    for ran in runs.values():
+        caches += [k for k in ran.get("setup_cache_s") or {} if k not in caches]
+    rows += [
+        (f"(setup_cache {k})",)
+        + tuple(_s((r.get("setup_cache_s") or {}).get(k)) for r in runs.values())
+        for k in caches
+    ]
     rows += [(n,) + tuple(_s(r["benchmark_wall_s"].get(n)) for r in runs.values()) for n in names]
     rows.append(("(asv end)",) + _per(runs, "asv_end_s"))
     rows.append(("**asv in all**",) + _per(runs, "wall_s"))

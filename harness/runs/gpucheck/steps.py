@@ -192,7 +192,9 @@ def asv_run(ctx, run: str) -> dict:
     print(
         f"asv took {ran.wall_s:.1f} s: start {seconds['asv_start_s']} s, "
         f"{len(seconds['benchmark_wall_s'])} benchmark(s) "
-        f"{sum(seconds['benchmark_wall_s'].values()):.1f} s, end {seconds['asv_end_s']} s",
+        f"{sum(seconds['benchmark_wall_s'].values()):.1f} s, "
+        f"{len(seconds['setup_cache_s'])} setup_cache(s) "
+        f"{sum(seconds['setup_cache_s'].values()):.1f} s, end {seconds['asv_end_s']} s",
         flush=True,
     )
     fp = fingerprint()
