@@ -167,3 +167,18 @@ def test_history_does_not_judge_a_gpu_time_across_cards(tmp_path):
     found = history.detect(tmp_path, "m1-gpu")
     assert found.steps == []
     assert found.not_judged[ROW] == "GPU time: the runs differ in card or clock policy"
+
+
+def test_the_report_lists_each_rows_device_facts():
+    from harness.verdict.report import device_section
+
+    facts = {**gpu_facts(busy=0.3, dropped=2), "sm_clock_mhz": 1830, "kept_at_power_cap": 5}
+    text = "\n".join(device_section(result_set(1e-3, facts)))
+    (row,) = [ln for ln in text.splitlines() if ln.startswith(f"| {ROW}")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3:] == ["30%", "0.10%", "1830 MHz", "2 of 20 (5 kept at the power cap)"]
+    assert "below 50%: launch-bound" in text
+
+    cpu = result_set(1e-3, {"aten_share": 0.42})
+    assert "| ATen share 42%" in "\n".join(device_section(cpu)).replace("  ", " ")
+    assert device_section(result_set(1e-3, None)) == []

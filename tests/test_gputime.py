@@ -50,9 +50,10 @@ class FakeReader:
     available = True
     why = ""
 
-    def __init__(self, script):
+    def __init__(self, script, sm_max_mhz=None):
         self.script = list(script)
         self.reads = 0
+        self.sm_max_mhz = sm_max_mhz
 
     def sample(self):
         item = self.script[min(self.reads, len(self.script) - 1)]
@@ -60,7 +61,7 @@ class FakeReader:
         return item if isinstance(item, clocks.ClockSample) else clocks.ClockSample(item)
 
     def identity(self):
-        return clocks.GpuIdentity("GPU-1234", clocks.UNLOCKED)
+        return clocks.GpuIdentity("GPU-1234", clocks.UNLOCKED, self.sm_max_mhz)
 
 
 def labelled(name):
@@ -120,6 +121,27 @@ def test_samples_taken_while_throttled_are_dropped_and_counted():
     assert got.throttles == ["power cap", "thermal (software)"]
     assert got.taken == len(got.sides[0].gpu_s) + 3
     assert 1400 not in got.clocks_mhz and 1500 not in got.clocks_mhz
+
+
+def test_at_the_power_cap_a_sample_is_kept_while_the_clock_holds_three_quarters_of_its_max():
+    # 1980 MHz max: the floor is 1485 MHz; thermal limits drop a sample whatever the clock
+    assert clocks.power_cap_floor(clocks.GpuIdentity("u", clocks.UNLOCKED, 1980)) == 1485
+    assert clocks.power_cap_floor(clocks.GpuIdentity("u", clocks.UNLOCKED)) is None
+    assert clocks.ClockSample(1800, reasons=0x4).dropping(1485) == []
+    assert clocks.ClockSample(1400, reasons=0x4).dropping(1485) == ["power cap"]
+    assert clocks.ClockSample(1800, reasons=0x4).dropping(None) == ["power cap"]
+    assert clocks.ClockSample(1900, reasons=0x4 | 0x20).dropping(1485) == ["thermal (software)"]
+
+    capped, slow = clocks.ClockSample(1800, reasons=0x4), clocks.ClockSample(1400, reasons=0x4)
+    probe = FakeReader([1980], sm_max_mhz=1980)
+    warming = FakeGpu(per_call=100e-6)
+    batch = gputime.batch_for(labelled("f"), warming)
+    gputime.warm_up([labelled("f")], [batch], warming, probe, warming.now)
+    script = [1980] * probe.reads + [capped, capped, slow, 1980]
+    got = run([labelled("f")], FakeGpu(per_call=100e-6), FakeReader(script, sm_max_mhz=1980))
+    assert got.dropped == 1 and got.throttles == ["power cap"]
+    assert got.capped >= 2 and 1800 in got.clocks_mhz and 1400 not in got.clocks_mhz
+    assert got.facts()["kept_at_power_cap"] == got.capped
 
 
 def test_a_gpu_that_throttles_throughout_stops_after_its_hard_budget():

@@ -16,14 +16,19 @@ from typing import Protocol
 # (0x1) is not a slowdown of work; the application-clocks setting (0x2) is the clock policy.
 IDLE = 0x1
 APPLICATION_CLOCKS = 0x2
+POWER_CAP = 0x4
 THROTTLES = {
-    0x4: "power cap",
+    POWER_CAP: "power cap",
     0x8: "hardware slowdown",
     0x20: "thermal (software)",
     0x40: "thermal (hardware)",
     0x80: "power brake",
 }
 LOCKED, UNLOCKED, UNKNOWN = "locked", "unlocked", "unknown"
+# A sample taken at the power cap is kept while its SM clock holds this share of the card's
+# maximum, as NVBench keeps samples above 75% of the clock: device-bound work on a data-centre GPU
+# runs at its power limit by design, and dropping all of it would leave such a row unmeasured.
+POWER_CAP_CLOCK_SHARE = 0.75
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +44,26 @@ class ClockSample:
     def throttles(self) -> list[str]:
         """The thermal and power limits active at this reading."""
         return [name for bit, name in THROTTLES.items() if self.reasons & bit]
+
+    def dropping(self, floor_mhz: float | None) -> list[str]:
+        """The limits that make a sample taken at this reading unfit to keep: every thermal or
+        power limit but the power cap, and the power cap where the SM clock fell below
+        `floor_mhz` (or either is unknown)."""
+        held = (
+            self.reasons & POWER_CAP
+            and floor_mhz is not None
+            and self.sm_mhz is not None
+            and self.sm_mhz >= floor_mhz
+        )
+        return [t for t in self.throttles if not (held and t == THROTTLES[POWER_CAP])]
+
+
+def power_cap_floor(identity: GpuIdentity) -> float | None:
+    """The SM clock below which a power-capped sample is dropped (None: the maximum is unknown,
+    so every power-capped sample is)."""
+    if not identity.sm_max_mhz:
+        return None
+    return POWER_CAP_CLOCK_SHARE * identity.sm_max_mhz
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,9 +15,10 @@ Sampling: after the warm-up calls (compilation, autotuning), the GPU is warmed u
 its SM clock is steady (an idle GPU ramps up); then samples are taken until at least
 MIN_SAMPLES are kept and the median's relative noise (relative_noise) is below NOISE_TARGET, or
 the row's budget ends. After each sample the clock reader is asked: a sample taken while a
-thermal or power limit was active is dropped and counted. Sides timed together (a paired ratio,
-bandwidth against a copy) take turns within each round, their order rotating, and a round with
-a dropped sample is dropped whole.
+thermal or power limit was active is dropped and counted; at the power cap alone a sample is
+kept while the SM clock holds 75% of the card's maximum (harness.core.clocks), and counted.
+Sides timed together (a paired ratio, bandwidth against a copy) take turns within each round,
+their order rotating, and a round with a dropped sample is dropped whole.
 
 The device is passed in (`Device`: CudaDevice here), as is the clock reader
 (harness.core.clocks), so the loop's logic is tested on a CPU with a device's readings
@@ -32,6 +33,8 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
+
+from harness.core.clocks import power_cap_floor
 
 TARGET_SAMPLE_S = 1e-3  # GPU time one sample holds at least (batch mode)
 MAX_BATCH = 10_000
@@ -116,6 +119,7 @@ class Sampling:
     stopped: str  # noise, budget or samples
     taken: int  # rounds sampled, kept or not
     dropped: int  # rounds dropped while a thermal or power limit was active
+    capped: int  # rounds kept at the power cap, the clock above its floor
     throttles: list[str]  # the limits seen
     clocks_mhz: list[int]  # the SM clock after each kept round (empty without a reader)
     warmup_s: float
@@ -142,6 +146,7 @@ class Sampling:
             "samples": len(self.sides[0].gpu_s),
             "taken": self.taken,
             "dropped_throttled": self.dropped,
+            "kept_at_power_cap": self.capped,
             "throttles": self.throttles,
             "stopped": self.stopped,
             "noise": _finite(self.series_noise),
@@ -178,7 +183,8 @@ def sample(
     sides = [Side(batch=b) for b in batches]
     clocks: list[int] = []
     throttles: list[str] = []
-    dropped = taken = 0
+    dropped = taken = capped = 0
+    floor = power_cap_floor(reader.identity()) if reader.available else None
     t0 = now()
     while True:
         got = []
@@ -187,10 +193,12 @@ def sample(
             got.append((i, gpu / batches[i], host / batches[i]))
         taken += 1
         reading = reader.sample()
-        if reading.throttles:
+        limits = reading.dropping(floor)
+        if limits:
             dropped += 1
-            throttles.extend(t for t in reading.throttles if t not in throttles)
+            throttles.extend(t for t in limits if t not in throttles)
         else:
+            capped += bool(reading.throttles)
             for i, gpu, host in got:
                 sides[i].gpu_s.append(gpu)
                 sides[i].host_s.append(host)
@@ -204,6 +212,7 @@ def sample(
                 stop,
                 taken,
                 dropped,
+                capped,
                 throttles,
                 clocks,
                 warmup_s,

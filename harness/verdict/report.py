@@ -210,7 +210,12 @@ def device_section(rs: ResultSet) -> list[str]:
                         "?" if side.get("busy") is None else f"{side['busy']:.0%}",
                         "?" if side.get("noise") is None else f"{side['noise']:.2%}",
                         f"{f['sm_clock_mhz']:.0f} MHz" if f.get("sm_clock_mhz") else "not read",
-                        f"{f.get('dropped_throttled', 0)} of {f.get('taken', 0)}",
+                        f"{f.get('dropped_throttled', 0)} of {f.get('taken', 0)}"
+                        + (
+                            f" ({f['kept_at_power_cap']} kept at the power cap)"
+                            if f.get("kept_at_power_cap")
+                            else ""
+                        ),
                     )
                 )
         elif f.get("aten_share") is not None:
@@ -224,7 +229,9 @@ def device_section(rs: ResultSet) -> list[str]:
             "GPU time: CUDA events over batches of calls (per call); host: launch to "
             "synchronise per call; busy: GPU activity over the GPU time per call (below 50%: "
             "launch-bound, the row times the host); noise: relative standard error of the "
-            "median; throttled: samples dropped while a thermal or power limit was active.",
+            "median; throttled: samples dropped while a thermal or power limit was active "
+            "(at the power cap alone a sample is kept while the SM clock holds 75% of its "
+            "maximum).",
             "",
             render(
                 ["row", "GPU time", "host time", "busy", "noise", "SM clock", "throttled"],
