@@ -205,6 +205,17 @@ def test_cold_samples_are_single_calls_after_a_flush():
     assert got.sides[0].gpu_s[0] == pytest.approx(1.5e-4)
 
 
+def test_a_busy_fraction_is_over_what_a_caller_waits_per_call():
+    # cold: 15 us of GPU work behind a 40 us enqueue; the caller waits the enqueue
+    cold = run([labelled("f")], FakeGpu(per_call=1e-5, host=4e-5), FakeReader([1980]), mode="cold")
+    assert cold.wall_per_call(0) == pytest.approx(4e-5)
+    cold = run([labelled("f")], FakeGpu(per_call=1e-4, host=4e-5), FakeReader([1980]), mode="cold")
+    assert cold.wall_per_call(0) == pytest.approx(1.5e-4)
+    # batch: the events span every launch, so the GPU time per call is already the wait
+    batch = run([labelled("f")], FakeGpu(per_call=1e-5, host=4e-5), FakeReader([1980]))
+    assert batch.wall_per_call(0) == pytest.approx(1e-5)
+
+
 def test_rows_whose_device_data_fits_in_l2_are_timed_cold():
     l2 = 60 << 20
     assert gputime.cache_mode("auto", 4 << 20, l2) == gputime.COLD  # 4 MB: would stay in L2

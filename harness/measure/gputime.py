@@ -138,6 +138,18 @@ class Sampling:
             "raw_host_s": [float(x) for x in s.host_s],
         }
 
+    def wall_per_call(self, i: int) -> float | None:
+        """The time per call a caller waits, what a busy fraction is over: in batch mode the GPU
+        time per call (the events span every launch); in cold mode the larger of the GPU time
+        and the enqueue time (the spin hid the launch from the events, not from the caller)."""
+        s = self.sides[i]
+        if not s.gpu_s:
+            return None
+        gpu = statistics.median(s.gpu_s)
+        if self.mode == COLD and s.host_s:
+            return max(gpu, statistics.median(s.host_s))
+        return gpu
+
     def facts(self) -> dict:
         """The record's view of the sampling (harness.measure.rowfacts)."""
         clocks = self.clocks_mhz

@@ -371,7 +371,7 @@ def gpu_facts(fns, device, sampling: gputime.Sampling) -> dict:
     sides = []
     for i, fn in _measured(fns):
         side = sampling.side_facts(i)
-        per_call = side["gpu_s"]
+        per_call = sampling.wall_per_call(i)
         side["busy"] = (
             activity.busy_fraction(activity.profile_call(fn, device), per_call)
             if per_call
