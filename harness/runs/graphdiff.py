@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import tempfile
 import time
 
 from harness.core import settings
@@ -20,6 +19,7 @@ from harness.core.exits import BadInput, RunnerFailed
 from harness.core.processes import run_in_session
 from harness.golden import graphdiff
 from harness.runs import ab
+from harness.runs.scratch import RunScratch
 from harness.runs.spec import HASH_SEED
 
 
@@ -27,15 +27,16 @@ def capture_side(
     side: ab.Side, size: str, models, frontends, cwd: pathlib.Path, project: pathlib.Path
 ) -> dict:
     """Run the capture worker in `side`'s interpreter over `side`'s checkout."""
-    with tempfile.TemporaryDirectory(prefix="harness-graph-diff-") as scratch:
-        out = pathlib.Path(scratch) / "capture.json"
+    # the worker's scratch (TMPDIR, compile caches) and its answer live in the run's own folder
+    with RunScratch() as scratch:
+        out = scratch.folder("capture") / "capture.json"
         cmd = [side.python, "-m", "harness.runs.worker", "graph-capture", "--out", str(out)]
         cmd += ["--size", size]
         for model in models or ():
             cmd += ["--model", model]
         for frontend in frontends or ():
             cmd += ["--frontend", frontend]
-        env = {**os.environ, **side.env}
+        env = {**os.environ, **side.env, **scratch.environment()}
         env.pop("ASV_PYTHONPATH", None)  # the side's checkout goes on PYTHONPATH instead
         env["PYTHONPATH"] = os.pathsep.join(
             [str(side.project)] + [p for p in [os.environ.get("PYTHONPATH")] if p]
