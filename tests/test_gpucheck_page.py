@@ -184,6 +184,7 @@ def test_page_renders_gpu_measure_rows_claims_and_the_gpu_time_gate():
                 "noise": 0.012,
                 "sm_clock_mhz": 1980,
                 "throttled_dropped": 2,
+                "kept_at_power_cap": 7,
                 "launch_bound": True,
             },
             {"name": "matmul", "gpu_s": 0.0214, "busy": 0.99, "launch_bound": False},
@@ -201,7 +202,7 @@ def test_page_renders_gpu_measure_rows_claims_and_the_gpu_time_gate():
     text = page.render(_summary(steps))
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
     cos = rows["fusion.cos_cos"]
-    for cell in ("125 us", "210 us", "31.0%", "1.2%", "1980", "| 2 ", "**launch-bound**"):
+    for cell in ("125 us", "210 us", "31.0%", "1.2%", "1980", "| 2 ", "| 7 ", "**launch-bound**"):
         assert cell in cos, cell
     assert "| busy " in text and "ATen share" not in text
     assert "| no " in rows["matmul"] and "—" in rows["matmul"]  # missing readings shown as such

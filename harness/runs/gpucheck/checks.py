@@ -368,6 +368,7 @@ def _gpu_row(name: str, fns, device) -> dict:
         "noise": facts.get("noise"),
         "sm_clock_mhz": facts.get("sm_clock_mhz"),
         "throttled_dropped": facts.get("dropped_throttled", 0),
+        "kept_at_power_cap": facts.get("kept_at_power_cap", 0),
         "launch_bound": any(x is not None and x < DEVICE_BOUND for x in busy),
         "clock_note": facts.get("clock_note", ""),
     }

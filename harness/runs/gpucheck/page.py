@@ -192,6 +192,7 @@ def _gpu_figures(steps: dict, device: str) -> str:
                     _pct(r.get("noise")),
                     _num(r.get("sm_clock_mhz")),
                     _num(r.get("throttled_dropped")),
+                    _num(r.get("kept_at_power_cap")),
                     "**launch-bound**" if launch else ("no" if launch is not None else "—"),
                 )
             )
@@ -205,6 +206,7 @@ def _gpu_figures(steps: dict, device: str) -> str:
                     "noise",
                     "SM clock (MHz)",
                     "throttled samples dropped",
+                    "kept at the power cap",
                     "launch-bound",
                 ],
                 rows,
