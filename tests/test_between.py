@@ -95,6 +95,14 @@ def test_judge_replaces_not_judged_raw_rows_and_leaves_the_rest():
     assert out["a.gone"].verdict == compare.FAILED
 
 
+def test_a_row_judged_across_processes_keeps_its_device_facts():
+    row = compare.Row(
+        "a.gpu", "seconds", 1.0, 1.1, 1.1, compare.NOT_JUDGED, "GPU time: noisy", device="busy 31%"
+    )
+    (out,) = between.judge([row], {"a.gpu": [(1.0, r) for r in spread(1.08, 0.005, 6)]}, 0.02)
+    assert out.verdict == compare.REGRESSION and out.note.endswith("; busy 31%")
+
+
 def _ab_records(tmp_path, base_vals, head_vals, pairs, units=None):
     """Two run records as `harness ab` leaves them: base, and head with its per-pair values."""
     root = tmp_path / "results"

@@ -92,6 +92,7 @@ def test_a_throttled_row_is_not_judged_and_names_the_limit():
         ({"gpu_uuid": "GPU-bbbb2222"}, "GPU time: different card (aaaa1111 vs bbbb2222)"),
         ({"gpu_clock_policy": "locked"}, "GPU time: not comparable: clock policy unlocked vs"),
         ({"gpu": "NVIDIA A100-SXM4-80GB"}, "GPU time: not comparable: GPU model"),
+        ({"gpu_uuid": None}, "GPU time: not comparable: the card (UUID) is unknown on head"),
     ],
 )
 def test_gpu_rows_of_another_card_model_or_clock_policy_are_not_judged(change, why):
@@ -131,7 +132,7 @@ def test_launch_bound_is_a_cuda_row_with_a_side_under_half_busy():
 # ---- history steps on GPU-time rows ----
 
 
-def _gpu_history(root, levels, uuids=None):
+def _gpu_history(root, levels, uuids=None, facts=None):
     import json
     import random
 
@@ -147,7 +148,7 @@ def _gpu_history(root, levels, uuids=None):
             write_set(d / "asv", commit, {ROW: samples}, machine="m1-gpu", units={ROW: "seconds"})
             fp = {**H200, "gpu_uuid": (uuids or {}).get(i, H200["gpu_uuid"]), "commit": commit}
             (d / "fingerprint.json").write_text(json.dumps(fp))
-            records.write_row_facts(d, ROW, gpu_facts(noise=0.001))
+            records.write_row_facts(d, ROW, (facts or {}).get(i) or gpu_facts(noise=0.001))
 
 
 def test_history_steps_on_a_gpu_time_that_moved_3_percent(tmp_path):
@@ -166,7 +167,34 @@ def test_history_does_not_judge_a_gpu_time_across_cards(tmp_path):
     _gpu_history(tmp_path, [1e-3] * 6 + [1.03e-3] * 6, uuids={7: "GPU-other"})
     found = history.detect(tmp_path, "m1-gpu")
     assert found.steps == []
-    assert found.not_judged[ROW] == "GPU time: the runs differ in card or clock policy"
+    assert found.not_judged[ROW] == (
+        "GPU time: different card (aaaa1111 vs other): no threshold measured across cards of "
+        "this model yet (run 8 of 12)"
+    )
+
+
+def test_history_does_not_judge_a_gpu_time_throttled_in_a_run(tmp_path):
+    from harness.verdict import history
+
+    throttled = gpu_facts(noise=0.001, taken=30, dropped=20, throttles=["power cap"])
+    _gpu_history(tmp_path, [1e-3] * 6 + [1.03e-3] * 6, facts={9: throttled})
+    found = history.detect(tmp_path, "m1-gpu")
+    assert found.steps == []
+    assert found.not_judged[ROW] == (
+        "GPU time: throttled in run 10 of 12: 20 of 30 samples dropped (power cap)"
+    )
+
+
+def test_a_series_without_fingerprints_or_busy_is_judged_by_the_pairwise_rules():
+    quiet = gpu_facts(noise=0.001, busy=None)
+    assert gpurows.series_threshold([(quiet, None), (quiet, None)]) == (
+        None,
+        "GPU time: not comparable: a run has no fingerprint (GPU model, card and clocks "
+        "unknown) (run 1 of 2)",
+    )
+    noisy = gpu_facts(noise=0.05, busy=0.0)
+    limit, why = gpurows.series_threshold([(noisy, H200), (noisy, H200)])
+    assert limit is None and why.startswith("GPU time: launch-bound (busy 0%) and noisy")
 
 
 def test_the_report_lists_each_rows_device_facts():

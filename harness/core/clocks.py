@@ -97,7 +97,7 @@ class NoClocks:
         return ClockSample(None)
 
     def identity(self) -> GpuIdentity:
-        return GpuIdentity(None, UNKNOWN)
+        return GpuIdentity(None, clock_policy(None, None, 0))  # unknown, unless declared
 
 
 class NvmlClocks:
@@ -126,7 +126,7 @@ class NvmlClocks:
             clock_policy(
                 _quiet(lambda: n.nvmlDeviceGetApplicationsClock(h, n.NVML_CLOCK_SM)),
                 _quiet(lambda: n.nvmlDeviceGetDefaultApplicationsClock(h, n.NVML_CLOCK_SM)),
-                (_quiet(lambda: _event_reasons(n, h)) or 0),
+                (_quiet(lambda: _event_reasons(n, h)) or 0) & ~IDLE,
             ),
             _quiet(lambda: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM)),
             _quiet(lambda: n.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),

@@ -178,7 +178,13 @@ def _gpu_identity(cuda: bool) -> dict:
 
     reader = clocks.reader_for("cuda")
     ident = reader.identity()
-    out = {"gpu_uuid": ident.uuid, "gpu_clock_policy": ident.clock_policy}
+    out = {
+        "gpu_uuid": ident.uuid,
+        "gpu_clock_policy": ident.clock_policy,
+        # a card capped lower, or clocked lower, runs the same code slower: said, not judged
+        "gpu_sm_max_mhz": ident.sm_max_mhz,
+        "gpu_power_limit_w": ident.power_limit_w,
+    }
     if ident.uuid is None:  # torch knows the card's UUID even where NVML is missing
         out["gpu_uuid"] = clocks.torch_uuid(torch.cuda.current_device())
     if not reader.available:

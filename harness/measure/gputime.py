@@ -122,6 +122,8 @@ class Sampling:
     capped: int  # rounds kept at the power cap, the clock above its floor
     throttles: list[str]  # the limits seen
     clocks_mhz: list[int]  # the SM clock after each kept round (empty without a reader)
+    temperatures_c: list[int]  # the GPU temperature after each kept round, where read
+    powers_w: list[float]  # the board power after each kept round, where read
     warmup_s: float
     steady: bool | None  # the clock was steady when sampling began (None: not read)
     clock_note: str  # what could not be checked ("" when the clock was read)
@@ -166,6 +168,8 @@ class Sampling:
             "clock_steady": self.steady,
             "sm_clock_mhz": statistics.median(clocks) if clocks else None,
             "sm_clock_min_mhz": min(clocks) if clocks else None,
+            "temperature_max_c": max(self.temperatures_c, default=None),
+            "power_median_w": statistics.median(self.powers_w) if self.powers_w else None,
             "clock_note": self.clock_note,
         }
 
@@ -190,17 +194,20 @@ def sample(
     if mode not in (BATCH, COLD):
         raise ValueError(f"mode must be {BATCH!r} or {COLD!r}, got {mode!r}")
     series = series or (lambda sides: sides[0].gpu_s)
+    # the clock first: a batch sized on an idle GPU's low clock would hold too little work
+    warmup_s, steady = warm_up(fns, [1] * len(fns), device, reader, now)
     batches = [1 if mode == COLD else batch_for(fn, device) for fn in fns]
-    warmup_s, steady = warm_up(fns, batches, device, reader, now)
     sides = [Side(batch=b) for b in batches]
     clocks: list[int] = []
+    temperatures: list[int] = []
+    powers: list[float] = []
     throttles: list[str] = []
     dropped = taken = capped = 0
     floor = power_cap_floor(reader.identity()) if reader.available else None
     t0 = now()
     while True:
         got = []
-        for i in _order(taken, len(fns)):
+        for i in rotation(taken, len(fns)):
             gpu, host = device.run_cold(fns[i]) if mode == COLD else device.run(fns[i], batches[i])
             got.append((i, gpu / batches[i], host / batches[i]))
         taken += 1
@@ -216,6 +223,10 @@ def sample(
                 sides[i].host_s.append(host)
             if reading.sm_mhz is not None:
                 clocks.append(reading.sm_mhz)
+            if reading.temperature_c is not None:
+                temperatures.append(reading.temperature_c)
+            if reading.power_w is not None:
+                powers.append(reading.power_w)
         stop = rule.why_stop(series(sides), taken, now() - t0)
         if stop:
             return Sampling(
@@ -227,6 +238,8 @@ def sample(
                 capped,
                 throttles,
                 clocks,
+                temperatures,
+                powers,
                 warmup_s,
                 steady,
                 "" if reader.available else reader.why,
@@ -284,7 +297,8 @@ def warm_up(fns, batches, device: Device, reader, now) -> tuple[float, bool | No
             return spent, False
 
 
-def _order(round_: int, n: int) -> list[int]:
+def rotation(round_: int, n: int) -> list[int]:
+    """The order `n` sides run in a round: rotating, so that no side always runs first."""
     return [(round_ + k) % n for k in range(n)]
 
 
@@ -299,6 +313,7 @@ class CudaDevice:
         self.torch = torch_module
         self.device = torch_module.device(device)
         self._flush = None
+        self.flush_bytes = 0  # the flush buffer this device holds on the GPU (cold samples)
         self._cycles_per_s = None
         self._enqueue_s = COLD_SPIN_MAX_S / COLD_SPIN_MARGIN  # until a call was enqueued
 
@@ -321,9 +336,8 @@ class CudaDevice:
         torch = self.torch
         if self._flush is None:
             l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
-            self._flush = torch.empty(
-                max(COLD_FLUSH_L2 * l2, 1 << 20), dtype=torch.uint8, device=self.device
-            )
+            self.flush_bytes = max(COLD_FLUSH_L2 * l2, 1 << 20)
+            self._flush = torch.empty(self.flush_bytes, dtype=torch.uint8, device=self.device)
         self._flush.zero_()  # outside the events: the flush is not the call's time
         # the spin covers the call's enqueue (the fastest seen: a call that waits for the stream,
         # such as a pageable copy, would otherwise grow the spin sample by sample)

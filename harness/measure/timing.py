@@ -303,24 +303,17 @@ def gpu_sampling(
     from harness.core import clocks
 
     cfg = loop_settings()
-    warmup = cfg["warmup"] if warmup is None else warmup
-    if warmup < 1:
-        raise ValueError(
-            "measure() needs at least one warm-up call: it absorbs compilation and "
-            "CUDA start-up, which must never be inside a sample"
-        )
     device = torch.device(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    for _ in range(warmup):
-        for fn in fns:
-            fn()
-    synchronize(device)
-    l2 = torch.cuda.get_device_properties(device).L2_cache_size
-    mode = gputime.cache_mode(cache, torch.cuda.max_memory_allocated(device), l2)
     key = str(device)
     if key not in _gpu_devices:
         _gpu_devices[key] = (_GuardedDevice(gputime.CudaDevice(device)), clocks.reader_for(device))
     sampler, reader = _gpu_devices[key]
+    torch.cuda.reset_peak_memory_stats(device)
+    _warm(fns, device, warmup)
+    # what the row holds at its peak, not the cold samples' flush buffer an earlier row left
+    peak = torch.cuda.max_memory_allocated(device) - sampler.inner.flush_bytes
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size
+    mode = gputime.cache_mode(cache, peak, l2)
     rule = gputime.StopRule(budget_s=cfg["budget_s"] if budget_s is None else budget_s)
     if samples is not None:
         rule = dataclasses.replace(
@@ -379,11 +372,14 @@ def gpu_facts(fns, device, sampling: gputime.Sampling) -> dict:
         )
         sides.append(side)
     busy = [s["busy"] for s in sides if s["busy"] is not None]
-    facts = {"device": "cuda", **sampling.facts(), "busy": min(busy) if busy else None}
-    facts.update(sides[0] if len(sides) == 1 else {"sides": sides})
-    if len(sides) == 1 and len(fns) > 1:  # over the reference: the row's noise is its ratio's
-        facts["noise"] = sampling.facts()["noise"]
-    return facts
+    # a side's own figures, then the sampling's: the row's noise is the series' (a ratio's for a
+    # row over the reference workload)
+    return {
+        "device": "cuda",
+        **(sides[0] if len(sides) == 1 else {"sides": sides}),
+        **sampling.facts(),
+        "busy": min(busy) if busy else None,
+    }
 
 
 def _record_cpu(fns, device, median_s: float) -> None:
@@ -470,28 +466,31 @@ def _timed_rounds(
     from harness.measure.allocator import freed_memory_retained
 
     cfg = loop_settings()
-    warmup = cfg["warmup"] if warmup is None else warmup
     samples = cfg["samples"] if samples is None else samples
     budget_s = cfg["budget_s"] if budget_s is None else budget_s
+    if samples < 1:
+        raise ValueError(f"measure() needs samples >= 1, got {samples}")
+    device = torch.device(device)
+    if device.type == "cuda":
+        _warm(fns, device, warmup)
+        return _timed_rounds_cuda(fns, samples, budget_s, window_s)
+    with freed_memory_retained():
+        _warm(fns, device, warmup)
+        return _timed_rounds_cpu(fns, device, samples, budget_s, clock, window_s)
+
+
+def _warm(fns, device, warmup: int | None) -> None:
+    """The untimed calls before any sample (`warmup` of each; the settings' count by default)."""
+    warmup = loop_settings()["warmup"] if warmup is None else warmup
     if warmup < 1:
         raise ValueError(
             "measure() needs at least one warm-up call: it absorbs compilation and "
             "CUDA start-up, which must never be inside a sample"
         )
-    if samples < 1:
-        raise ValueError(f"measure() needs samples >= 1, got {samples}")
-    device = torch.device(device)
-    if device.type == "cuda":
-        for _ in range(warmup):
-            for fn in fns:
-                fn()
-        synchronize(device)
-        return _timed_rounds_cuda(fns, samples, budget_s, window_s)
-    with freed_memory_retained():
-        for _ in range(warmup):
-            for fn in fns:
-                fn()
-        return _timed_rounds_cpu(fns, device, samples, budget_s, clock, window_s)
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    synchronize(device)
 
 
 def _timed_rounds_cpu(fns, device, samples, budget_s, clock, window_s):
@@ -503,7 +502,7 @@ def _timed_rounds_cpu(fns, device, samples, budget_s, clock, window_s):
     round_ = 0
     while True:
         stamps.append(time.perf_counter() - wall0)
-        for i in _order(round_, len(fns)):
+        for i in gputime.rotation(round_, len(fns)):
             before = _compile_events()
             t0 = now()
             fns[i]()
@@ -525,10 +524,6 @@ def _enough(
     return rounds >= samples or (rounds >= MIN_SAMPLES and spent > budget_s)
 
 
-def _order(round_: int, n: int) -> list[int]:
-    return [(round_ + k) % n for k in range(n)]
-
-
 def _timed_rounds_cuda(fns, samples: int, budget_s: float, window_s: float | None):
     # Events are recorded on the stream, so queued kernels are timed where they run; one
     # synchronise at the end, none inside the loop (that would time the launch gaps too).
@@ -539,7 +534,7 @@ def _timed_rounds_cuda(fns, samples: int, budget_s: float, window_s: float | Non
     round_ = 0
     while True:
         stamps.append(time.perf_counter() - wall0)
-        for i in _order(round_, len(fns)):
+        for i in gputime.rotation(round_, len(fns)):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             before = _compile_events()
             start.record()

@@ -196,6 +196,7 @@ def judge(
             note += (
                 f"; about {more} pairs would decide it" if more else "; a quieter runner decides it"
             )
+        note += f"; {row.device}" if row.device else ""
         ratio = d.interval.ratio if d.interval else row.ratio
         out.append(
             dataclasses.replace(row, ratio=ratio, verdict=verdict, note=note, threshold=threshold)

@@ -81,6 +81,7 @@ class Row:
     note: str = ""
     p: float | None = None
     threshold: float | None = None
+    device: str = ""  # `busy NN%` / `ATen share NN%` (gpurows.label), also at the end of the note
 
 
 def central(e: Entry) -> float | None:
@@ -190,9 +191,9 @@ def compare_entry(
     cannot judge GPU-time rows (harness.verdict.gpurows.card_difference), or None. The row's
     `busy NN%` / `ATen share NN%` label goes into its note."""
     row = _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, facts, card)
-    shown = gpurows.label(facts[1] or facts[0])
-    if shown:
-        row.note = f"{row.note}; {shown}" if row.note else shown
+    row.device = gpurows.label(facts[1] or facts[0])
+    if row.device:
+        row.note = f"{row.note}; {row.device}" if row.note else row.device
     return row
 
 

@@ -35,6 +35,19 @@ def is_gpu(facts: dict | None) -> bool:
     return bool(facts) and facts.get("device") == "cuda"
 
 
+def busy_values(facts: dict | None) -> list[float | None]:
+    """The busy fraction of each side of a CUDA row (one for a plain row), None where unknown;
+    [] for a row that is not a CUDA row."""
+    if not is_gpu(facts):
+        return []
+    return [s.get("busy") for s in (facts.get("sides") or [facts])]
+
+
+def lowest_busy(facts: dict | None) -> float | None:
+    """The least busy side's fraction, None where no side's is known."""
+    return min((b for b in busy_values(facts) if b is not None), default=None)
+
+
 def card_difference(fb: dict | None, fh: dict | None) -> str | None:
     """Why GPU-time rows of these two runs' fingerprints cannot be judged, or None."""
     if not fb or not fh:
@@ -45,7 +58,9 @@ def card_difference(fb: dict | None, fh: dict | None) -> str | None:
     if pb != ph:
         return f"not comparable: clock policy {pb} vs {ph}"
     ub, uh = fb.get("gpu_uuid"), fh.get("gpu_uuid")
-    if ub and uh and ub != uh:
+    if ub != uh and not (ub and uh):
+        return "not comparable: the card (UUID) is unknown on " + ("base" if not ub else "head")
+    if ub != uh:
         return (
             f"different card ({_short(ub)} vs {_short(uh)}): no threshold measured across cards "
             "of this model yet"
@@ -84,8 +99,7 @@ def threshold(fb: dict, fh: dict) -> tuple[float | None, str]:
         return None, "GPU time: no recorded noise on a side"
     limit = max(FLOOR, NOISE_MULTIPLE * noise)
     if limit > NOISY:
-        busy = [b for b in (fb.get("busy"), fh.get("busy")) if b is not None]
-        low = min(busy) if busy else None
+        low = min((b for b in map(lowest_busy, (fb, fh)) if b is not None), default=None)
         what = (
             f"launch-bound (busy {low:.0%}) and noisy"
             if low is not None and low < LAUNCH_BOUND
@@ -106,15 +120,13 @@ def label(facts: dict | None) -> str:
     `ATen share NN%` on a CPU, "" without facts."""
     if not facts:
         return ""
-    sides = facts.get("sides") or [facts]
     if is_gpu(facts):
-        busy = [s.get("busy") for s in sides]
-        if all(b is None for b in busy):
+        busy, low = busy_values(facts), lowest_busy(facts)
+        if low is None:
             return ""
         text = "busy " + "/".join("?" if b is None else f"{b:.0%}" for b in busy)
-        low = min(b for b in busy if b is not None)
         return text + (", launch-bound" if low < LAUNCH_BOUND else "")
-    shares = [s.get("aten_share") for s in sides]
+    shares = [s.get("aten_share") for s in (facts.get("sides") or [facts])]
     if all(s is None for s in shares):
         return ""
     return "ATen share " + "/".join("?" if s is None else f"{s:.0%}" for s in shares)
@@ -123,18 +135,15 @@ def label(facts: dict | None) -> str:
 def launch_bound(facts: dict | None) -> bool:
     """A CUDA row whose GPU was busy less than half of a call (on any side): what it times is
     launches and Python, not the GPU work the advice is about."""
-    if not is_gpu(facts):
-        return False
-    busy = [s.get("busy") for s in (facts.get("sides") or [facts])]
-    return any(b is not None and b < LAUNCH_BOUND for b in busy)
+    low = lowest_busy(facts)
+    return low is not None and low < LAUNCH_BOUND
 
 
 def span_label(many: list[dict | None]) -> str:
     """One label for several rows (a benchmark's cases): the range of their busy fractions (or
     ATen shares), `launch-bound` when any case is."""
     facts = [f for f in many if f]
-    gpu = [s.get("busy") for f in facts if is_gpu(f) for s in (f.get("sides") or [f])]
-    gpu = [b for b in gpu if b is not None]
+    gpu = [b for f in facts for b in busy_values(f) if b is not None]
     if gpu:
         low, high = min(gpu), max(gpu)
         text = f"busy {low:.0%}" + (f"..{high:.0%}" if round(high, 2) != round(low, 2) else "")
@@ -154,20 +163,22 @@ def series_threshold(
 ) -> tuple[float | None, str] | None:
     """A GPU-time row's threshold over a series of runs (`harness history`), from each run's
     (facts, fingerprint): None when the row is not a GPU-time row in every run; else
-    (threshold, why), or (None, why not) when the runs' cards or clock policies differ or the
-    row is too noisy. The threshold is the pairwise one (threshold()) at the series' median
-    noise."""
+    (threshold, why), or (None, why not) by the pairwise rules: a run's GPU differs from the
+    first's (card_difference), a run was throttled, or the row is too noisy. The threshold is
+    the pairwise one (threshold()) at the series' median noise."""
     if not points or not all(is_gpu(f) for f, _ in points):
         return None
-    cards = {(fp or {}).get("gpu_uuid") for _, fp in points}
-    policies = {(fp or {}).get("gpu_clock_policy") for _, fp in points}
-    if len(cards) > 1 or len(policies) > 1:
-        return None, "GPU time: the runs differ in card or clock policy"
+    first = points[0][1]
+    for i, (facts, fp) in enumerate(points):
+        why = card_difference(first, fp)  # each run against the first (itself: fingerprinted?)
+        if why:
+            return None, f"GPU time: {why} (run {i + 1} of {len(points)})"
+        why = throttled(facts)
+        if why:
+            return None, f"GPU time: throttled in run {i + 1} of {len(points)}: {why}"
     noises = sorted(f["noise"] for f, _ in points if f.get("noise") is not None)
     if not noises:
         return None, "GPU time: no recorded noise"
-    typical = {
-        "noise": noises[len(noises) // 2],
-        "busy": min(f.get("busy") or 1 for f, _ in points),
-    }
+    busy = [b for f, _ in points if (b := lowest_busy(f)) is not None]
+    typical = {"device": "cuda", "noise": noises[len(noises) // 2], "busy": min(busy, default=None)}
     return threshold(typical, typical)

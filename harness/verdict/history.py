@@ -120,19 +120,23 @@ class Step:
 
 
 class _Loader:
-    """Result sets of run records, loaded once each."""
+    """Result sets of run records and their fingerprints, each read once."""
 
     def __init__(self):
-        self.cache: dict[pathlib.Path, ResultSet] = {}
+        self.cache: dict[pathlib.Path, ResultSet | None] = {}
+        self.fingerprints: dict[pathlib.Path, dict | None] = {}
 
     def __call__(self, rec: records.RunRecord) -> ResultSet | None:
-        files = rec.result_files()
-        if not files:
-            return None
-        f = files[-1]
-        if f not in self.cache:
-            self.cache[f] = load(f)
-        return self.cache[f]
+        if rec.path not in self.cache:
+            files = rec.result_files()
+            self.cache[rec.path] = load(files[-1]) if files else None
+        return self.cache[rec.path]
+
+    def fingerprint(self, rec: records.RunRecord) -> dict | None:
+        if rec.path not in self.fingerprints:
+            rs = self(rec)
+            self.fingerprints[rec.path] = fingerprint_of(rs) if rs is not None else None
+        return self.fingerprints[rec.path]
 
 
 def series(
@@ -441,11 +445,11 @@ def detect(
         threshold = metrics.MEMORY_TOLERANCE if kind.kind == metrics.MEMORY else DEFAULT_THRESHOLD
         counter = kind.exact or kind.kind == metrics.INSTRUCTIONS
         tolerance = metrics.INSTRUCTION_TOLERANCE if kind.kind == metrics.INSTRUCTIONS else 0.0
-        gpu = gpurows.series_threshold(
-            [(loader(p.run).facts.get(name), fingerprint_of(loader(p.run))) for p in points]
-            if kind.kind == metrics.TIMING
-            else []
-        )
+        gpu = None
+        if kind.kind == metrics.TIMING:
+            gpu = gpurows.series_threshold(
+                [(loader(p.run).facts.get(name), loader.fingerprint(p.run)) for p in points]
+            )
         if gpu is not None:  # a GPU time: its recorded noise and a floor (harness.verdict.gpurows)
             limit, why = gpu
             if limit is None:
