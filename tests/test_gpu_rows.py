@@ -210,3 +210,11 @@ def test_the_report_lists_each_rows_device_facts():
     cpu = result_set(1e-3, {"aten_share": 0.42})
     assert "| ATen share 42%" in "\n".join(device_section(cpu)).replace("  ", " ")
     assert device_section(result_set(1e-3, None)) == []
+
+
+def test_a_lower_power_limit_or_max_clock_is_listed_among_the_differences():
+    from harness.verdict.results import environment_differences
+
+    base = result_set(1e-3, gpu_facts(), fingerprint={**H200, "gpu_power_limit_w": 700.0})
+    head = result_set(1e-3, gpu_facts(), fingerprint={**H200, "gpu_power_limit_w": 500.0})
+    assert environment_differences(base, head) == [("gpu_power_limit_w", "700.0", "500.0")]

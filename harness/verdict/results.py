@@ -353,6 +353,8 @@ FINGERPRINT_KEYS = (
     "python",
     "commit",
     "sizes",
+    "gpu_sm_max_mhz",
+    "gpu_power_limit_w",
 )
 
 
