@@ -185,7 +185,7 @@ def test_history_does_not_judge_a_gpu_time_throttled_in_a_run(tmp_path):
     )
 
 
-def test_a_series_without_fingerprints_or_busy_is_judged_by_the_pairwise_rules():
+def test_a_series_without_fingerprints_or_too_noisy_is_not_judged_and_says_why():
     quiet = gpu_facts(noise=0.001, busy=None)
     assert gpurows.series_threshold([(quiet, None), (quiet, None)]) == (
         None,

@@ -45,7 +45,7 @@ TOLERANCE = 0.05
 HELPS, HURTS, NO_EFFECT, NA = "helps", "hurts", "no measurable effect", "n/a here"
 # a CUDA row whose GPU was busy less than half of a call (harness.verdict.gpurows) times launches
 # and Python, not the work the advice is about: its effect says nothing about the advice
-LAUNCH_BOUND = gpurows.LAUNCH_BOUND_VERDICT
+LAUNCH_BOUND = gpurows.LAUNCH_BOUND_VERDICT  # the verdict's text; gpurows.LAUNCH_BOUND is 0.5
 
 
 # ---- what each case was measured on (sizes from the workloads' own definitions) ----

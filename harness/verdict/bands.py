@@ -139,8 +139,8 @@ class Measured:
     @property
     def busy_text(self) -> str:
         """The busy fractions of every side, in the ratio's order (numerator first)."""
-        sides = [s for f in self.facts if f for s in (f.get("sides") or [f])]
-        return "/".join(f"{s['busy']:.0%}" for s in sides if s.get("busy") is not None)
+        busy = [b for f in self.facts for b in gpurows.busy_values(f) if b is not None]
+        return "/".join(f"{b:.0%}" for b in busy)
 
 
 def device_of(rs: ResultSet) -> str:

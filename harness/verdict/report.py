@@ -196,6 +196,7 @@ def plot_history(
 def device_section(rs: ResultSet) -> list[str]:
     """Every timing row's device facts from the run record: on CUDA GPU and host time per call,
     busy fraction, noise, SM clock and throttled samples; on a CPU the ATen share."""
+    from harness.core.clocks import POWER_CAP_CLOCK_SHARE
     from harness.core.units import format_value
 
     gpu, cpu = [], []
@@ -227,11 +228,11 @@ def device_section(rs: ResultSet) -> list[str]:
         notes = {f.get("clock_note") for f in rs.facts.values() if f.get("clock_note")}
         lines += [
             "GPU time: CUDA events over batches of calls (per call); host: launch to "
-            "synchronise per call; busy: GPU activity over the GPU time per call (below 50%: "
-            "launch-bound, the row times the host); noise: relative standard error of the "
-            "median; throttled: samples dropped while a thermal or power limit was active "
-            "(at the power cap alone a sample is kept while the SM clock holds 75% of its "
-            "maximum).",
+            "synchronise per call; busy: GPU activity over the time a caller waits per call "
+            f"(below {gpurows.LAUNCH_BOUND:.0%}: launch-bound, the row times the host); noise: "
+            "relative standard error of the median; throttled: samples dropped while a "
+            "thermal or power limit was active (at the power cap alone a sample is kept while "
+            f"the SM clock holds {POWER_CAP_CLOCK_SHARE:.0%} of its maximum).",
             "",
             render(
                 ["row", "GPU time", "host time", "busy", "noise", "SM clock", "throttled"],

@@ -269,7 +269,8 @@ def _device_table(rs: ResultSet, gap: str) -> str:
         return ""
     more = len(timed) - MAX_DEVICE_ROWS
     return (
-        gap + "timing rows: busy = the GPU's share of a call (below 50%: launch-bound); ATen "
+        gap + "timing rows: busy = the GPU's share of a call "
+        f"(below {gpurows.LAUNCH_BOUND:.0%}: launch-bound); ATen "
         "share = time in ATen kernels and compiled graphs over a call's wall time (CPU)\n"
         + render(["row", "value", "device"], timed[:MAX_DEVICE_ROWS]).rstrip("\n")
         + (f"\n... and {more} more (harness report lists every row)" if more > 0 else "")
