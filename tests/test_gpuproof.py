@@ -4,6 +4,7 @@ GPU's measurements injected: trials compared across processes by the gate's own 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +126,33 @@ def test_a_launch_bound_row_is_left_out_of_the_repeatability_claim():
     rows = [row("eager pointwise chain", 2e-5, 3e-5, busy=0.2), row("x", 1e-3, 1.001e-3)]
     got = claims_of(rows)
     assert got["two measurements of each device-bound row"]["pass"] is True
+
+
+def test_run_starts_one_process_per_trial_in_a_folder_of_its_own(tmp_path, monkeypatch):
+    import json
+
+    from harness.core import env, exits, processes
+
+    monkeypatch.setattr(env, "require_gpu", lambda: None)
+    (tmp_path / "trial-1.json").write_text("left by an earlier proof")  # never read
+    started = []
+
+    def fake_trial(cmd, capture):
+        out = cmd[cmd.index("--out") + 1]
+        started.append(out)
+        if len(started) == 3 and fail:
+            return type("P", (), {"returncode": 1, "stderr": "CUDA error: boom"})()
+        with open(out, "w") as f:
+            json.dump(trial(len(started)), f)
+        return type("P", (), {"returncode": 0, "stderr": ""})()
+
+    monkeypatch.setattr(processes, "run_in_session", fake_trial)
+    fail = False
+    result = gpuproof.run("cuda", 3, tmp_path, log=lambda *_: None)
+    assert result["trials_run"] == 4 and len(started) == 4
+    assert all(Path(p).parent != tmp_path and Path(p).parent.parent == tmp_path for p in started)
+    assert result["aa"]["runs"] == 3 * len(gpuproof.ROWS) and gpuproof.proven(result, 3)
+
+    fail, started[:] = True, []
+    with pytest.raises(exits.RunnerFailed, match="trial 2 failed .exit 1.: CUDA error: boom"):
+        gpuproof.run("cuda", 3, tmp_path, log=lambda *_: None)

@@ -191,7 +191,6 @@ def test_merged_shards_gate_a_a_against_a_whole_run(runs, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert all(name in out for name in CANARY)
-    print(next(x for x in out.splitlines() if x.startswith("canary.Canary.track_time_over")))  # -rP
     # refreshing the durations file from the merged run: every benchmark, with asv's seconds
     code = main(
         ["durations", str(merged.path), "--results-dir", str(root), "--out", str(work / "d.json")]

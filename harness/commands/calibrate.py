@@ -106,11 +106,11 @@ def run(args) -> int:
     from harness.verdict.compare import DEFAULT_THRESHOLD
     from harness.verdict.results import noise_path, results_root
 
+    if args.gpu_time:  # its own proof: no project, results or machine name needed
+        return _gpu_time(args)
     project = project_root()
     root = results_root(args.results_dir)
     machine = options.machine_name(args)
-    if args.gpu_time:
-        return _gpu_time(args)
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="harness-calibrate-"))
     if args.trials:
         threshold = args.threshold if args.threshold is not None else DEFAULT_THRESHOLD
@@ -180,10 +180,11 @@ def _gpu_time(args) -> int:
     slowdown = gpuproof.SLOWDOWN if args.slowdown is None else args.slowdown
     if not 0 < slowdown < 1:
         raise BadInput(f"--slowdown is a fraction of the GPU time (0.03 = 3%), got {slowdown}")
-    with tempfile.TemporaryDirectory(prefix="harness-gpu-time-") as work:
-        result = gpuproof.run(
-            "cuda", args.trials or 10, pathlib.Path(args.work or work), slowdown=slowdown
-        )
+    from harness.runs.scratch import RunScratch
+
+    with RunScratch() as scratch:
+        work = pathlib.Path(args.work) if args.work else scratch.folder("gpu-time")
+        result = gpuproof.run("cuda", args.trials or 10, work, slowdown=slowdown)
     print(gpuproof.render(result))
     if args.json:
         write_json_atomic(args.json, result)

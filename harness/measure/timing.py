@@ -170,10 +170,10 @@ def measure_paired(
     """
     if torch.device(device).type == "cuda" and clock != "wall":
         sampling = gpu_sampling(
-            [fn, base], device, warmup, samples, budget_s, "auto", series=_ratios
+            [fn, base], device, warmup, samples, budget_s, "auto", series=gpu_ratios
         )
         _record_gpu([fn, base], device, sampling)
-        return _ratios(sampling.sides)
+        return gpu_ratios(sampling.sides)
     if samples is not None or budget_s is not None:
         (work, ref), _ = _timed_rounds([fn, base], device, warmup, samples, budget_s, clock)
         ratios = [w / r for w, r in zip(work, ref) if r > 0]
@@ -291,7 +291,7 @@ def measure_rounds(
 _gpu_devices: dict = {}  # per device: the CUDA sampler and the clock reader, made once a process
 
 
-def _ratios(sides) -> list[float]:
+def gpu_ratios(sides) -> list[float]:
     return [w / b for w, b in zip(sides[0].gpu_s, sides[1].gpu_s) if b > 0]
 
 

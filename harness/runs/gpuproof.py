@@ -19,6 +19,7 @@ import dataclasses
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -121,6 +122,8 @@ def _entry(row: str, side: dict):
 
 def tally(comparisons: list[Comparison], slowdown: float) -> dict:
     """The counts the kit and calibrate report, per kind and in all."""
+    from harness.verdict import compare
+
     aa = [c for c in comparisons if c.kind == "A/A"]
     slowed = [c for c in comparisons if c.kind == "slowed"]
     return {
@@ -128,8 +131,8 @@ def tally(comparisons: list[Comparison], slowdown: float) -> dict:
         "aa": {
             "runs": len(aa),
             "passed": sum(c.passed for c in aa),
-            "false_alarms": sum(c.verdict in ("REGRESSION", "improved") for c in aa),
-            "not_judged": sum(c.verdict == "not judged" for c in aa),
+            "false_alarms": sum(c.verdict in (compare.REGRESSION, compare.IMPROVED) for c in aa),
+            "not_judged": sum(c.verdict == compare.NOT_JUDGED for c in aa),
         },
         "slowed": {"runs": len(slowed), "caught": sum(c.passed for c in slowed)},
         "comparisons": [dataclasses.asdict(c) for c in comparisons],
@@ -154,6 +157,8 @@ def run(
 
     require_gpu()  # exit 4 on a CPU machine: GPU time needs a GPU
     work.mkdir(parents=True, exist_ok=True)
+    # a folder of this proof's own: no trial file an earlier proof left can stand in for a trial
+    work = Path(tempfile.mkdtemp(prefix="gpu-time-", dir=work))
     start = time.monotonic()
     done: list[dict] = []
     longest = 0.0

@@ -80,7 +80,7 @@ class Progress:
             self.walls[m["name"]] = now - self._mark
             self._mark = now
             if self.on_done is not None:  # now, not when its table has been read
-                result = _FLOAT.sub(lambda f: f"{float(f[0]):.4g}", m["result"].strip())
+                result = _short_floats(m["result"].strip())
                 self.on_done(m["name"], self.walls[m["name"]], result)
             self._open = {
                 "name": m["name"],
@@ -149,10 +149,14 @@ class Progress:
         left = elapsed * (100 - b["pct"]) / b["pct"] if b["pct"] > 0 else None
         count = f"[{self.done}/{self.total}]" if self.total else f"[{self.done}]"
         clock = f"{elapsed:.0f} s" + (f", ~{left:.0f} s left" if left and b["pct"] < 100 else "")
-        result = _FLOAT.sub(lambda m: f"{float(m[0]):.4g}", result)
+        result = _short_floats(result)
         if len(result) > 60:
             result = result[:57] + "..."
         text = f"{count} {b['name']}  {result}"
         if self.echo:
             line = f"{text:<{max(self.width - len(clock) - 2, 0)}}  {clock}"
             print(line, file=self.out, flush=True)
+
+
+def _short_floats(text: str) -> str:
+    return _FLOAT.sub(lambda m: f"{float(m[0]):.4g}", text)

@@ -349,13 +349,13 @@ def _gpu_row(name: str, fns, device) -> dict:
     its facts (busy per side) from the first measurement."""
     from harness.measure import timing
 
-    first = timing.gpu_sampling(fns, device)
+    # a pair stops on its ratio's noise, as measure_paired's rows do
+    series = timing.gpu_ratios if len(fns) == 2 else None
+    first = timing.gpu_sampling(fns, device, series=series)
     facts = timing.gpu_facts(fns, device, first)
-    second = timing.gpu_sampling(fns, device)
-    if len(fns) == 2:
-        a, b = timing._ratios(first.sides), timing._ratios(second.sides)
-    else:
-        a, b = first.sides[0].gpu_s, second.sides[0].gpu_s
+    second = timing.gpu_sampling(fns, device, series=series)
+    values = series or (lambda sides: sides[0].gpu_s)
+    a, b = values(first.sides), values(second.sides)
     side = (facts.get("sides") or [facts])[0]
     busy = [s.get("busy") for s in (facts.get("sides") or [facts])]
     return {
@@ -364,7 +364,7 @@ def _gpu_row(name: str, fns, device) -> dict:
         "repeat": statistics.median(b),
         "gpu_s": side.get("gpu_s"),
         "host_s": side.get("host_s"),
-        "busy": None if any(x is None for x in busy) else min(busy),
+        "busy": None if None in busy else facts["busy"],
         "noise": facts.get("noise"),
         "sm_clock_mhz": facts.get("sm_clock_mhz"),
         "throttled_dropped": facts.get("dropped_throttled", 0),

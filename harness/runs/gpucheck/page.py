@@ -25,8 +25,8 @@ from pathlib import Path
 
 from harness.core.table import render as table
 from harness.core.units import format_value
+from harness.runs.gpucheck import OK_STATUSES as OK
 
-OK = ("pass", "recorded", "n/a")
 GATE_FILES = {"gate-aa": "gate-aa.md", "gate-canary": "gate-canary.md"}
 GPU_TIME_FILE = "gate-gpu-time.md"  # its comparisons, one line each (harness.runs.gpuproof)
 REPORT_FILE = Path("report") / "report.md"

@@ -150,9 +150,13 @@ def asv_run(ctx, run: str) -> dict:
     from harness.core.files import write_json_atomic
     from harness.runs import asv
     from harness.runs.scratch import RunScratch
+    from harness.runs.spec import RunSpec
 
     modules, benches = selection(run, ctx.device)
     root = run_dir(ctx, run)
+    # the kit's own folder (its --out is marked as the kit's): a rerun into the same --out must
+    # not gate the results, facts or benchmark modules an earlier call left there
+    shutil.rmtree(root, ignore_errors=True)
     results = root / "asv"
     bench_dir = asv.benchmark_subset(ctx.root, modules, root / "benchmarks")
     # a copied checkout without .git runs against a scratch repository (see _commit)
@@ -168,16 +172,19 @@ def asv_run(ctx, run: str) -> dict:
 
     # asv's TMPDIR is the run's own; the compile caches are the kit's, shared by runs A and B
     # (run B's compiles hit what run A's filled: see docs/gpu.md)
+    # the run's environment as `harness bench` makes it (mode, threads, hash seed, scratch,
+    # where the rows' facts go: the run folder is laid out as a run record)
+    spec = RunSpec(
+        machine=machine, benches=tuple(benches), env=tuple(RUNS[run].get("env", {}).items())
+    )
     with RunScratch(shared_cache=ctx.work / KIT_COMPILE_CACHE) as scratch:
-        extra = {**RUNS[run].get("env", {}), settings.RUN_RECORD.name: str(root)}
         ran = asv.run(
             asv.AsvRun(
                 project=ctx.root,
                 results=results,
                 machine=machine,
                 commit=sha,
-                # the run folder is laid out as a run record: the rows' facts land in it
-                env=asv.environment({**scratch.environment(), **extra}),
+                env=spec.environment(scratch, record=root),
                 benches=tuple(benches),
                 method=LAUNCH,
                 bench_dir=bench_dir,
@@ -203,8 +210,8 @@ def asv_run(ctx, run: str) -> dict:
         commit=sha,
         launch_method=LAUNCH,
         asv_wall_s=round(ran.wall_s, 1),
-        mode="fast",
-        quick=False,
+        mode=spec.mode,
+        quick=spec.quick,
         suites=modules,
     )
     # laid out as a run record (run.json, fingerprint.json, asv/), where the gate looks for it
