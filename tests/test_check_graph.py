@@ -136,6 +136,38 @@ def test_unknown(golden):
     assert {"relu.fx", "tanh.fx"} <= set(goldens(project))
 
 
+def test_two_tests_never_share_a_golden_and_a_module_named_golden_is_declared(project):
+    for folder in ("a", "b"):
+        project.mkdir(folder)
+        (project.path / folder / "__init__.py").write_text("")
+        (project.path / folder / "test_same.py").write_text(
+            "import torch\n\ndef test_x(golden):\n"
+            "    golden.check_graph(torch.nn.ReLU(), torch.randn(2), frontend='fx')\n"
+        )
+    project.makepyfile(
+        test_named="""
+import pytest, torch
+
+def test_undeclared(golden):
+    golden.check_graph(torch.nn.ReLU(), torch.randn(2), frontend="fx", name="test_named.relu")
+
+@pytest.mark.golden("test_named.tanh")
+def test_declared(golden):
+    golden.check_graph(torch.nn.Tanh(), torch.randn(2), frontend="fx", name="test_named.tanh")
+"""
+    )
+    result = project.runpytest("--accept", "a", "b", "test_named.py")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*b/test_same.py::test_x and a/test_same.py::test_x both check the golden "
+            "test_same.test_x-fx: rename one test or its module, or pass name=*",
+            "*declare the golden test_named.relu with @pytest.mark.golden('test_named.relu')*",
+        ]
+    )
+    assert "test_named.tanh" in goldens(project) and "test_named.relu" not in goldens(project)
+
+
 def test_a_random_model_is_named_and_never_accepted(project):
     project.makepyfile(
         test_noisy="""

@@ -93,6 +93,26 @@ def test_init_adds_to_an_existing_folder_and_keeps_its_files(tmp_path):
     assert (tmp_path / ".gitignore").read_text() == "build/\n"
 
 
+def test_a_readme_init_cannot_read_or_that_is_a_link_stops_it_before_anything_is_written(
+    tmp_path, capsys
+):
+    latin = tmp_path / "latin"
+    latin.mkdir()
+    (latin / "README.md").write_bytes("# caf\xe9\n".encode("latin-1"))
+    assert main(["init", str(latin)]) == exits.BAD_INPUT
+    assert f"cannot read {latin / 'README.md'} as UTF-8 text" in capsys.readouterr().err
+    assert [p.name for p in latin.iterdir()] == ["README.md"]
+
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (tmp_path / "elsewhere.md").write_text("# elsewhere\n")
+    (linked / "README.md").symlink_to(tmp_path / "elsewhere.md")
+    assert main(["init", str(linked)]) == exits.BAD_INPUT
+    assert str(linked / "README.md") in capsys.readouterr().err
+    assert [p.name for p in linked.iterdir()] == ["README.md"]
+    assert (tmp_path / "elsewhere.md").read_text() == "# elsewhere\n"
+
+
 def test_init_refuses_a_harness_checkout_and_a_file(tmp_path, capsys):
     assert main(["init", str(ROOT)]) == exits.BAD_INPUT
     assert "is a harness checkout" in capsys.readouterr().err
@@ -102,6 +122,16 @@ def test_init_refuses_a_harness_checkout_and_a_file(tmp_path, capsys):
 
 # --------------------------------------------------------------------------------------------
 # finding the project and its suites
+
+
+def test_asv_conf_is_read_as_asv_reads_it(tmp_path):
+    (tmp_path / "asv.conf.json").write_text(
+        '{\n  "version": 1,  // asv allows this\n  "harness_project": true,\n}\n'
+    )
+    assert project.is_own_project(tmp_path)
+    (tmp_path / "asv.conf.json").write_text('{"version": 1, oops')
+    with pytest.raises(exits.BadInput, match=r"cannot read .*asv\.conf\.json"):
+        project.asv_conf(tmp_path)
 
 
 def test_a_project_is_found_from_a_subfolder(made, monkeypatch):

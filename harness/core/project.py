@@ -16,10 +16,9 @@ or tox lies in site-packages.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
-import json
 import os
-import re
 import subprocess
 from pathlib import Path
 
@@ -49,13 +48,21 @@ def is_checkout(d: Path) -> bool:
 
 
 def asv_conf(d: Path) -> dict:
-    """A project's asv.conf.json (JSON with `//` comment lines, as asv reads it)."""
+    """A project's asv.conf.json, read as asv reads it (JSON with comments and trailing commas);
+    each version of the file parsed once per process."""
     path = Path(d) / ASV_CONF
     try:
-        text = path.read_text(encoding="utf-8")
-        return json.loads("\n".join(re.sub(r"^\s*//.*$", "", line) for line in text.splitlines()))
+        stat = path.stat()
+        return dict(_parsed(str(path), stat.st_mtime_ns, stat.st_size))
     except (OSError, ValueError) as exc:
         raise BadInput(f"cannot read {path}: {exc}; fix it (it is JSON with // comments)") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: str, mtime_ns: int, size: int) -> dict:
+    from asv import util
+
+    return util.load_json(path, js_comments=True)
 
 
 def _is_project(d: Path) -> bool:

@@ -46,6 +46,7 @@ def plan(folder: Path) -> list[Entry]:
     folder = Path(folder)
     torch = reference_torch()
     readme = folder / "README.md"
+    existing = _read_readme(readme)
     return [
         Entry("pytest.ini", PYTEST_INI.format(torch=torch), f"pytest: models, torch {torch}"),
         Entry("models.py", MODELS, "the project's models (an example: tiny_cnn)"),
@@ -60,11 +61,29 @@ def plan(folder: Path) -> list[Entry]:
         Entry(".gitignore", "__pycache__/\n", "Python's caches (kept out of git)", optional=True),
         Entry(
             "README.md",
-            ("\n" if readme.is_file() else f"# {folder.resolve().name}\n\n") + README,
-            "the commands" + (" (a section added)" if readme.is_file() else ""),
-            append=readme.is_file(),
+            (
+                existing.rstrip("\n") + "\n\n"
+                if existing is not None
+                else f"# {folder.resolve().name}\n\n"
+            )
+            + README,
+            "the commands" + (" (a section added)" if existing is not None else ""),
+            append=existing is not None,
         ),
     ]
+
+
+def _read_readme(path: Path) -> str | None:
+    """An existing README's text, read once here so that writing never stops halfway."""
+    if not path.is_file() or path.is_symlink():
+        return None  # a link is a conflict (conflicts())
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(
+            f"cannot read {path} as UTF-8 text ({exc}); harness init adds a section to it: "
+            "convert it to UTF-8, or run init in another folder"
+        ) from None
 
 
 def conflicts(folder: Path, entries: list[Entry]) -> list[str]:
@@ -79,7 +98,7 @@ def conflicts(folder: Path, entries: list[Entry]) -> list[str]:
         if entry.optional:
             continue
         if entry.append:
-            if README_HEADING in path.read_text(encoding="utf-8", errors="replace"):
+            if entry.text.count(README_HEADING) > 1:
                 found.append(f"{path} (already holds the section {README_HEADING!r})")
         elif path.exists() or path.is_symlink():
             found.append(str(path))
@@ -100,10 +119,7 @@ def write(folder: Path, entries: list[Entry]) -> list[Entry]:
         path = folder / entry.path
         if entry.optional and (path.exists() or path.is_symlink()):
             continue
-        text = entry.text
-        if entry.append:
-            text = path.read_text(encoding="utf-8").rstrip("\n") + "\n" + text
-        files.write_atomic(path, text)
+        files.write_atomic(path, entry.text)
         written.append(entry)
     return written
 

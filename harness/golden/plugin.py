@@ -110,6 +110,7 @@ class GoldenSession:
         self.directory_forced = settings.EXPECT_DIR.is_set()
         self.declared: set[str] = set()
         self.produced: set[str] = set()
+        self.auto_owners: dict[str, str] = {}  # check_graph's automatic ids -> the test's node id
         self.deselected = False
         self.set_own_models = False  # this run set HARNESS_OWN_MODELS (removed at the end)
         self.orphans: list[Path] = []
@@ -187,6 +188,27 @@ class GoldenFixture:
     def size(self) -> str:
         return self._session.size
 
+    def _check_id_is_its_own(self, golden_id: str, name: str | None) -> None:
+        """Two tests never share one golden (same-named modules in two folders would, by the
+        automatic id); a name= that starts with the test's module is declared with a mark, else
+        an --accept run in which the test skipped would remove it as an orphan."""
+        node = self._node.nodeid
+        owner = self._session.auto_owners.setdefault(golden_id, node)
+        if owner != node:
+            pytest.fail(
+                f"{node} and {owner} both check the golden {golden_id}: rename one test or its "
+                "module, or pass name=",
+                pytrace=False,
+            )
+        module = Path(self._node.path).stem
+        declared = {m.args[0] for m in self._node.iter_markers("golden") if m.args}
+        if name and names.model_of(name) == module and name not in declared:
+            pytest.fail(
+                f"{node}: declare the golden {name} with @pytest.mark.golden({name!r}) (a test "
+                "that skips keeps only declared goldens of its module)",
+                pytrace=False,
+            )
+
     def _default_id(self) -> str:
         marks = list(self._node.iter_markers("golden"))
         if len(marks) != 1 or not marks[0].args:
@@ -220,6 +242,7 @@ class GoldenFixture:
                 pytrace=False,
             )
         self._claimed.add(golden_id)
+        self._check_id_is_its_own(golden_id, name)
         inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
         device = self._session.device
         label = type(model).__name__
@@ -324,7 +347,7 @@ def accept_command(node, golden_id: str, full: bool) -> str:
     would not load (a conftest of another suite) is named through HARNESS_MODELS."""
     config = node.config
     path, sep, rest = node.nodeid.partition("::")
-    if Path(config.rootpath) in Path(node.path).resolve().parents:
+    if Path(config.rootpath).resolve() in Path(node.path).resolve().parents:  # links too
         rel = os.path.relpath(Path(config.rootpath) / path, config.invocation_params.dir)
         parts = ["pytest", "--accept", shlex.quote(rel + sep + rest)]
     else:  # a suite of an installed package (`pytest --pyargs harness.suites`): by module name

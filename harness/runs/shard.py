@@ -239,7 +239,10 @@ def update_durations(path: Path, mode: str, measured: dict[str, float], source: 
             raise BadInput(
                 f"{path}: corrupt durations file ({exc}); restore it from git first"
             ) from None
-    data = data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        raise BadInput(
+            f"{path} is not a durations file (a JSON object of modes); name another with --out"
+        )
     data["about"] = (
         "seconds per asv benchmark, per mode; read by `harness bench --shard K/N` to "
         "balance shards; refresh with `harness durations RUN...` and commit"

@@ -10,6 +10,7 @@ reference-normalised companions.
 The models are the zoo's, or in a project of its own only the project's
 (harness.core.user_models.suite_models)."""
 
+from harness.core import settings
 from harness.core.user_models import suite_models
 from harness.core.zoo import get_model
 from harness.measure import timing
@@ -184,8 +185,8 @@ class PeakMemory:
 
 # A project of its own may register no image model, and its fast runs compile nothing (the word
 # LM is the zoo's): asv cannot run a benchmark with an empty parameter list, so such a class is
-# left out of this module.
-for _name, _value in list(globals().items()):
+# left out of this module there. In a checkout an empty list is a bug, which asv then reports.
+for _name, _value in list(globals().items()) if settings.OWN_MODELS.get() else ():
     if not _name.startswith("_") and isinstance(_value, type) and hasattr(_value, "params"):
         if not all(_value.params):
             del globals()[_name]
