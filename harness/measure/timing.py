@@ -630,17 +630,10 @@ def graph_breaks(fn: Callable, *args) -> int:
 
 
 def _profile_one_call(fn, device):
-    from torch.profiler import ProfilerActivity, profile
+    from harness.measure.activity import profile_call
 
-    activities = [ProfilerActivity.CPU]
-    if torch.device(device).type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
     fn()  # warm-up: compilation and lazy init must not be counted
-    synchronize(device)
-    with quiet_stderr(), profile(activities=activities) as prof:
-        fn()
-        synchronize(device)
-    return prof.events()
+    return profile_call(fn, device)
 
 
 # Recorders opened by `recording_counts`: every counter below also hands them its breakdown by

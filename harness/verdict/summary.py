@@ -235,15 +235,10 @@ BANDWIDTH_HEADERS = [
 ]
 
 
-def case_names(rs: ResultSet, benchmark: str) -> list[str]:
-    """The full names of every case of `benchmark` in the set."""
-    return [n for n in sorted(rs.entries) if n == benchmark or n.startswith(benchmark + "(")]
-
-
 def device_label(rs: ResultSet, benchmark: str) -> str:
     """`busy NN%` / `ATen share NN%` of a benchmark (harness.verdict.gpurows): per side for one
     case, the range over several."""
-    facts = [rs.facts.get(n) for n in case_names(rs, benchmark)]
+    facts = [rs.facts.get(e.name) for _, e in cases(rs, benchmark)]
     return gpurows.label(facts[0]) if len(facts) == 1 else gpurows.span_label(facts)
 
 
