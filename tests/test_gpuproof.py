@@ -137,7 +137,8 @@ def test_run_starts_one_process_per_trial_in_a_folder_of_its_own(tmp_path, monke
     (tmp_path / "trial-1.json").write_text("left by an earlier proof")  # never read
     started = []
 
-    def fake_trial(cmd, capture):
+    def fake_trial(cmd, capture, timeout):
+        assert timeout == gpuproof.TRIAL_TIMEOUT_S
         out = cmd[cmd.index("--out") + 1]
         started.append(out)
         if len(started) == 3 and fail:

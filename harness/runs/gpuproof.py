@@ -18,12 +18,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 SLOWDOWN = 0.03
+# a trial (start, CUDA, two rows sampled twice) ends in seconds; one that hangs is ended
+TRIAL_TIMEOUT_S = 180.0
 # the proof's rows: eager fusion workloads at the device's sizes (no compile in a trial process)
 ROWS = {
     "fusion.PointwiseChain.track_eager_time": "pointwise_chain",
@@ -171,7 +174,13 @@ def run(
         t0 = time.monotonic()
         cmd = [sys.executable, "-m", "harness.runs.worker", "gpu-time-trial", "--out", str(out)]
         cmd += ["--device", device_name, "--slowdown", str(slowdown)]
-        proc = run_in_session(cmd, capture=True)
+        try:
+            proc = run_in_session(cmd, capture=True, timeout=TRIAL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise RunnerFailed(
+                f"GPU-time trial {i} did not end within {TRIAL_TIMEOUT_S:.0f} s (ended); "
+                "is the GPU shared or stuck?"
+            ) from None
         longest = max(longest, time.monotonic() - t0)
         if proc.returncode != 0 or not out.is_file():
             raise RunnerFailed(

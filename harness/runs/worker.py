@@ -76,10 +76,9 @@ def _gpu_time_trial(args) -> int:
     from pathlib import Path
 
     from harness.core.files import write_json_atomic
-    from harness.core.processes import die_with_parent
     from harness.runs import gpuproof
 
-    die_with_parent()
+    # started by run_in_session, which ends it with its parent
     write_json_atomic(Path(args.out), gpuproof.measure_trial(args.device, args.slowdown))
     return 0
 
