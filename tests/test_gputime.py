@@ -186,11 +186,11 @@ def test_paired_sides_take_turns_and_the_noise_is_read_on_their_ratio():
 
     gpu = FakeGpu(per_call=cost, jitter=0.002)
     work, base = labelled("work"), labelled("base")
-    got = run([work, base], gpu, FakeReader([1980]), series=timing._ratios)
+    got = run([work, base], gpu, FakeReader([1980]), series=timing.gpu_ratios)
     sampled = [c for c in gpu.calls if c[1] == got.sides[0].batch or c[1] == got.sides[1].batch]
     firsts = [sampled[i][0] for i in range(len(sampled) - 2 * got.taken, len(sampled), 2)]
     assert firsts[:4] == ["work", "base", "work", "base"]  # the order rotates round by round
-    ratios = timing._ratios(got.sides)
+    ratios = timing.gpu_ratios(got.sides)
     assert len(ratios) == got.taken and all(abs(r - 2.0) < 0.02 for r in ratios)
     assert got.sides[0].batch != got.sides[1].batch  # each side batched to its own length
 

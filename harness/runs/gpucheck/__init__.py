@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 
 from harness.core import exits, processes, settings
+from harness.runs.gpucheck.status import OK_STATUSES
 
 # What the kit promises on a GPU runner, start to exit.
 TOTAL_S = 8 * 60
@@ -414,7 +415,6 @@ class StepRun:
 
 
 # "n/a" only ever comes from a CPU rehearsal: on a GPU runner a step saying n/a failed (judge)
-OK_STATUSES = ("pass", "recorded", "n/a")
 
 
 def end_step(proc: subprocess.Popen) -> None:

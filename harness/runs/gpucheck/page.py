@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.core.table import render as table
 from harness.core.units import format_value
-from harness.runs.gpucheck import OK_STATUSES as OK
+from harness.runs.gpucheck.status import OK_STATUSES
 
 GATE_FILES = {"gate-aa": "gate-aa.md", "gate-canary": "gate-canary.md"}
 GPU_TIME_FILE = "gate-gpu-time.md"  # its comparisons, one line each (harness.runs.gpuproof)
@@ -123,7 +123,7 @@ def _steps(steps: list[dict]) -> str:
         rows.append(
             (
                 s.get("name", "?"),
-                status if status in OK else f"**{status.upper()}**",
+                status if status in OK_STATUSES else f"**{status.upper()}**",
                 _s(s.get("wall_s")) + (" (over budget)" if over else ""),
                 _s(s.get("budget_s"), 0),
                 _short(s.get("detail", "")),
@@ -361,7 +361,7 @@ def _status_line(step: dict | None) -> str:
     if step is None:
         return "not run (not in this run)"
     status = step.get("status", "?")
-    shown = status if status in OK else f"**{status}**"
+    shown = status if status in OK_STATUSES else f"**{status}**"
     detail = _short(step.get("detail", ""))
     return (
         f"{shown}"
