@@ -166,5 +166,4 @@ def test_registering_a_second_model_leaves_the_first_models_counts(tmp_path):
     after = _count_in_project(project, keys)
     for key in keys:
         row = wl.row(key)
-        print(key, before[row], after[row])
         assert after[row] == pytest.approx(before[row], rel=0.001), (key, before, after)

@@ -39,6 +39,7 @@ workload and the busy loop first.
 
 from __future__ import annotations
 
+import array
 import compileall
 import dataclasses
 import gc
@@ -288,6 +289,9 @@ def _canonical(
         MKL_NUM_THREADS="1",
         # compile rows: inductor compiles in this process, not in a pool of workers
         TORCHINDUCTOR_COMPILE_THREADS="1",
+        # children load their sources themselves, several at once: none may leave a .pyc that
+        # the next one loads instead of compiling (_compile_sources made the others current)
+        PYTHONDONTWRITEBYTECODE="1",
         LC_ALL="C.UTF-8",
         **_inductor_march(),
     )
@@ -343,6 +347,7 @@ def _dump_for(prefix: Path, pid: int, tag: str) -> Path | None:
 
 
 TASKS = "tasks"  # below OUT: one file per counting child, NNNN.json in the order they start
+MAX_TASKS = 4096  # children whose end the worker can tell apart (beyond: "died")
 
 # The counting process's import phases, fixed: a child is forked after its phase's modules (and
 # those of the phases before it) were imported, so what a child starts from depends on the
@@ -827,13 +832,18 @@ def _worker(spec_path: str) -> int:
     plan = {"phases": [0] * len(PHASES), "tasks": 0, **plan}
     for _ in range(3):  # the last of three: the client requests' own instructions, warm
         req.measure(lambda: None, 1, "harness-overhead")
-    started = running = 0
-    ended: dict[int, int] = {}  # pid -> wait status
-    children: dict[int, int] = {}  # task -> pid
+    started = running = reaped = 0
+    # Each child's pid and each ended child's (pid, wait status), kept in C arrays of a fixed
+    # size: a Python int kept per fork would make the heap a child starts from depend on how
+    # many children were forked before it.
+    pids, ended_pids, statuses = (array.array("q", bytes(8 * MAX_TASKS)) for _ in range(3))
 
     def reap() -> None:
+        nonlocal reaped
         pid, status = os.wait()
-        ended[pid] = status
+        if reaped < MAX_TASKS:
+            ended_pids[reaped], statuses[reaped] = pid, status
+        reaped += 1
 
     for modules, n in zip(PHASES, plan["phases"]):
         if started == plan["tasks"]:
@@ -847,19 +857,21 @@ def _worker(spec_path: str) -> int:
             pid = os.fork()
             if pid == 0:
                 _child(req, started, spec)
-            children[started] = pid
+            if started < MAX_TASKS:
+                pids[started] = pid
             running += 1
             started += 1
     while running:
         reap()
         running -= 1
+    ended = dict(zip(ended_pids[: min(reaped, MAX_TASKS)], statuses[: min(reaped, MAX_TASKS)]))
     for k in range(plan["tasks"]):
         task = json.loads((out / TASKS / f"{k:04d}.json").read_text())
         path = out / "status" / f"{task['tag']}.json"
         result["jobs"][task["tag"]] = (
             json.loads(path.read_text())
             if path.is_file()
-            else {"error": _death(task, ended.get(children.get(k, -1)))}
+            else {"error": _death(task, ended.get(pids[k]) if k < MAX_TASKS else None)}
         )
     (out / "worker.json").write_text(json.dumps(result))
     return 0
