@@ -3,13 +3,16 @@ it, always as a subprocess with a timeout and no prompt, in a bare repository of
 own (`<results root>/.store/<remote>-<hash>/`, a cache: safe to delete), never in the project's
 repository: the user's working tree, index, branches and config are not touched.
 
-That repository is a shallow (`--depth 1`) partial (`--filter=blob:none`) clone of one ref of
-one remote: it holds the history's newest commit with its trees, and only the blobs asked for
-(`fetch_objects`) or written here (`hash_objects`). A commit is made with plumbing (a private
-index file, `read-tree`, `update-index --index-info`, `write-tree --missing-ok`, `commit-tree`)
-and pushed by hash (`push <sha>:<ref>`), never forced. One process at a time works in it
-(`locked`: an flock, released by the kernel however the holder ends); lock files a killed git
-left behind are removed under that lock.
+That repository is a shallow (`--depth 1`) partial clone of one ref of one remote, fetched by
+levels: the newest commit with the top three levels of its tree (`--filter=tree:3`: the root,
+`runs/` and the like, and each machine's folder, whose entries name the records), then only
+the records asked for, whole (`fetch_objects`). Nothing else of the history is downloaded. A
+commit is made with plumbing on the paths it changes (`mktree --missing` for each folder from
+the record up to the root: the records it does not touch need not be here), a private index
+file only for the new records' own trees, `commit-tree`, and pushed by hash
+(`push <sha>:<ref>`), never forced. One process at a time works in the repository (`locked`:
+an flock, released by the kernel however the holder ends); lock files a killed git left
+behind are removed under that lock.
 """
 
 from __future__ import annotations
@@ -244,7 +247,6 @@ class Repo:
             f"remote.{REMOTE}.url": self.remote.url,
             f"remote.{REMOTE}.pushurl": self.remote.push_url,
             f"remote.{REMOTE}.promisor": "true",
-            f"remote.{REMOTE}.partialclonefilter": "blob:none",
             "extensions.partialclone": REMOTE,
             "core.repositoryformatversion": "1",
         }
@@ -253,52 +255,46 @@ class Repo:
         for key, value in want.items():
             if pairs.get(key.lower()) != value:
                 self.git("config", "--local", key, value)
+        # no default filter: a fetch without --filter (whole records) must get everything
+        if f"remote.{REMOTE}.partialclonefilter" in pairs:
+            self.git("config", "--local", "--unset", f"remote.{REMOTE}.partialclonefilter")
 
     # ---- reading the remote ----
 
     def fetch_tip(self) -> str | None:
-        """The history's newest commit (with its trees; blobs only where the server cannot
-        filter), or None when the ref does not exist there yet."""
-        done = self.git(
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--depth=1",
-            "--filter=blob:none",
-            REMOTE,
-            f"+{self.ref}:{TIP}",
-            network=True,
-            check=False,
-        )
-        self.fetches += 1
-        err = done.stderr.decode(errors="replace")
-        if "filtering not recognized by server" in err:
-            self.partial = False
-        if done.returncode != 0:
+        """The history's newest commit with the top three levels of its tree (the root, the
+        folders below it, each machine's folder: every record's name and tree oid, no record
+        itself), or None when the ref does not exist there yet. A server that cannot filter
+        sends the whole tip (`partial` turns False); one that refuses tree filters, the tip's
+        trees without blobs."""
+        for spec in ("tree:3", "blob:none"):
+            done = self.git(
+                "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--depth=1",
+                f"--filter={spec}", REMOTE, f"+{self.ref}:{TIP}", network=True, check=False,
+            )  # fmt: skip
+            self.fetches += 1
+            err = done.stderr.decode(errors="replace")
+            if "filtering not recognized by server" in err:
+                self.partial = False
+            if done.returncode == 0:
+                return self.rev_parse(TIP)
             if "couldn't find remote ref" in err:
                 return None
-            raise RunnerFailed(f"git fetch: {git_error(done.stderr)}")
-        return self.rev_parse(TIP)
+            if "filter" not in err:
+                break
+        raise RunnerFailed(f"git fetch: {git_error(done.stderr)}")
 
-    def fetch_objects(self, oids: list[str]) -> None:
-        """Bring these objects (blobs of the records asked for) from the remote in one fetch."""
+    def fetch_objects(self, oids: list[str], spec: str | None = None) -> None:
+        """Bring these objects from the remote in one fetch: with no filter `spec` whole (a
+        record's tree: its folders and files), `tree:0` a tree alone, `blob:none` for blobs."""
         if not oids:
             return
         self.git(
-            "-c",
-            "fetch.negotiationAlgorithm=noop",
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--recurse-submodules=no",
-            "--filter=blob:none",
-            "--stdin",
-            REMOTE,
-            input="".join(f"{o}\n" for o in oids).encode(),
-            network=True,
-        )
+            "-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags",
+            "--no-write-fetch-head", "--recurse-submodules=no",
+            *([f"--filter={spec}"] if spec else []), "--stdin", REMOTE,
+            input="".join(f"{o}\n" for o in oids).encode(), network=True,
+        )  # fmt: skip
         self.fetches += 1
 
     def push(self, commit: str) -> PushOutcome:
@@ -380,23 +376,43 @@ class Repo:
             .strip()
         )
 
-    def build_tree(self, base: str | None, add: list[tuple[str, str]], remove: list[str]) -> str:
-        """The tree of commit `base` (None: empty) with files added (path, blob oid) and paths
-        removed, made in a private index file that lives only for this call."""
+    def record_trees(self, files: list[tuple[str, str]]) -> dict[str, str]:
+        """Trees for new records from their files ("<machine>/<run-id>/<path>", blob oid), made
+        in a private index file that lives only for this call: "<machine>/<run-id>" -> oid."""
         index = self.path / f"harness-index-{os.getpid()}"
         env = {"GIT_INDEX_FILE": str(index)}
         try:
-            self.git("read-tree", "--empty" if base is None else base, extra_env=env)
-            lines = [f"0 {'0' * 40}\t{p}\n" for p in remove]
-            lines += [f"100644 {oid}\t{p}\n" for p, oid in add]
-            if lines:
-                self.git(
-                    "update-index", "-z", "--index-info",
-                    input="".join(line[:-1] + "\0" for line in lines).encode(), extra_env=env,
-                )  # fmt: skip
-            return self.git("write-tree", "--missing-ok", extra_env=env).stdout.decode().strip()
+            self.git("read-tree", "--empty", extra_env=env)
+            self.git(
+                "update-index", "-z", "--index-info",
+                input="".join(f"100644 {oid}\t{path}\0" for path, oid in files).encode(),
+                extra_env=env,
+            )  # fmt: skip
+            top = self.git("write-tree", extra_env=env).stdout.decode().strip()
         finally:
             index.unlink(missing_ok=True)
+        machines = {path.split("/", 1)[0] for path, _ in files}
+        return {e.path: e.oid for e in self.ls_tree(top, *[f"{m}/" for m in sorted(machines)])}
+
+    def edit_tree(self, tree: str | None, edits: dict) -> str | None:
+        """`tree` (None: empty) with `edits` applied, folder by folder: name -> None (remove),
+        ("blob" | "tree", oid) (put), or a dict of edits inside that folder. Only the folders
+        on the edited paths are read and written (`mktree --missing`: what they hold need not
+        be here). None when nothing is left."""
+        entries = {e.path: (e.mode, e.kind, e.oid) for e in self.ls_tree(tree)} if tree else {}
+        for name, edit in edits.items():
+            if isinstance(edit, dict):
+                below = entries.get(name)
+                sub = self.edit_tree(below[2] if below and below[1] == "tree" else None, edit)
+                edit = ("tree", sub) if sub else None
+            if edit is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = ("040000" if edit[0] == "tree" else "100644", *edit)
+        if not entries:
+            return None
+        body = "".join(f"{m} {k} {o}\t{n}\0" for n, (m, k, o) in sorted(entries.items()))
+        return self.git("mktree", "-z", "--missing", input=body.encode()).stdout.decode().strip()
 
     def commit(self, tree: str, parent: str | None, message: str) -> str:
         args = ["commit-tree", "--no-gpg-sign", tree] + (["-p", parent] if parent else [])

@@ -117,13 +117,12 @@ def record_path(machine: str, run_id: str) -> str:
 
 @dataclasses.dataclass
 class Change:
-    add: list[tuple[str, str]]  # (path, blob oid)
-    remove: list[str]
+    edits: dict  # folder by folder, as Repo.edit_tree takes them
     message: str
     what: list[tuple[str, str]]  # the runs it adds or prunes
 
 
-def commit_and_push(repo: Repo, make, out) -> tuple[Snapshot, Change | None, str | None, int]:
+def commit_and_push(repo: Repo, make) -> tuple[Snapshot, Change | None, str | None, int]:
     """Fetch the tip, `make(snapshot)` a Change (None: nothing to do), commit it on the tip and
     push; when another runner pushed first, fetch and make it again after a backoff, until
     $HARNESS_STORE_RETRY_S runs out. Returns (snapshot, change, commit, retries)."""
@@ -134,12 +133,10 @@ def commit_and_push(repo: Repo, make, out) -> tuple[Snapshot, Change | None, str
         change = make(snap)
         if change is None:
             return snap, None, None, retries
-        add = list(change.add)
+        edits = dict(change.edits)
         if snap.tip is None:
-            add += [
-                (MARKER, repo.hash_bytes(_marker())),
-            ]
-        tree = repo.build_tree(snap.tip, add, change.remove)
+            edits[MARKER] = ("blob", repo.hash_bytes(_marker()))
+        tree = repo.edit_tree(f"{snap.tip}^{{tree}}" if snap.tip else None, edits)
         commit = repo.commit(tree, snap.tip, change.message)
         outcome = repo.push(commit)
         if outcome.ok:
@@ -233,7 +230,8 @@ class _Outgoing:
         self.conflicts: list[str] = []
         self.gone: list[str] = []
         self.todo: list[tuple[str, str]] = []
-        self._blobs: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self._trees: dict[tuple[str, str], str | None] = {}
+        self._kept: dict[tuple[str, str], str | None] = {}
         self._listing: dict[tuple[str, str], dict | None] = {}
 
     def whole(self, key) -> bool:
@@ -264,32 +262,42 @@ class _Outgoing:
                 )
         return self.todo
 
-    def blobs(self, keys) -> list[tuple[str, str]]:
-        """(path in the history, blob oid) of every file of these records, written as blobs
-        in one git process (and a kept listing for a record with no manifest of its own)."""
-        new = [k for k in keys if k not in self._blobs]
-        paths, files = [], []
-        for key in new:
-            rec, base = self.local[key], record_path(*key)
-            for p in sorted(p for p in rec.path.rglob("*") if p.is_file()):
-                paths.append(f"{base}/{p.relative_to(rec.path).as_posix()}")
-                files.append(p)
+    def edits(self, keys) -> dict:
+        """The history's edits that add these records: their trees under runs/<machine>/ (and
+        a kept listing for a record with no manifest of its own under manifests/<machine>/),
+        their files written as blobs in one git process and checked against the records."""
+        new = [k for k in keys if k not in self._trees]
+        files, names = [], []
         with tempfile.TemporaryDirectory(dir=self.repo.path) as tmp:
             for key in new:
+                rec = self.local[key]
+                for p in sorted(p for p in rec.path.rglob("*") if p.is_file()):
+                    names.append(f"{key[0]}/{key[1]}/{p.relative_to(rec.path).as_posix()}")
+                    files.append(p)
                 if self._listing[key] is not None:
                     listing = Path(tmp) / f"{len(files)}.json"
                     data = json.dumps(self._listing[key], indent=2, sort_keys=True) + "\n"
                     listing.write_text(data, encoding="utf-8")
-                    paths.append(f"{MANIFESTS}/{key[0]}/{key[1]}.json")
+                    names.append(f"{MANIFESTS}/{key[0]}/{key[1]}.json")
                     files.append(listing)
-            oids = self.repo.hash_objects(files)
-        written = dict(zip(paths, oids))
+            oids = dict(zip(names, self.repo.hash_objects(files)))
+        trees = self.repo.record_trees(
+            [(n, o) for n, o in oids.items() if not n.startswith(MANIFESTS + "/")]
+        )
         for key in new:
-            base, kept = record_path(*key) + "/", f"{MANIFESTS}/{key[0]}/{key[1]}.json"
-            self._blobs[key] = [
-                (p, o) for p, o in written.items() if p.startswith(base) or p == kept
-            ]
-        return [item for key in keys for item in self._blobs[key]]
+            self._trees[key] = trees.get("/".join(key))
+            if self._trees[key] != self.oids[key]:  # what is pushed is exactly the record here
+                raise RuntimeError(f"the tree made for {key} is not the record's")
+            self._kept[key] = oids.get(f"{MANIFESTS}/{key[0]}/{key[1]}.json")
+        edits: dict = {}
+        for m, i in keys:
+            edits.setdefault(RUNS, {}).setdefault(m, {})[i] = ("tree", self._trees[(m, i)])
+            if self._kept[(m, i)]:
+                edits.setdefault(MANIFESTS, {}).setdefault(m, {})[f"{i}.json"] = (
+                    "blob",
+                    self._kept[(m, i)],
+                )
+        return edits
 
 
 def push(
@@ -299,21 +307,23 @@ def push(
     pushed), 5 git failed (nothing pushed)."""
     out = out or sys.stdout
     chosen, left = offered(root, names, machine)
+    if not chosen:
+        print(f"harness store: nothing to push: no run records to offer under {root}", file=out)
+        for why, runs in sorted(left.items()):
+            print(f"  not pushed unless named: {len(runs)} {why} ({_few(runs)})", file=out)
+        return 0
     going = _Outgoing(repo, chosen)
 
     def make(snap: Snapshot) -> Change | None:
         todo = going.sort(snap)
         if not todo or dry_run:
             return None
-        add = going.blobs(todo)
         lines = [f"harness store: add {len(todo)} run(s)", ""] + ["/".join(k) for k in todo]
-        return Change(add, [], "\n".join(lines) + "\n", todo)
+        return Change(going.edits(todo), "\n".join(lines) + "\n", todo)
 
     try:
         with repo.locked():
-            _, change, commit, retries = commit_and_push(repo, make, out)
-            if change is not None:
-                _check_trees(repo, commit, {k: going.oids[k] for k in change.what})
+            _, change, commit, retries = commit_and_push(repo, make)
     except RunnerFailed as exc:
         held = sorted("/".join(k) for k in going.todo or going.local)
         raise RunnerFailed(
@@ -345,18 +355,6 @@ def push(
     if refused:
         raise Refused("refused: " + " | ".join(refused))
     return 0
-
-
-def _check_trees(repo: Repo, commit: str, want: dict[tuple[str, str], str]) -> None:
-    """The records as committed are the records here (the same tree oids)."""
-    machines = sorted({m for m, _ in want})
-    got = {
-        tuple(e.path.split("/")[1:3]): e.oid
-        for e in repo.ls_tree(commit, *[f"{RUNS}/{m}/" for m in machines])
-    }
-    bad = [k for k, oid in want.items() if got.get(k) != oid]
-    if bad:
-        raise RuntimeError(f"pushed trees differ from the records for {bad[:3]}")
 
 
 def _few(items: list[str], n: int = 6) -> str:
@@ -428,9 +426,9 @@ def _by_meta(repo: Repo, snap: Snapshot, machine: str, ids: list[str], sel: Sele
     for start in range(0, len(ids), _BATCH):
         batch = ids[start : start + _BATCH]
         paths = [f"{record_path(machine, i)}/{records.RUN_JSON}" for i in batch]
+        repo.fetch_objects([snap.runs[(machine, i)] for i in batch], "tree:0")
         entries = {e.path: e.oid for e in repo.ls_tree(snap.tip, *paths)}
-        trees = [snap.runs[(machine, i)] for i in batch]
-        repo.fetch_objects(sorted(repo.missing(trees) & set(entries.values())))
+        repo.fetch_objects(sorted(set(entries.values())), "blob:none")
         blobs = repo.read_blobs(list(entries.values()))
         for run_id, path in zip(batch, paths):
             try:
@@ -453,7 +451,6 @@ class PullReport:
     pulled: list[tuple[str, str]]
     here: list[tuple[str, str]]
     refused: list[str]
-    empty: bool = False
 
 
 def pull(root: Path, repo: Repo, sel: Selection, dry_run: bool = False, out=None) -> PullReport:
@@ -486,7 +483,6 @@ def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: Pu
             file=out,
         )
     if tip is None:
-        report.empty = True
         if sel.runs:
             raise BadInput(f"the results history {repo.ref} at {repo.remote} is empty")
         print(f"harness store: {repo.ref} at {repo.remote} is empty; nothing to pull", file=out)
@@ -522,14 +518,16 @@ def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: Pu
 
 def _pull_batch(root: Path, repo: Repo, snap: Snapshot, keys, report: PullReport) -> None:
     """Fetch the blobs of these records (one fetch) and place each."""
+    trees = [snap.runs[k] for k in keys]
+    kept = {k: snap.manifests[k] for k in keys if k in snap.manifests}
+    repo.fetch_objects(sorted(set(trees) | set(kept.values())))  # whole: folders and files
+    # a tree already here (read for its run.json) is not fetched again: what it lacks is
+    repo.fetch_objects(sorted(repo.missing(trees)))
+    still = repo.missing(trees)
     files: dict[tuple[str, str], list] = {k: [] for k in keys}
     for e in repo.ls_tree(snap.tip, *[record_path(*k) + "/" for k in keys], recursive=True):
         _, m, i, rel = e.path.split("/", 3)
         files[(m, i)].append((rel, e.oid))
-    trees = [snap.runs[k] for k in keys]
-    kept = {k: snap.manifests[k] for k in keys if k in snap.manifests}
-    repo.fetch_objects(sorted(repo.missing(trees) | set(kept.values())))
-    still = repo.missing(trees)
     for key in keys:
         entries = files[key]
         if any(oid in still for _, oid in entries):
@@ -613,28 +611,22 @@ def prune(
             planned.extend((m, i) for i in ids)
         if not planned or not yes:
             return None
-        files = repo.ls_tree(snap.tip, *[record_path(*k) + "/" for k in planned], recursive=True)
-        remove = [e.path for e in files]
-        remove += [f"{MANIFESTS}/{m}/{i}.json" for m, i in planned if (m, i) in snap.manifests]
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        add = [
-            (
-                f"{PRUNED}/{m}/{i}.json",
-                repo.hash_bytes(
-                    (
-                        json.dumps({"machine": m, "run_id": i, "pruned": now, "rule": rule}) + "\n"
-                    ).encode()
-                ),
-            )
-            for m, i in planned
-        ]
+        edits: dict = {RUNS: {}, PRUNED: {}, MANIFESTS: {}}
+        for m, i in planned:
+            edits[RUNS].setdefault(m, {})[i] = None
+            if (m, i) in snap.manifests:
+                edits[MANIFESTS].setdefault(m, {})[f"{i}.json"] = None
+            stone = {"machine": m, "run_id": i, "pruned": now, "rule": rule}
+            oid = repo.hash_bytes((json.dumps(stone) + "\n").encode())
+            edits[PRUNED].setdefault(m, {})[f"{i}.json"] = ("blob", oid)
         message = f"harness store: prune {len(planned)} run(s) ({rule})\n\n" + "\n".join(
             "/".join(k) for k in planned
         )
-        return Change(add, remove, message + "\n", list(planned))
+        return Change({k: v for k, v in edits.items() if v}, message + "\n", list(planned))
 
     with repo.locked():
-        _, change, commit, _ = commit_and_push(repo, make, out)
+        _, change, commit, _ = commit_and_push(repo, make)
     verb = "pruned" if change is not None else "would prune"
     for m, i in planned:
         print(f"{verb} {m}/{i} from the results history", file=out)
