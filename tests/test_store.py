@@ -90,7 +90,7 @@ def test_the_projects_repository_is_left_alone_and_a_shallow_checkout_pushes_to_
     git(project, "remote", "add", "origin", url(bare))
     git(bare, "config", "receive.shallowUpdate", "true")  # main from a shallow clone
     git(project, "push", "--quiet", "origin", "HEAD:refs/heads/main")
-    root = tmp_path / "results"
+    root = project / "results"  # the project's own results folder: records are ignored there
     write_record(root, 1, label="nightly")
 
     def state():
@@ -106,10 +106,10 @@ def test_the_projects_repository_is_left_alone_and_a_shallow_checkout_pushes_to_
         }
 
     before = state()
-    args = ["--project", str(project), "--results-dir", str(root)]
+    args = ["--project", str(project)]
     assert main(["store", "push", *args]) == 0  # default remote: the project's origin
     assert main(["store", "pull", *args, "--all-machines"]) == 0
-    assert state() == before
+    assert (root / gitrepo.CACHE).is_dir() and state() == before  # its cache ignores itself
     assert history_runs(bare) == [f"{MACHINE}/{records.list_runs(root)[0].run_id}"]
     # a plain clone of the project does not download the history
     plain = tmp_path / "plain"
@@ -133,15 +133,18 @@ def test_pull_selects_and_downloads_only_the_records_asked_for(tmp_path, capsys)
     code, out, _ = store(capsys, "pull", url(bare), b, "--machine", MACHINE, "--last", "2")
     assert code == 0 and "partial fetch" not in out
     assert [r.run_id for r in records.list_runs(b)] == [fast.run_id, newer_full.run_id]
-    # the other records' files were never downloaded (their blobs are missing from the cache)
+    # no other record was downloaded: their trees (let alone their files) are not in the cache
     repo = next(p for p in (b / gitrepo.CACHE).glob("*.git-*") if p.is_dir())
     tip_tree = git(repo, "rev-parse", f"{gitrepo.TIP}^{{tree}}")
-    missing = git(repo, "rev-list", "--objects", "--missing=print", tip_tree).split("\n")
-    missing = {line[1:] for line in missing if line.startswith("?")}
-    for rec in runs + [full, other]:
-        result = rec.result_file().relative_to(rec.path).as_posix()
-        oid = git(repo, "rev-parse", f"{gitrepo.TIP}:runs/{rec.machine}/{rec.run_id}/{result}")
-        assert oid in missing
+    walk = git(repo, "rev-list", "--objects", "--missing=print", tip_tree).split("\n")
+    missing = {line[1:] for line in walk if line.startswith("?")}
+    trees = {
+        line.split()[3]: line.split()[2]
+        for m in (MACHINE, "m2-cpu")
+        for line in git(repo, "ls-tree", f"{gitrepo.TIP}:runs/{m}").splitlines()
+    }
+    assert {trees[r.run_id] for r in runs + [full, other]} <= missing
+    assert not {trees[fast.run_id], trees[newer_full.run_id]} & missing
 
     c = tmp_path / "c" / "results"
     args = ["--machine", MACHINE, "--label", "nightly", "--mode", "full", "--last", "1"]
@@ -387,3 +390,33 @@ def test_gate_pull_takes_the_newest_clean_nightly_of_the_machine_in_heads_mode(
     assert [r.run_id for r in records.list_runs(pr) if r.label == "nightly"] == [fast.run_id]
     # without --pull, `nightly` names the newest nightly run kept here
     assert main(["gate", "nightly", "latest", *args]) == 1
+
+
+def test_nightly_pull_brings_the_nights_before_so_that_history_sees_a_step(
+    tmp_path, capsys, monkeypatch
+):
+    from test_history import OPS, write_runs
+
+    from harness.runs import nightly
+
+    fleet = tmp_path / "fleet" / "results"
+    write_runs(fleet, [{OPS: 10}] * 6 + [{OPS: 11}] * 4)
+    bare = bare_repo(tmp_path / "history.git")
+    assert store(capsys, "push", url(bare), fleet)[0] == 0
+    monkeypatch.setattr(nightly, "publish", lambda root, html_dir: 0)
+    monkeypatch.setattr(nightly, "vendor_dashboard", lambda html: [])
+    monkeypatch.setenv(settings.STORE_REMOTE.name, url(bare))
+    runner = tmp_path / "runner" / "results"  # a fresh CI runner: no results of its own
+    argv = ["nightly", "--skip-bench", "--results-dir", str(runner), "--machine", MACHINE]
+    assert main([*argv, "--pull"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("harness store: pulled 10 run(s)") and "nightly: to find the" in out
+
+
+def test_a_git_command_that_hangs_is_ended_after_its_timeout(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GIT_SSH_COMMAND", "sleep 30; true")  # a server that never answers
+    monkeypatch.setenv(settings.STORE_TIMEOUT_S.name, "1")
+    a = tmp_path / "a" / "results"
+    write_record(a, 1)
+    code, _, err = store(capsys, "push", "ssh://example.invalid/history.git", a)
+    assert code == 5 and "git fetch did not finish within 1 s" in err

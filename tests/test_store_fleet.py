@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,6 +87,22 @@ def test_eight_runners_pushing_at_once_all_land_in_a_linear_history(tmp_path, tr
         assert pull.wait(timeout=300) == 0, pull.communicate()
         assert [f"{r.machine}/{r.run_id}" for r in records.list_runs(puller)] == sorted(expected)
         assert whole(puller)
+    # `harness history` over the pulled runs prints what it prints over the same runs kept here
+    local = tmp_path / "local" / "results"
+    for rec in (
+        r for root in tmp_path.glob("round*/runner*/results") for r in records.list_runs(root)
+    ):
+        shutil.copytree(rec.path, records.runs_dir(local) / rec.machine / rec.run_id)
+    seen = [
+        subprocess.run(
+            [sys.executable, "-m", "harness.cli", "history", "--results-dir", str(root)],
+            capture_output=True,
+            text=True,
+        )
+        for root in (local, puller)
+    ]
+    assert seen[0].returncode == seen[1].returncode and seen[0].returncode in (0, 1)
+    assert seen[0].stdout == seen[1].stdout and f"{len(expected)} runs" in seen[0].stdout
 
 
 def test_a_push_killed_midway_leaves_everything_valid_and_the_next_push_completes_it(tmp_path):
