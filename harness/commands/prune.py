@@ -17,12 +17,14 @@ def add_arguments(parser):
         metavar="DAYS",
         help="only runs that started more than DAYS days ago",
     )
+    from harness.core import settings
+
     parser.add_argument(
         "--store",
         action="store_true",
         help="prune the results history in git instead (a new commit that removes the runs and "
         "keeps them from being pushed again; local records are left alone; "
-        "$HARNESS_STORE_REMOTE, $HARNESS_STORE_REF)",
+        f"${settings.STORE_REMOTE.name}, ${settings.STORE_REF.name})",
     )
     parser.add_argument(
         "--yes",
