@@ -121,7 +121,10 @@ def git_daemon(base: pathlib.Path, receive_pack: bool = True):
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     break
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"git daemon did not start: {proc.stderr.read().decode()}")
+                raise RuntimeError(
+                    f"git daemon did not start: {proc.stderr.read().decode()} (it ships with "
+                    "Debian's git package; elsewhere install git's daemon, e.g. git-daemon)"
+                )
             time.sleep(0.05)
         yield prefix
     finally:

@@ -598,6 +598,7 @@ def prune(
     folders and leaves a tombstone for each, so that no runner pushes them again. Dry run unless
     `yes`. Returns the runs pruned (or that would be)."""
     out = out or sys.stdout
+    records.prune_selection([], keep, older_than_days)  # says what is missing before fetching
     rule = " ".join(
         ([f"--keep {keep}"] if keep is not None else [])
         + ([f"--older-than {older_than_days:g}"] if older_than_days is not None else [])
