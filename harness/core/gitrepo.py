@@ -194,13 +194,13 @@ class Repo:
         try:
             out, err = proc.communicate(input, timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            end_session(proc)
+            end_session(proc, grace_s=1.0)  # git stops on SIGINT at once; what it runs may not
             raise RunnerFailed(
                 f"git {args[0]} did not finish within {self.timeout:g} s "
                 f"(${settings.STORE_TIMEOUT_S.name})"
             ) from None
         except BaseException:
-            end_session(proc)
+            end_session(proc, grace_s=1.0)
             raise
         done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
         if check and done.returncode != 0:
