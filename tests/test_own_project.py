@@ -142,7 +142,7 @@ def test_a_project_is_found_from_a_subfolder(made, monkeypatch):
     assert project.project_root() == ROOT
 
 
-def test_bench_without_a_commit_names_the_git_commands(made, capsys, monkeypatch):
+def test_bench_without_a_commit_names_the_git_commands(made, capsys, monkeypatch, clean_registry):
     monkeypatch.delenv(settings.PROJECT.name, raising=False)
     monkeypatch.chdir(made)
     subprocess.run(["git", "init", "-q"], cwd=made, check=True)

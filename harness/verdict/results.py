@@ -16,7 +16,7 @@ import math
 import os
 import pathlib
 
-from harness.core import records, settings
+from harness.core import provenance, records, settings
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.verdict.resultset import Entry, ResultSet  # noqa: F401 (results.Entry, results.ResultSet)
@@ -102,6 +102,7 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
     folder = rec.path if rec else path.parent.parent
     rs.instructions = records.read_instructions(folder)
     rs.facts = records.read_row_facts(folder)
+    rs.dirty = provenance.of_record(rec.meta) if rec else None
     return rs
 
 
