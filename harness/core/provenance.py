@@ -102,7 +102,17 @@ def tree_state(root: Path) -> TreeState:
     top = Path(_git(Path(root), "rev-parse", "--show-toplevel").decode().strip() or root)
     diff = _git(top, "diff", "HEAD", "--binary", "--no-ext-diff", "--no-textconv", "--no-color")
     changed = _paths(_git(top, "diff", "HEAD", "--name-only", "--no-ext-diff", "-z"))
-    untracked = _paths(_git(top, "ls-files", "--others", "--exclude-standard", "--directory", "-z"))
+    untracked = _paths(
+        _git(
+            top,
+            "ls-files",
+            "--others",
+            "--exclude-standard",
+            "--directory",
+            "--no-empty-directory",
+            "-z",
+        )
+    )
     dirty = bool(diff.strip()) or bool(changed)
     return TreeState(
         dirty,

@@ -605,7 +605,9 @@ def accept_summary(state: GoldenSession, config) -> list[str]:
         f"updated), {counts[REMOVED]} removed"
     )
     if len(changes) > LIST_AT_MOST:
-        return [head + "; review them with `git status` and `git diff` of the expect folder"]
+        folders = sorted({f"{_display(path.parent, config)}/" for _, path in changes})
+        where = " ".join(folders[:3]) + (" ..." if len(folders) > 3 else "")
+        return [f"{head}, in {where}; review them with `git status {where}` and `git diff {where}`"]
     return [head + ":"] + [f"  {kind:<8} {_display(path, config)}" for kind, path in changes]
 
 

@@ -242,13 +242,16 @@ def out_of_scope(band: Band, m: Measured, kind_of=registered_kind) -> str:
     kind = kind_of(m.model)
     if kind in band.kinds:
         return ""
-    about = " or ".join(band.kinds)
+    about = " or ".join(map(repr, band.kinds))
     if kind is None:
         return (
-            f"not judged: the published range is about {about} models and {m.model} declares "
-            f"no kind (register_model(..., kind={band.kinds[0]!r}) if it is one)"
+            f"not judged: the published range is about models of kind {about}; {m.model} "
+            f"declares no kind (register_model(..., kind={band.kinds[0]!r}) if it is one)"
         )
-    return f"not judged: the published range is about {about} models; {m.model} is {kind!r}"
+    return (
+        f"not judged: the published range is about models of kind {about}; {m.model} is "
+        f"declared {kind!r}"
+    )
 
 
 HEADERS = ("ratio", "case", "measured", "figure", "published range (time ratio)", "verdict")

@@ -135,7 +135,7 @@ class Outcome:
             )
         if self.env_diff:
             env += (
-                "environment differences (from each run's fingerprint):\n"
+                "environment differences (from each run's fingerprint and record):\n"
                 + render(["setting", "base", "head"], self.env_diff, fmt)
                 + "\n"
             )

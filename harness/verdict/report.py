@@ -302,13 +302,25 @@ def advice_section(rs: ResultSet) -> list[str]:
     from harness.verdict import advice
 
     result = advice.advise(rs)
-    return [
-        "## Advice: what each tip is worth on this machine",
-        "",
-        advice.header(result),
-        "",
-        render(advice.HEADERS, advice.rows(result), "markdown"),
+    # a tip whose suite the run did not hold is one line below the table, not a row each
+    held = set(held_suites(rs))
+    absent = [
+        tip
+        for tip in result.tips
+        if tip.suite not in held and not (tip.needs_cuda and result.run["device"] != "cuda")
     ]
+    names = {tip.name for tip in absent}
+    result.lines = [line for line in result.lines if line.tip not in names]
+    lines = ["## Advice: what each tip is worth on this machine", "", advice.header(result), ""]
+    if result.lines:
+        lines += [render(advice.HEADERS, advice.rows(result), "markdown").rstrip("\n"), ""]
+    if absent:
+        suites = sorted({tip.suite for tip in absent})
+        lines.append(
+            f"Not in this run: {', '.join(tip.name for tip in absent)} (the suites "
+            f"{', '.join(suites)}: `harness bench --suite NAME` measures them)."
+        )
+    return lines
 
 
 SEED_CLAIM = (
