@@ -102,6 +102,9 @@ class Progress:
                 "name": m["name"],
                 "result": m["result"].strip(),
                 "pct": float(m["pct"]),
+                # its line is printed once its table is read: times as of its own result line
+                "at": now,
+                "walls": dict(self.walls),
                 "na": 0,
                 "failed": 0,
                 "values": 0,
@@ -142,17 +145,19 @@ class Progress:
                 flush=True,
             )
 
-    def left(self, pct: float, elapsed: float) -> str:
-        """What is left, as the clock column says it ("" at the end)."""
+    def left(self, pct: float, elapsed: float, walls: dict[str, float] | None = None) -> str:
+        """What is left once the benchmarks in `walls` (name -> seconds) are done, as the clock
+        column says it ("" at the end)."""
         if not self.planned:
             left = elapsed * (100 - pct) / pct if pct > 0 else None
             return f", ~{left:.0f} s left" if left and pct < 100 else ""
-        remaining = [n for n in self.planned if n not in self.walls]
+        walls = self.walls if walls is None else walls
+        remaining = [n for n in self.planned if n not in walls]
         if not remaining:
             return ""
-        known_done = [n for n in self.walls if self.planned.get(n)]
+        known_done = [n for n in walls if self.planned.get(n)]
         recorded = sum(self.planned[n] for n in known_done)
-        pace = sum(self.walls[n] for n in known_done) / recorded if recorded > 0 else 1.0
+        pace = sum(walls[n] for n in known_done) / recorded if recorded > 0 else 1.0
         known = sum(self.planned[n] or 0.0 for n in remaining) * pace
         unknown = sum(self.planned[n] is None for n in remaining)
         if unknown == len(remaining):
@@ -196,9 +201,9 @@ class Progress:
             self.failed.append(b["name"])
         if result == "n/a" and b["why"]:
             result = f"n/a: {b['why']}"
-        elapsed = now - self.started
+        elapsed = b["at"] - self.started
         count = f"[{self.done}/{self.total}]" if self.total else f"[{self.done}]"
-        clock = f"{elapsed:.0f} s" + self.left(b["pct"], elapsed)
+        clock = f"{elapsed:.0f} s" + self.left(b["pct"], elapsed, b["walls"])
         result = _short_floats(result)
         if len(result) > 60:
             result = result[:57] + "..."
