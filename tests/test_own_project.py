@@ -313,6 +313,11 @@ def test_report_and_advise_know_the_projects_models(made, monkeypatch, capsys, c
     monkeypatch.delenv(settings.PROJECT.name, raising=False)
     monkeypatch.chdir(made)
 
+    assert main(["models"]) == exits.PASS
+    kinds = {line.split()[0]: line.split()[5] for line in capsys.readouterr().out.splitlines()[2:]}
+    assert kinds["patch_mixer"] == "mlp" and kinds["tiny_cnn"] == "conv"
+    assert kinds["alexnet"] == "conv" and kinds["word_lm"] == "recurrent"
+
     assert main(["advise"]) == exits.PASS
     out = capsys.readouterr().out
     assert "unknown" not in out, out
