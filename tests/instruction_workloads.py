@@ -30,3 +30,33 @@ INSTRUCTION_WORKLOADS = {
     # the same work again, for the injection (HARNESS_TEST_EXTRA_INSTRUCTIONS) to be measured on
     "two_ops_injected": InstructionWorkload("two_ops_injected", _two_ops_in_place, layouts=(2, 2)),
 }
+
+
+# Faults stay local to their row (tests/test_instructions_valgrind.py): a build that raises, a
+# call that crashes the counting child, and one that runs past its own time limit.
+def _raises(folder):
+    raise ValueError("this workload cannot be built")
+
+
+def _crashes(folder):
+    import os
+    import signal
+
+    return lambda: os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def _hangs(folder):
+    import time
+
+    def call():
+        while True:
+            time.sleep(0.05)
+
+    return call
+
+
+INSTRUCTION_WORKLOADS.update(
+    raises=InstructionWorkload("raises", _raises, layouts=(1, 1)),
+    crashes=InstructionWorkload("crashes", _crashes, layouts=(1, 1)),
+    hangs=InstructionWorkload("hangs", _hangs, layouts=(1, 1), warmup=0, timeout_s=20),
+)

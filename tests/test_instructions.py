@@ -10,9 +10,10 @@ import pytest
 from test_gate_support import write_set
 
 from harness.cli import main
-from harness.core import records
+from harness.core import records, settings
 from harness.measure import callgrind, instructions
 from harness.measure.workloads import NotApplicable
+from harness.measure.workloads import instructions as wl
 from harness.verdict import compare, functions, history
 
 ROW = "instructions.InstructionsPerCall.track_instructions('mlp_inference')"
@@ -225,7 +226,7 @@ def test_rows_are_na_with_the_install_command_without_valgrind(monkeypatch):
     )
     with pytest.raises(NotApplicable, match="valgrind not found on PATH"):
         instructions.row_value(counts, ROW)
-    with pytest.raises(NotApplicable, match="HARNESS_INSTRUCTION_WORKLOADS"):
+    with pytest.raises(NotApplicable, match="not selected"):
         instructions.row_value(
             counts, "instructions.InstructionsPerCall.track_instructions('other')"
         )
@@ -233,11 +234,24 @@ def test_rows_are_na_with_the_install_command_without_valgrind(monkeypatch):
         instructions.row_value({ROW: {"failed": "boom"}}, ROW)
 
 
-def test_selection_and_unknown_workloads(monkeypatch):
+def test_selection_by_key_and_by_the_runs_bench_regexes_and_unknown_workloads(monkeypatch):
+    def target(key):
+        return instructions.Target(wl.row(key), wl.SOURCE, key, key)
+
+    keys = ["mlp_inference", "resnet18_inference", "word_lm_inference"]
     monkeypatch.setenv(instructions.SELECT_ENV, "mlp_inference, word_lm_inference")
-    assert instructions.selected(["mlp_inference", "resnet18_inference", "word_lm_inference"]) == [
+    assert [t.key for t in instructions.selected([target(k) for k in keys])] == [
         "mlp_inference",
         "word_lm_inference",
+    ]
+    monkeypatch.delenv(instructions.SELECT_ENV)
+    # a --bench regex with a comma (one per line, as the run passes them)
+    monkeypatch.setenv(
+        settings.INSTRUCTION_BENCH.name, "track_instructions\\('(mlp|resnet18)_inference'\\)\nx,y"
+    )
+    assert [t.key for t in instructions.selected([target(k) for k in keys])] == [
+        "mlp_inference",
+        "resnet18_inference",
     ]
     with pytest.raises(KeyError, match="unknown instruction workload 'nope'"):
         instructions.workload_of(

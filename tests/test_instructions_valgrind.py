@@ -9,6 +9,7 @@ import pathlib
 import pytest
 
 from harness.measure import instructions
+from harness.measure.workloads import instructions as wl
 
 SOURCE = str(pathlib.Path(__file__).with_name("instruction_workloads.py"))
 WHY = instructions.unavailable()
@@ -35,10 +36,23 @@ def test_a_count_moves_with_one_added_op_and_repeats_in_another_process(tmp_path
             "t.T.track_instructions('two_ops_injected')", SOURCE, "two_ops_injected"
         ),
     ]
-    again = [instructions.Target("t.T.track_instructions('one_op')", SOURCE, "one_op")]
+    # faults stay in their rows: the other rows of the process are counted as before
+    again = [
+        instructions.Target(f"t.T.track_instructions({k!r})", SOURCE, k)
+        for k in ("raises", "one_op", "crashes", "hangs")
+    ]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two valgrind processes at once
         a, b = pool.map(instructions.count, [first, again])
-    assert not a.failed and not b.failed, (a.failed, b.failed)
+    assert not a.failed, a.failed
+    assert b.failed == {
+        "t.T.track_instructions('raises')": "ValueError: this workload cannot be built",
+        "t.T.track_instructions('crashes')": (
+            "the counting child (crashes, layout 0) crashed under valgrind (SIGSEGV)"
+        ),
+        "t.T.track_instructions('hangs')": (
+            "the counting child (hangs, layout 0) ran past its time limit of 20 s and was ended"
+        ),
+    }
     one, two = (
         a.rows["t.T.track_instructions('one_op')"],
         a.rows["t.T.track_instructions('two_ops')"],
@@ -62,3 +76,94 @@ def test_a_count_moves_with_one_added_op_and_repeats_in_another_process(tmp_path
     assert any("mul" in n for n in names) and any("add" in n for n in names), names[:10]
     kept = tmp_path / "instructions" / "t.T.json"  # the run record's copy
     assert kept.is_file()
+
+
+FIRST = """
+import torch
+from torch import nn
+
+from harness.zoo import register_model
+
+
+class First(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(16, width), nn.ReLU(), nn.Linear(width, 10))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+register_model(
+    "first",
+    build=lambda cfg: First(cfg["width"]),
+    inputs=lambda cfg, gen: (torch.randn(cfg["batch"], 16, generator=gen),),
+    small={"batch": 4, "width": 32, "num_classes": 10},
+    full={"batch": 4, "width": 32, "num_classes": 10},
+)
+"""
+SECOND = """
+
+class Second(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.conv = nn.Conv2d(3, width, 3)
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        return self.head(self.conv(x).mean(dim=(2, 3)))
+
+
+register_model(
+    "second",
+    build=lambda cfg: Second(cfg["width"]),
+    inputs=lambda cfg, gen: (torch.randn(cfg["batch"], 3, 8, 8, generator=gen),),
+    small={"batch": 2, "width": 8, "num_classes": 10},
+    full={"batch": 2, "width": 8, "num_classes": 10},
+    compile_instructions=True,
+)
+"""
+COUNT = """
+import json, sys
+from harness.measure import instructions
+from harness.measure.workloads import instructions as wl
+from harness.measure.workloads import instructions as wl
+keys = sys.argv[1:]
+counted = instructions.count([instructions.Target(wl.row(k), wl.SOURCE, k, k) for k in keys])
+print(json.dumps({"rows": counted.rows, "failed": counted.failed}))
+"""
+
+
+def _count_in_project(project, keys):
+    """The counts of a project's model rows, in a process of their own (a fresh registry)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from harness.core import settings
+
+    env = dict(os.environ, **{settings.OWN_MODELS.name: "1", settings.PROJECT.name: str(project)})
+    proc = subprocess.run(
+        [sys.executable, "-c", COUNT, *keys], env=env, capture_output=True, text=True, check=True
+    )
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not out["failed"], out["failed"]
+    return out["rows"]
+
+
+def test_registering_a_second_model_leaves_the_first_models_counts(tmp_path):
+    """A user adds a model to their models module: the first model's counts stay (the counting
+    process's state before a child starts does not depend on the registry, and the child looks
+    its row up by key)."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\nharness_models = models.py\n")
+    (project / "models.py").write_text(FIRST)
+    keys = ["first_inference", "first_training_step"]
+    before = _count_in_project(project, keys)
+    (project / "models.py").write_text(FIRST + SECOND)
+    after = _count_in_project(project, keys)
+    for key in keys:
+        row = wl.row(key)
+        assert after[row] == pytest.approx(before[row], rel=0.001), (key, before, after)

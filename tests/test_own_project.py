@@ -165,7 +165,7 @@ def test_a_project_of_its_own_runs_its_modules_beside_the_packaged_suites(made, 
     found = project.suites(made)
     assert found.own_project and found.own == made / "benchmarks"
     assert found.builtin == project.packaged_suites() / "benchmarks"
-    assert bench.check_suites(made, None) == ["tiny_cnn", "models"]
+    assert bench.check_suites(made, None) == ["tiny_cnn", "models", "instructions"]
     assert bench.check_suites(made, ["fusion"]) == ["fusion"]
     with pytest.raises(exits.BadInput, match=r"'nope'.*tiny_cnn"):
         bench.check_suites(made, ["nope"])

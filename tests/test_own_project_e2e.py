@@ -179,4 +179,13 @@ def test_a_new_project_from_a_wheel(venv, tmp_path):
         r"models\.PeakMemory\.track_peak_memory\('tiny_cnn', False\).*\bok\b", gate.stdout
     )
     assert "alexnet" not in gate.stdout, "the models suite covers the project's models only"
+    from harness.measure import instructions
+
+    if instructions.unavailable() is None:  # the model's cost, judged on this runner too
+        for key in ("tiny_cnn_inference", "tiny_cnn_training_step", "tiny_cnn.forward"):
+            assert re.search(
+                rf"track_instructions\('{re.escape(key)}'\).*\bok\b.*instructions:", gate.stdout
+            ), key
+        assert "judged instead by its instruction row 'tiny_cnn_inference' (ok)" in gate.stdout
+        assert "tiny_cnn_training_step" in ran.stdout  # bench's table of instruction rows
     assert run(["git", "status", "--porcelain"], proj, env).stdout == "", "runs stay out of git"

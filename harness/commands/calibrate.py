@@ -47,7 +47,8 @@ def add_arguments(parser):
         action="append",
         help="with --slowdown: pointwise_chain, training_step (fusion) or a zoo "
         "model (its inference and training steps); with --extra-instructions: an instruction "
-        "workload (mlp_training_step, ...); repeatable: the workloads share each run",
+        "row's key (mlp_training_step, <model>_compile, <module>.<name>, ...; for a compile row "
+        "the extra work goes inside the compile); repeatable: the workloads share each run",
     )
     parser.add_argument(
         "--slowed-side",
@@ -272,7 +273,6 @@ def _instruction_trials(args, project, root, machine, work, threshold) -> dict:
     workloads (the others would only add time)."""
     from harness.core.exits import BadInput
     from harness.measure import instructions
-    from harness.measure.workloads.instructions import WORKLOADS
     from harness.runs import calibrate
     from harness.runs.spec import RunSpec
 
@@ -280,13 +280,13 @@ def _instruction_trials(args, project, root, machine, work, threshold) -> dict:
         raise BadInput(
             "--extra-instructions and --slowdown/--bench are two different proofs; give one"
         )
+    keys = calibrate.instruction_keys(project)
     if not args.workload:
-        raise BadInput(f"--extra-instructions needs --workload NAME: {', '.join(WORKLOADS)}")
-    unknown = [w for w in args.workload if w not in WORKLOADS]
+        raise BadInput(f"--extra-instructions needs --workload NAME: {', '.join(keys)}")
+    unknown = [w for w in args.workload if w not in keys]
     if unknown:
         raise BadInput(
-            f"unknown instruction workload(s) {', '.join(unknown)}; choose from "
-            f"{', '.join(WORKLOADS)}"
+            f"unknown instruction workload(s) {', '.join(unknown)}; choose from {', '.join(keys)}"
         )
     if not 0 < args.extra_instructions < 10:
         raise BadInput(

@@ -175,9 +175,10 @@ class Suites:
 
     def defaults(self, only_when_named: tuple[str, ...]) -> list[str]:
         """What runs when no suite is named: every built-in suite but `only_when_named` in a
-        checkout; the project's own modules and the models suite (over its models) elsewhere."""
+        checkout; elsewhere the project's own modules, the models suite (over its models) and the
+        instructions suite (its models' and modules' instruction rows; n/a without valgrind)."""
         if self.own_project:
-            return self.own_modules() + ["models"]
+            return self.own_modules() + ["models", "instructions"]
         return [n for n in self.modules() if n not in only_when_named]
 
     def environment(self) -> dict[str, str]:

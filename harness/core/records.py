@@ -188,14 +188,28 @@ def read_profiles(run_dir: Path) -> dict | None:
 def read_instructions(run_dir: Path) -> dict[str, dict]:
     """Every instruction row a run record keeps (INSTRUCTIONS/<suite>.<Class>.json, one per
     valgrind process): row -> its summary (per_call, groups, functions, ...) with the
-    fingerprint of its valgrind process under "fingerprint". Empty when it keeps none."""
+    fingerprint of its valgrind process, and what the row's own count depends on besides (a
+    compile row's inductor instruction set), under "fingerprint". Empty when it keeps none."""
     out: dict[str, dict] = {}
     for data in _json_files(Path(run_dir) / INSTRUCTIONS):
         if not isinstance(data.get("rows"), dict):
             continue
         for row, summary in data["rows"].items():
             if isinstance(summary, dict):
-                out[row] = dict(summary, fingerprint=data.get("fingerprint") or {})
+                own = summary.get("fingerprint") or {}
+                out[row] = dict(summary, fingerprint={**(data.get("fingerprint") or {}), **own})
+    return out
+
+
+def read_not_counted(run_dir: Path) -> dict[str, str]:
+    """Instruction rows a run did not count and why (a model that opted out, a row counted in
+    full runs only, a row that failed): row -> reason."""
+    out: dict[str, str] = {}
+    for data in _json_files(Path(run_dir) / INSTRUCTIONS):
+        for key in ("not_counted", "failed"):
+            table = data.get(key)
+            if isinstance(table, dict):
+                out.update({str(k): str(v) for k, v in table.items()})
     return out
 
 

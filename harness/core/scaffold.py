@@ -182,6 +182,9 @@ register_model(
     full={"batch": 32, "width": 64, "image": 224, "num_classes": 1000},
     image_model=True,  # the channels_last benchmarks apply
     kind="conv",  # a conv net: held against the published channels_last range for conv nets
+    # instruction rows (callgrind, judged on any runner): its inference and training step are
+    # counted by default; instructions="why" opts a model too big to count out, and
+    # compile_instructions=True also counts what torch.compile spends compiling it
 )
 '''
 
@@ -226,14 +229,20 @@ BENCH = '''\
 """The project's own benchmarks (`harness init` wrote this example; a module is a suite).
 
 `harness bench --quick` runs this module beside the harness's models suite (over models.py's
-models). A `track_` method returns samples of the harness's timing loop (warm-up calls, the
-run's fixed thread count) and says its unit: a raw time ("seconds") is shown and judged once
-`harness calibrate` has measured its noise; a paired ratio ("ratio", both sides timed in the same
-rounds of one process) is judged by `harness gate` from the first run.
+models) and the instructions suite. A `track_` method returns samples of the harness's timing
+loop (warm-up calls, the run's fixed thread count) and says its unit: a raw time ("seconds") is
+shown and judged once `harness calibrate` has measured its noise; a paired ratio ("ratio", both
+sides timed in the same rounds of one process) is judged by `harness gate` from the first run.
+
+INSTRUCTION_WORKLOADS adds rows to the run's instruction counter (one valgrind process for the
+run; `instructions.InstructionsPerCall.track_instructions('tiny_cnn.forward')`): the CPU work of
+one call, judged on any runner to about 1%. Each entry's factory builds the callable inside the
+counting process; keep what it builds small, as a call runs ~50x slower under valgrind.
 """
 
 import torch
 
+from harness.instructions import InstructionWorkload
 from harness.measure import timing
 from harness.measure.threads import fix_threads
 from models import TinyCNN
@@ -241,6 +250,22 @@ from models import TinyCNN
 
 def setup():
     fix_threads()  # the run's fixed CPU thread count (1 in quick runs)
+
+
+def _forward(folder):
+    """What track_forward_time times, built in the counting process (`folder`: scratch space)."""
+    torch.manual_seed(0)
+    model = TinyCNN(width=8, num_classes=10).eval()
+    x = torch.randn(8, 3, 32, 32)
+
+    def call():
+        with torch.no_grad():
+            return model(x)
+
+    return call
+
+
+INSTRUCTION_WORKLOADS = {"forward": InstructionWorkload("forward", _forward)}
 
 
 class Inference:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 OFF = frozenset({"", "0", "false", "no", "off"})
-FLAG, INT, FLOAT, PATH, TEXT, LIST = "flag", "int", "float", "path", "text", "list"
+FLAG, INT, FLOAT, PATH, TEXT, LIST, LINES = "flag", "int", "float", "path", "text", "list", "lines"
 
 
 def is_on(value: str | None) -> bool:
@@ -49,6 +49,8 @@ class Setting:
             return Path(value)
         if self.kind == LIST:
             return [v.strip() for v in value.split(",") if v.strip()]
+        if self.kind == LINES:  # items that may hold commas (regexes): one per line
+            return [v for v in value.splitlines() if v]
         if self.kind in (INT, FLOAT):
             try:
                 number = int(value) if self.kind == INT else float(value)
@@ -68,6 +70,8 @@ class Setting:
             return "1" if value else "0"
         if self.kind == LIST:
             return ",".join(value)
+        if self.kind == LINES:
+            return "\n".join(value)
         return str(value)
 
 
@@ -238,8 +242,16 @@ INSTRUCTION_WORKLOADS = Setting(
     "HARNESS_INSTRUCTION_WORKLOADS",
     LIST,
     [],
-    "instruction workloads to count (default all): one valgrind "
-    "process counts every row, so `--bench` selects through this",
+    "instruction workloads to count, by key (default all): `harness calibrate "
+    "--extra-instructions` counts only the rows it proves",
+    "harness",
+)
+INSTRUCTION_BENCH = Setting(
+    "HARNESS_INSTRUCTION_BENCH",
+    LINES,
+    [],
+    "the run's `--bench` regexes, one per line: one valgrind process counts every instruction "
+    "row of a run, so it counts only the rows they select (default all)",
     "harness",
 )
 DISTRIBUTED_SECTIONS = Setting(

@@ -63,6 +63,12 @@ class ModelSpec:
     expect_dir: str | None = None
     # the configuration benchmarks on a CUDA GPU use; None: the full one
     cuda: Mapping[str, Any] | None = None
+    # instruction rows (harness.measure.workloads.instructions): True counts its inference and
+    # training step; a string opts out and says why (shown in those rows)
+    instructions: bool | str = True
+    # '<name>_compile', the instructions torch.compile spends compiling it: False, True (every
+    # run) or "full" (full runs only: a compile is heavy under valgrind)
+    compile_instructions: bool | str = False
     # what kind of network it is (KINDS); None: not declared. A published figure about one kind
     # (channels_last: conv nets) is held only against models declared of that kind
     kind: str | None = None
@@ -146,6 +152,8 @@ def register_model(
     replace: bool = False,
     expect_dir: str | None = None,
     cuda: Mapping[str, Any] | None = None,
+    instructions: bool | str = True,
+    compile_instructions: bool | str = False,
     kind: str | None = None,
 ) -> ModelSpec:
     """Add a model to the zoo. `build(cfg) -> nn.Module`, `inputs(cfg, generator) -> tuple`.
@@ -159,6 +167,13 @@ def register_model(
     `kind` (optional, one of KINDS: "conv", "transformer", "recurrent", "mlp", "other") says
     what the network is: a published range about one kind (channels_last: conv nets) is held
     only against models declared of that kind.
+
+    Instruction rows (callgrind; docs/instructions.md): `instructions=True` (default) counts the
+    small configuration's inference and training step, `'<name>_inference'` and
+    `'<name>_training_step'`; a model too big to count under valgrind opts out with the reason,
+    `instructions="one call takes minutes under valgrind"`, which its rows show.
+    `compile_instructions=True` adds `'<name>_compile'`, the instructions torch.compile spends
+    compiling its inference (every run); `"full"` counts it in full runs only.
     """
     if kind is not None and kind not in KINDS:
         raise ValueError(f"model {name!r}: unknown kind {kind!r}; use one of {', '.join(KINDS)}")
@@ -176,6 +191,16 @@ def register_model(
         missing = {"batch", "num_classes"} - set(cfg)
         if missing:
             raise ValueError(f"model {name!r}: the {size} config lacks {sorted(missing)}")
+    if instructions is not True and not (isinstance(instructions, str) and instructions.strip()):
+        raise ValueError(
+            f"model {name!r}: instructions= is True (count its rows) or a string saying why "
+            f"it is not counted, got {instructions!r}"
+        )
+    if compile_instructions not in (False, True, "full"):
+        raise ValueError(
+            f"model {name!r}: compile_instructions= is False, True or 'full', "
+            f"got {compile_instructions!r}"
+        )
     if expect_dir is not None:
         expect_dir = str((Path(origin).parent / expect_dir).resolve())
     spec = ModelSpec(
@@ -190,6 +215,8 @@ def register_model(
         origin,
         expect_dir,
         None if cuda is None else dict(cuda),
+        instructions,
+        compile_instructions,
         kind,
     )
     _REGISTRY[name] = spec
@@ -263,6 +290,8 @@ register_model(
     # 550 GFLOP per training step (convolutions in TF32): ~4 ms on an H200, far above launches
     cuda={"batch": 128, "image": 224, "num_classes": 1000, "hidden": 4096},
     description="torchvision AlexNet (small: 64 px, narrow classifier head)",
+    # the conv net's compile row: heavy under valgrind, so full runs only (docs/instructions.md)
+    compile_instructions="full",
 )
 
 
@@ -473,4 +502,5 @@ register_model(
     # batch 512: 180 GFLOP per training step in fp32 matmuls, each 17 GFLOP (~0.4 ms on an H200)
     cuda={"batch": 512, "features": 1024, "width": 4096, "depth": 4, "num_classes": 1000},
     description="MLP: (Linear -> BatchNorm1d -> ReLU -> Dropout) x depth -> Linear",
+    compile_instructions=True,  # the cheapest compile row, in every run (docs/instructions.md)
 )

@@ -39,6 +39,7 @@ workload and the busy loop first.
 
 from __future__ import annotations
 
+import array
 import compileall
 import dataclasses
 import gc
@@ -53,7 +54,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -65,7 +65,7 @@ TOP = 40  # functions kept per workload in the run record
 # children counting at once: two per core, so that on a runner shared with busy neighbours the
 # counting gets a fair share of the CPU (counts do not depend on it; memory allows it)
 PARALLEL = min(8, 2 * (os.cpu_count() or 1))
-TIMEOUT_S = 1500  # the whole valgrind process; below the suites' asv timeouts
+TIMEOUT_S = 3000  # the whole valgrind process; below the suites' asv timeouts
 RECORD_ENV = settings.RUN_RECORD.name
 # a folder the harness command owns and removes, also when a benchmark is killed: the counter's
 # scratch (callgrind's dumps) goes below it
@@ -102,19 +102,27 @@ class Unavailable(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """One row to count: `workload` from the INSTRUCTION_WORKLOADS table of `source` (a module
-    name, or the path of a .py file such as a suite module)."""
+    """One row to count: `workload` from the table of `source` (a module name, or the path of a
+    .py file such as a suite module: its INSTRUCTION_WORKLOADS dict, or its `workload(name)`
+    function); `key` names it for a selection and for calibrate's injection (default: the
+    workload's name)."""
 
     row: str
     source: str
     workload: str
+    key: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.key or self.workload
 
 
 @dataclasses.dataclass
 class Counted:
     rows: dict[str, float]  # row -> instructions per call
-    failed: dict[str, str]  # row -> why it has no count (n/a or an error)
+    failed: dict[str, str]  # row -> why it has no count (an error)
     record: dict  # what the run record keeps (schema above)
+    not_counted: dict[str, str] = dataclasses.field(default_factory=dict)  # row -> why (n/a)
 
 
 # ---- what this machine has ----
@@ -139,7 +147,10 @@ def helper_library() -> Path:
     if not shutil.which("valgrind"):
         raise Unavailable(f"valgrind not found on PATH: {INSTALL_HINT}")
     if cc is None:
-        raise Unavailable("no C compiler (gcc) to build the callgrind helper: install gcc")
+        raise Unavailable(
+            "no C compiler (gcc) to build the callgrind helper: install it (Debian/Ubuntu: "
+            "`apt-get install gcc`; Fedora: `dnf install gcc`)"
+        )
     if not header.is_file():
         raise Unavailable(f"{header} not found (valgrind's development header): {INSTALL_HINT}")
     key = hashlib.sha256((HELPER_SOURCE + header.read_text() + cc).encode()).hexdigest()[:12]
@@ -173,28 +184,17 @@ def unavailable() -> str | None:
 
 # ---- the parent: prepare natively, run valgrind, read the dumps ----
 
-# Two counts started from threads of one process load a source file at once: the second must not
-# see the first's module in sys.modules before it has run.
-_LOADING = threading.Lock()
-
-
-def _load_table(source: str) -> dict:
-    if source.endswith(".py"):
-        name = "_harness_instruction_source_" + hashlib.sha256(source.encode()).hexdigest()[:8]
-        with _LOADING:
-            module = sys.modules.get(name)
-            if module is None:
-                spec = importlib.util.spec_from_file_location(name, source)
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(source)
-    return getattr(module, "INSTRUCTION_WORKLOADS", None) or module.WORKLOADS
-
-
 def workload_of(target: Target):
-    table = _load_table(target.source)
+    """The target's workload: from its source's INSTRUCTION_WORKLOADS dict, or its
+    `workload(name)` function (the harness's own rows, built from the model registry)."""
+    from harness.measure.workloads.instructions import load_module
+
+    module = load_module(target.source)
+    table = getattr(module, "INSTRUCTION_WORKLOADS", None)
+    if table is None and callable(getattr(module, "workload", None)):
+        return module.workload(target.workload)
+    if not isinstance(table, dict):
+        raise KeyError(f"{target.source} defines no INSTRUCTION_WORKLOADS table")
     if target.workload not in table:
         raise KeyError(
             f"unknown instruction workload {target.workload!r} in {target.source}; "
@@ -203,15 +203,32 @@ def workload_of(target: Target):
     return table[target.workload]
 
 
-def selected(names: list[str]) -> list[str]:
-    """The workloads HARNESS_INSTRUCTION_WORKLOADS keeps (comma-separated; unset: all)."""
+def selected(targets: list[Target]) -> list[Target]:
+    """The targets this run counts: those HARNESS_INSTRUCTION_WORKLOADS names (comma-separated;
+    unset: all) whose rows the run's --bench regexes select (HARNESS_INSTRUCTION_BENCH; unset:
+    all; re.search, as asv)."""
+    import re
+
     wanted = settings.INSTRUCTION_WORKLOADS.get()
-    return [n for n in names if not wanted or n in wanted]
+    regexes = settings.INSTRUCTION_BENCH.get()
+    return [
+        t
+        for t in targets
+        if (not wanted or t.name in wanted)
+        and (not regexes or any(re.search(rx, t.row) for rx in regexes))
+    ]
 
 
 # What the counting process keeps of this process's environment: the rest (and its lengths) would
-# only move where Python's objects lie, and with them CPython's method-cache collisions.
-PASSED_ENV = ("TORCHINDUCTOR_CACHE_DIR", settings.CANARY_EXTRA.name)
+# only move where Python's objects lie, and with them CPython's method-cache collisions. Which
+# models a project of its own registers reaches it through these (the project through a link).
+PASSED_ENV = (
+    "TORCHINDUCTOR_CACHE_DIR",
+    settings.CANARY_EXTRA.name,
+    settings.OWN_MODELS.name,
+    settings.PROJECT.name,
+    settings.MODELS.name,
+)
 
 
 # The counting process's scratch folder is its working directory, and nothing in it changes while
@@ -221,6 +238,7 @@ CANON = "p"  # the canonical paths (symlinks), relative to the working directory
 STATE = "state"  # what the native preparation writes and the workloads load
 OUT = "out"  # callgrind's dumps, the children's status files, the worker's result
 INDUCTOR_LINK = f"{CANON}/inductor"
+PROJECT_LINK = f"{CANON}/project"
 
 
 def _canonical(
@@ -232,8 +250,8 @@ def _canonical(
     the workload moves those addresses (3 kB more environment moved the MLP's inference count by
     0.8%). So the process runs the base interpreter with `-S` in the scratch folder, and reaches
     every path through relative symlinks (`p/00`, `p/source00.py`, `p/helper.so`,
-    `p/inductor`) with a small fixed environment: nothing it sees differs from one run to the
-    next. Returns (interpreter command, environment, {source: its path there})."""
+    `p/inductor`, `p/project`) with a small fixed environment: nothing it sees differs from one
+    run to the next. Returns (interpreter command, environment, {source: its path there})."""
     canon = work / CANON
     canon.mkdir()
     home = Path(__file__).resolve().parents[2]  # the folder holding the harness package
@@ -251,13 +269,17 @@ def _canonical(
     for j, src in enumerate(s for s in sources if s.endswith(".py")):
         (canon / f"source{j:02d}.py").symlink_to(Path(src).resolve())
         mapped[src] = f"{CANON}/source{j:02d}.py"
-    env = {
-        k: os.environ[k] for k in PASSED_ENV if k in os.environ and k != "TORCHINDUCTOR_CACHE_DIR"
-    }
-    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if cache:
-        (work / INDUCTOR_LINK).symlink_to(Path(cache).resolve())
-        env["TORCHINDUCTOR_CACHE_DIR"] = INDUCTOR_LINK
+    links = {"TORCHINDUCTOR_CACHE_DIR": INDUCTOR_LINK, settings.PROJECT.name: PROJECT_LINK}
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ and k not in links}
+    for name, link in links.items():
+        target = os.environ.get(name)
+        if target:
+            (work / link).symlink_to(Path(target).resolve())
+            env[name] = link
+    if settings.MODELS.name in env:  # paths relative to this process's directory: made absolute
+        env[settings.MODELS.name] = settings.MODELS.encode(
+            [str(Path(m).resolve()) if m.endswith(".py") else m for m in settings.MODELS.get()]
+        )
     env.update(
         HOME=".",
         PATH="/usr/local/bin:/usr/bin:/bin",
@@ -265,11 +287,33 @@ def _canonical(
         PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED") or "0",
         OMP_NUM_THREADS="1",
         MKL_NUM_THREADS="1",
+        # compile rows: inductor compiles in this process, not in a pool of workers
+        TORCHINDUCTOR_COMPILE_THREADS="1",
+        # children load their sources themselves, several at once: none may leave a .pyc that
+        # the next one loads instead of compiling (_compile_sources made the others current)
+        PYTHONDONTWRITEBYTECODE="1",
         LC_ALL="C.UTF-8",
+        **_inductor_march(),
     )
     # -P (3.11): the working directory is not put on sys.path
     flags = ["-S", "-P"] if sys.version_info >= (3, 11) else ["-S"]
     return [os.path.realpath(sys.executable), *flags], env, mapped
+
+
+# The C++ compiler inductor runs is not under valgrind: with -march=native on a machine with
+# AVX-512 it emits instructions valgrind cannot run (SIGILL), while under valgrind inductor picks
+# AVX2 (valgrind's CPU has no AVX-512). Its kernels are built for an AVX2 CPU instead.
+VALGRIND_MARCH = "haswell"
+
+
+def _inductor_march() -> dict:
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return {}
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    return {"TORCHINDUCTOR_CPP_MARCH": VALGRIND_MARCH} if " avx2" in flags else {}
 
 
 def _fingerprint(worker: dict) -> dict:
@@ -303,6 +347,26 @@ def _dump_for(prefix: Path, pid: int, tag: str) -> Path | None:
 
 
 TASKS = "tasks"  # below OUT: one file per counting child, NNNN.json in the order they start
+MAX_TASKS = 4096  # children whose end the worker can tell apart (beyond: "died")
+
+# The counting process's import phases, fixed: a child is forked after its phase's modules (and
+# those of the phases before it) were imported, so what a child starts from depends on the
+# harness alone, never on which rows, models or sources a run has. A workload's `imports` pick
+# the first phase holding them all; any others the child imports itself.
+PHASES = (
+    (),
+    ("torch._dynamo",),
+    ("torch._dynamo", "torch._inductor.compile_fx"),
+    ("torch._dynamo", "torch._inductor.compile_fx", "torchvision"),
+)
+
+
+def phase_of(imports) -> int:
+    wanted = set(imports)
+    for i, modules in enumerate(PHASES):
+        if wanted <= set(modules):
+            return i
+    return len(PHASES) - 1
 
 
 def _task_tag(job: dict, layout: int) -> str:
@@ -311,22 +375,13 @@ def _task_tag(job: dict, layout: int) -> str:
     return f"{job['tag']}-{layout:02d}"
 
 
-def _phases(sources: set[str]) -> list[list[str]]:
-    """The import phases of every workload of these sources' tables, fewest modules first: a
-    child is forked after its own phase's modules (and those of the phases before it) were
-    imported. Taken from the whole tables, not from the selected rows, so that a child's state
-    is the same whichever rows a run selected."""
-    imports = {tuple(w.imports) for src in sorted(sources) for w in _load_table(src).values()}
-    return [list(p) for p in sorted(imports, key=lambda p: (len(p), p))]
-
-
-def _plan(out: Path, jobs: list[dict], phases: list[list[str]], sources: dict[str, str]) -> None:
-    """What the worker forks, in order: the workload sources to load, per phase its modules and
-    number of tasks (plan.json), and per task (a job and a memory layout) its file, costliest
-    first within a phase. `sources` maps a source to its path in the counting process."""
-    order = [[] for _ in phases]
+def _plan(out: Path, jobs: list[dict], sources: dict[str, str]) -> None:
+    """What the worker forks, in order: per phase its number of tasks (plan.json), and per task
+    (a job and a memory layout) its file, costliest first within a phase. `sources` maps a source
+    to its path in the counting process."""
+    order = [[] for _ in PHASES]
     for job in jobs:
-        order[phases.index(list(job["imports"]))].append(job)
+        order[phase_of(job["imports"])].append(job)
     k = 0
     for phase_jobs in order:
         tasks = [(j, layout) for j in phase_jobs for layout in range(j["layouts"])]
@@ -340,60 +395,83 @@ def _plan(out: Path, jobs: list[dict], phases: list[list[str]], sources: dict[st
             write_atomic(out / TASKS / f"{k:04d}.json", json.dumps(task))
             k += 1
     counts = [sum(j["layouts"] for j in phase_jobs) for phase_jobs in order]
-    write_atomic(
-        out / "plan.json",
-        json.dumps(
-            {
-                "sources": sorted({sources.get(j["source"], j["source"]) for j in jobs}),
-                "phases": [[p, n] for p, n in zip(phases, counts)],
-                "tasks": k,
-            }
-        ),
-    )
+    write_atomic(out / "plan.json", json.dumps({"phases": counts, "tasks": k}))
+
+
+def _job(i: int, t: Target, w) -> dict:
+    return {
+        "index": i,
+        "tag": f"{i:04d}",
+        "row": t.row,
+        "source": t.source,
+        "workload": t.workload,
+        "key": t.name,
+        "calls": w.calls,
+        "warmup": w.warmup,
+        "imports": list(w.imports),
+        "cost": w.cost,
+        "timeout_s": w.timeout_s,
+        "layouts": w.layouts[1 if settings.FULL.get() else 0],
+    }
+
+
+def _plans(targets: list[Target]) -> tuple[list[tuple[Target, object]], dict, dict]:
+    """Each target's workload with its plan filled in, and the rows that are not counted here:
+    (counted, failed: row -> error, not counted: row -> why)."""
+    from harness.measure.workloads.instructions import planned
+
+    todo, failed, not_counted = [], {}, {}
+    for t in targets:
+        try:
+            w = planned(workload_of(t))
+        except Exception as exc:
+            failed[t.row] = f"{type(exc).__name__}: {exc}"
+            continue
+        if w.skip:
+            not_counted[t.row] = w.skip
+        elif w.full_only and not settings.FULL.get():
+            not_counted[t.row] = w.full_only
+        else:
+            todo.append((t, w))
+    return todo, failed, not_counted
+
+
+def _compile_sources(paths) -> None:
+    """A module the counting process compiles (no .pyc yet, or a stale one) leaves its heap
+    otherwise than one it loads: every .pyc it may import is made current first (the harness,
+    the workload sources, the models modules loaded here)."""
+    from harness.core.user_models import LOADED_FILES
+
+    compileall.compile_dir(str(Path(__file__).resolve().parents[1]), quiet=1)
+    for path in {*paths, *LOADED_FILES}:
+        if str(path).endswith(".py") and Path(path).is_file():
+            compileall.compile_file(str(path), quiet=1)
 
 
 def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> Counted:
     """Count every target in one valgrind process; see the module docstring. Raises Unavailable
-    when valgrind (or the helper) is missing; a workload that fails is in `failed`."""
+    when valgrind (or the helper) is missing; a workload that fails is in `failed`, one that is
+    not counted here (opted out, full runs only) in `not_counted`."""
     from harness.measure import callgrind
 
     if not targets:
         return Counted({}, {}, {})
     helper = helper_library()
     t0 = time.perf_counter()
+    todo, failed, not_counted = _plans(targets)
+    if not todo:  # nothing to count here: no valgrind process, the reasons kept
+        record = {"schema": SCHEMA, "rows": {}, "failed": failed, "not_counted": not_counted}
+        _keep(record, targets)
+        return Counted({}, failed, record, not_counted)
     with tempfile.TemporaryDirectory(
         prefix="harness-callgrind-", dir=settings.SCRATCH_DIR.get()
     ) as tmp:
         work = Path(tmp)
-        failed: dict[str, str] = {}
-        jobs = []
-        for i, t in enumerate(targets):
-            try:
-                w = workload_of(t)
-            except Exception as exc:
-                failed[t.row] = f"{type(exc).__name__}: {exc}"
-                continue
-            jobs.append(
-                {
-                    "index": i,
-                    "tag": f"{i:04d}",
-                    "row": t.row,
-                    "source": t.source,
-                    "workload": t.workload,
-                    "calls": w.calls,
-                    "warmup": w.warmup,
-                    "imports": list(w.imports),
-                    "cost": w.cost,
-                    "layouts": w.layouts[1 if settings.FULL.get() else 0],
-                }
-            )
+        jobs = [_job(i, t, w) for i, (t, w) in enumerate(todo)]
         extra = settings.TEST_EXTRA_INSTRUCTIONS.get()
         slowed = settings.TEST_EXTRA_INSTRUCTIONS_WORKLOADS.get()
         python, env, sources = _canonical(work, helper, [j["source"] for j in jobs])
-        phases = _phases({t.source for t in targets if t.row not in failed})
-        # a module the counting process compiles (no .pyc yet, or a stale one) leaves its heap
-        # otherwise than one it loads: make every .pyc of the harness current first
-        compileall.compile_dir(str(Path(__file__).resolve().parents[1]), quiet=1)
+        _compile_sources(j["source"] for j in jobs)
         (work / STATE).mkdir()
         (work / OUT / "status").mkdir(parents=True)
         (work / OUT / TASKS).mkdir()
@@ -421,19 +499,20 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
             "harness.measure.instructions",
             "spec.json",
         ]
+        workloads = {j["row"]: w for j, (_, w) in zip(jobs, todo)}
 
         def prepare() -> None:
             """Natively, while valgrind imports torch; the counting process waits for it."""
             for job in jobs:
-                w = workload_of(Target(job["row"], job["source"], job["workload"]))
+                w = workloads[job["row"]]
                 try:
                     if w.prepare is not None:
                         w.prepare(work / STATE)
                 except Exception as exc:  # reported on the row, the others still count
                     failed[job["row"]] = (
-                        f"preparing {job['workload']} failed: {type(exc).__name__}: {exc}"
+                        f"preparing {job['key']} failed: {type(exc).__name__}: {exc}"
                     )
-            _plan(work / OUT, [j for j in jobs if j["row"] not in failed], phases, sources)
+            _plan(work / OUT, [j for j in jobs if j["row"] not in failed], sources)
             times["prepare"] = round(time.perf_counter() - t0, 1)
             os.write(ready_w, b"r")  # one blocking read there: no polling loop moves its heap
 
@@ -461,12 +540,12 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
             ) from None
         kernel_dirs = tuple(
             d for d in (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), INDUCTOR_LINK) if d
-        )
+        ) + (str(work / STATE / "compile-caches"), "compile-caches")
         empty = _dump_for(prefix, worker["pid"], "harness-overhead")
         worker["overhead"] = _totals(empty) if empty else 0
         rows, summaries = {}, {}
         for job in jobs:
-            dumps, seconds, extras = [], [], []
+            dumps, seconds, extras, facts = [], [], [], {}
             for layout in range(job["layouts"]):
                 tag = _task_tag(job, layout)
                 status = worker["jobs"].get(tag) or {}
@@ -482,17 +561,24 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
                 dumps.append(callgrind.parse(dump))
                 seconds.append(status.get("seconds"))
                 extras += [status["extra"]] if status.get("extra") else []
+                facts.update(status.get("fingerprint") or {})
             if job["row"] in failed:
                 continue
             summary = callgrind.summarize(
                 dumps, job["calls"], TOP, kernel_dirs, overhead=worker["overhead"]
             )
             summary.update(
-                workload=job["workload"],
+                workload=job["key"],
                 calls=job["calls"],
                 warmup=job["warmup"],
                 seconds=seconds,
                 **({"extra": extras} if extras else {}),
+                **({"fingerprint": facts} if facts else {}),
+            )
+            w = workloads[job["row"]]
+            summary.update(
+                **({"what": w.what} if w.what else {}),
+                **({"tolerance": w.tolerance} if w.tolerance else {}),
             )
             rows[job["row"]] = summary["per_call"]
             summaries[job["row"]] = summary
@@ -501,6 +587,7 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
         "fingerprint": _fingerprint(worker),
         "rows": summaries,
         "failed": failed,
+        "not_counted": not_counted,
         "overhead": worker.get("overhead"),
         "seconds": {
             "prepare_natively": times.get("prepare"),
@@ -512,9 +599,9 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
     if log:
         log(
             f"instructions: {len(rows)} counted, {len(failed)} failed, "
-            f"{record['seconds']['total']} s"
+            f"{len(not_counted)} not counted here, {record['seconds']['total']} s"
         )
-    return Counted(rows, failed, record)
+    return Counted(rows, failed, record, not_counted)
 
 
 def count_rows(targets: list[Target]) -> dict:
@@ -526,7 +613,11 @@ def count_rows(targets: list[Target]) -> dict:
         return {t.row: {"n/a": str(exc)} for t in targets}
     except RuntimeError as exc:
         return {t.row: {"failed": str(exc)} for t in targets}
-    return {**counted.rows, **{row: {"failed": why} for row, why in counted.failed.items()}}
+    return {
+        **counted.rows,
+        **{row: {"failed": why} for row, why in counted.failed.items()},
+        **{row: {"n/a": why} for row, why in counted.not_counted.items()},
+    }
 
 
 def row_value(counts: dict, row: str) -> float:
@@ -535,7 +626,10 @@ def row_value(counts: dict, row: str) -> float:
 
     value = counts.get(row)
     if value is None:
-        raise NotApplicable(f"not counted in this run: {SELECT_ENV} names other workloads")
+        raise NotApplicable(
+            f"not counted in this run: not selected ({settings.INSTRUCTION_BENCH.name} or "
+            f"{SELECT_ENV})"
+        )
     if isinstance(value, dict):
         if "n/a" in value:
             raise NotApplicable(value["n/a"])
@@ -612,8 +706,11 @@ def _count_one(req: _Requests, job: dict, folder: Path, extra: dict, prefix: Pat
 
     t0 = time.perf_counter()
     keep = _shift_layout(job["layout"])
+    for module in job["imports"]:  # those its phase did not import (phase_of)
+        importlib.import_module(module)
     torch.manual_seed(0)
-    fn = workload_of(Target(job["row"], job["source"], job["workload"])).build(folder)
+    w = workload_of(Target(job["row"], job["source"], job["workload"], job["key"]))
+    fn = w.build(folder)
     out: dict = {}
     tag = job["tag"]
     with freed_memory_retained():
@@ -621,28 +718,57 @@ def _count_one(req: _Requests, job: dict, folder: Path, extra: dict, prefix: Pat
             fn()
         gc.collect()
         gc.disable()
-        if extra["fraction"] and job["workload"] in extra["workloads"]:
-            fn, out["extra"] = _slowed(req, fn, job, tag, extra["fraction"], prefix)
+        if extra["fraction"] and job["key"] in extra["workloads"]:
+            fn, out["extra"] = _slowed(req, fn, job, tag, extra["fraction"], prefix, w.inject)
         req.measure(fn, job["calls"], f"harness-{tag}")
     out["seconds"] = round(time.perf_counter() - t0, 1)
     out["cpu_s"] = round(time.process_time(), 1)
+    out["fingerprint"] = _row_facts()
     del keep
     return out
 
 
-def _slowed(req: _Requests, fn, job: dict, tag: str, fraction: float, prefix: Path):
-    """fn followed by busy work of `fraction` x fn's own instructions per call, both counted
-    here first (test-only, see the module docstring)."""
+def _row_facts() -> dict:
+    """What a row's count depends on beyond the process's fingerprint: where inductor ran, the
+    vector instruction set it picked under valgrind (valgrind does not emulate AVX-512, so it
+    picks another than a native run would)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None or not utils.counters["inductor"]:  # inductor compiled nothing here
+        return {}
+    from torch._inductor import config
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    return {
+        "inductor_vec_isa": str(pick_vec_isa()) or "none",
+        "inductor_march": config.cpp.march or "native",
+    }
+
+
+def _after(fn, work):
+    """calibrate's extra work after each call of fn (the default placement)."""
+
+    def slowed():
+        out = fn()
+        work()
+        return out
+
+    return slowed
+
+
+def _slowed(req: _Requests, fn, job: dict, tag: str, fraction: float, prefix: Path, inject=None):
+    """fn with busy work of `fraction` x fn's own instructions per call, both counted here first
+    (test-only, see the module docstring). `inject(fn, work)` places the work inside fn's own
+    work (a compile's: harness.measure.workloads.instructions.inside_compile); default: after
+    each call."""
     pid = os.getpid()
     calls = job["calls"]
+    place = inject or _after
 
     def with_busy(n: int):
-        def slowed():
-            out = fn()
-            _busy(n)
-            return out
-
-        for _ in range(job["warmup"]):  # specialised, as the counted calls will be
+        slowed = place(fn, lambda: _busy(n))
+        # specialised, as the counted calls will be (a call that is a whole compile needs none:
+        # its own busy loop specialises within it)
+        for _ in range(0 if inject else job["warmup"]):
             slowed()
         return slowed
 
@@ -675,15 +801,17 @@ def _slowed(req: _Requests, fn, job: dict, tag: str, fraction: float, prefix: Pa
         "iterations": n,
         "added_per_call": round(added),
         "clean_per_call": round(clean),
+        "placed": "inside the call" if inject else "after each call",
     }
 
 
 def _worker(spec_path: str) -> int:
     """The valgrind process: import torch, then fork every child from a state that depends only
-    on its phase (the modules imported before it), never on which children ran, how many, or
-    which rows the run selected: nothing of the job list is read here but the number of tasks
-    per phase, and forking a child and waiting for one leave the heap as they found it. At most
-    `parallel` children count at once; each reads its task after the fork."""
+    on its phase (PHASES: the modules imported before it), never on which children ran, how many,
+    or which rows, models or sources the run has: nothing of the job list is read here but the
+    number of tasks per phase, no workload source is loaded here, and forking a child and waiting
+    for one leave the heap as they found it. At most `parallel` children count at once; each
+    reads its task after the fork, loads its source and limits its own time."""
     t0 = time.perf_counter()
     spec = json.loads(Path(spec_path).read_text())
     req = _Requests(spec["helper"])
@@ -701,56 +829,87 @@ def _worker(spec_path: str) -> int:
     os.read(spec["ready_fd"], 1)  # the parent has prepared what the workloads load
     plan_file = out / "plan.json"
     plan = json.loads(plan_file.read_text()) if plan_file.is_file() else {}
-    plan = {"sources": [], "phases": [], "tasks": 0, **plan}
-    for source in plan["sources"]:
-        _load_table(source)  # imported once, here, before any fork
+    plan = {"phases": [0] * len(PHASES), "tasks": 0, **plan}
     for _ in range(3):  # the last of three: the client requests' own instructions, warm
         req.measure(lambda: None, 1, "harness-overhead")
-    started = running = 0
-    for modules, n in plan["phases"]:
+    started = running = reaped = 0
+    # Each child's pid and each ended child's (pid, wait status), kept in C arrays of a fixed
+    # size: a Python int kept per fork would make the heap a child starts from depend on how
+    # many children were forked before it.
+    pids, ended_pids, statuses = (array.array("q", bytes(8 * MAX_TASKS)) for _ in range(3))
+
+    def reap() -> None:
+        nonlocal reaped
+        pid, status = os.wait()
+        if reaped < MAX_TASKS:
+            ended_pids[reaped], statuses[reaped] = pid, status
+        reaped += 1
+
+    for modules, n in zip(PHASES, plan["phases"]):
         if started == plan["tasks"]:
             break  # no later phase has a task: its imports would only cost time
         for module in modules:
             importlib.import_module(module)
         for _ in range(n):
             if running == spec["parallel"]:
-                os.wait()
+                reap()
                 running -= 1
-            if os.fork() == 0:
+            pid = os.fork()
+            if pid == 0:
                 _child(req, started, spec)
+            if started < MAX_TASKS:
+                pids[started] = pid
             running += 1
             started += 1
     while running:
-        os.wait()
+        reap()
         running -= 1
+    ended = dict(zip(ended_pids[: min(reaped, MAX_TASKS)], statuses[: min(reaped, MAX_TASKS)]))
     for k in range(plan["tasks"]):
         task = json.loads((out / TASKS / f"{k:04d}.json").read_text())
         path = out / "status" / f"{task['tag']}.json"
         result["jobs"][task["tag"]] = (
             json.loads(path.read_text())
             if path.is_file()
-            else {
-                "error": (
-                    f"a counting child ({task['workload']}, layout {task['layout']}) died before "
-                    "writing its result"
-                )
-            }
+            else {"error": _death(task, ended.get(pids[k]) if k < MAX_TASKS else None)}
         )
     (out / "worker.json").write_text(json.dumps(result))
     return 0
 
 
+def _death(task: dict, status: int | None) -> str:
+    """Why a counting child wrote no result, from its wait status."""
+    import signal
+
+    what = f"the counting child ({task['key']}, layout {task['layout']})"
+    if status is not None and os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig == signal.SIGALRM:
+            return f"{what} ran past its time limit of {task['timeout_s']:.0f} s and was ended"
+        return f"{what} crashed under valgrind ({signal.Signals(sig).name})"
+    if status is not None and os.WIFEXITED(status):
+        return f"{what} exited with {os.WEXITSTATUS(status)} before writing its result"
+    return f"{what} died before writing its result"
+
+
 def _child(req: _Requests, k: int, spec: dict) -> None:
-    """A counting child: read task k, count, say how it went, leave without cleaning up."""
+    """A counting child: read task k, limit its own time (SIGALRM's default action ends it),
+    count, say how it went, leave without cleaning up."""
+    import math
+    import signal
+
     from harness.core.processes import die_with_parent
 
     die_with_parent()
     out = Path(spec["out"])
     task = json.loads((out / TASKS / f"{k:04d}.json").read_text())
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(math.ceil(task["timeout_s"]))
     try:
         status = _count_one(req, task, Path(spec["state"]), spec["extra"], Path(spec["prefix"]))
     except BaseException as exc:  # noqa: BLE001 (any failure is this row's, reported)
         status = {"error": f"{type(exc).__name__}: {exc}"}
+    signal.alarm(0)
     status["pid"] = os.getpid()
     (out / "status" / f"{task['tag']}.json").write_text(json.dumps(status))
     os._exit(0)

@@ -79,6 +79,19 @@ def asv_run(
     return result.files[0]
 
 
+def instruction_keys(project: pathlib.Path) -> list[str]:
+    """The instructions suite's row keys in `project` (its models' and its benchmark modules'
+    rows in a project of its own), as its benchmark processes will see them."""
+    import os
+    from unittest import mock
+
+    from harness.core.project import suites
+    from harness.measure.workloads import instructions
+
+    with mock.patch.dict(os.environ, suites(project).environment()):
+        return instructions.keys()
+
+
 def noise_bands(runs: list[ResultSet]) -> dict[str, dict]:
     """Per statistical benchmark: band = max/min - 1 over the run medians."""
     from harness.verdict.compare import central

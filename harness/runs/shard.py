@@ -230,16 +230,23 @@ def overlaid(paths: list[Path], mode: str) -> tuple[dict[str, float], Path]:
     return durations, next((p for p in reversed(paths) if p.is_file()), paths[-1])
 
 
+# the packaged suites whose cases are the registered models: a project's differ from the zoo's
+OVER_MODELS = ("models", "instructions")
+
+
 def project_durations(found, mode: str) -> tuple[dict[str, float], Path]:
     """The durations a project's runs are planned with (`found`: its
     harness.core.project.Suites): its durations files overlaid, except that in a project of its
-    own the packaged file's `models` suite entries are left out: they timed the built-in zoo,
-    and there the suite's cases are the project's models (its own file may record them)."""
+    own the packaged file's entries of the suites over the registered models (OVER_MODELS) are
+    left out: they timed the built-in zoo, and there those suites cover the project's models
+    (its own file may record them)."""
     paths = found.durations_files()
     if not found.own_project:
         return overlaid(paths, mode)
     packaged = {
-        k: v for k, v in load_durations(paths[0], mode).items() if not k.startswith("models.")
+        k: v
+        for k, v in load_durations(paths[0], mode).items()
+        if k.split(".", 1)[0] not in OVER_MODELS
     }
     own, source = overlaid(paths[1:], mode)
     return {**packaged, **own}, source

@@ -87,10 +87,8 @@ class RunSpec:
         if record is not None:
             extra[settings.RUN_RECORD.name] = str(record)
         if self.benches:  # one valgrind process counts every instruction row: only the selected
-            from harness.measure.workloads import instructions
-
-            extra[settings.INSTRUCTION_WORKLOADS.name] = (
-                ",".join(instructions.matching(list(self.benches))) or "none"
+            extra[settings.INSTRUCTION_BENCH.name] = settings.INSTRUCTION_BENCH.encode(
+                list(self.benches)
             )
             from harness.measure.workloads import distributed
 

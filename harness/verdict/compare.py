@@ -55,7 +55,7 @@ import math
 import re
 import statistics
 
-from harness.verdict import functions, gpurows, metrics
+from harness.verdict import functions, gpurows, instead, metrics
 from harness.verdict.results import Entry, ResultSet, fingerprint_of
 
 OK, IMPROVED, REGRESSION = "ok", "improved", "REGRESSION"
@@ -137,6 +137,23 @@ def significance(
     return different, None, f"{n}+{m} samples, too few for Mann-Whitney: {how}"
 
 
+SKIPPED_BOTH = "skipped on both sides"
+
+
+def _not_counted(info: tuple[dict | None, dict | None]) -> str:
+    """Why an instruction row has no count, as its run record says (head's first)."""
+    for side in (info[1], info[0]):
+        if side and side.get("not_counted"):
+            return side["not_counted"]
+    return ""
+
+
+def with_reason(row: Row) -> bool:
+    """A row skipped on both sides for a reason of its own (a model that opted out of instruction
+    rows, a row counted in full runs only): shown, unlike rows a --bench selection left out."""
+    return row.verdict == SKIPPED and not row.note.endswith("(n/a here, or not selected)")
+
+
 def _not_judged(name, unit, bv, hv, ratio, why: str) -> Row:
     return Row(name, unit, bv, hv, ratio, NOT_JUDGED, why)
 
@@ -149,23 +166,35 @@ def _instructions(
     ratio: float,
     tolerance: float,
     info: tuple[dict | None, dict | None],
+    band: float | None = None,
 ) -> Row:
     """An instruction row: a counter with a relative tolerance, between comparable counts. The
-    tolerance widens to LAYOUT_SIGMAS standard errors of the difference where the memory layouts
-    a row was counted in spread widely (functions.layout_error)."""
+    tolerance is the larger of the gate's, the row's own (a compile row's, set from its A/A
+    spread and kept in the run record), LAYOUT_SIGMAS standard errors of the difference where
+    the memory layouts a row was counted in spread widely (functions.layout_error), and the
+    row's calibrated A/A spread (`band`, harness calibrate) where that exceeds the rest: such a
+    row says so instead of flapping."""
     why = functions.not_comparable(*info)
     if why:
         return _not_judged(name, unit, bv, hv, ratio, f"instructions, not comparable: {why}")
     change = f"{ratio - 1:+.2%} ({hv - bv:+,.0f}/call)"
+    reasons = []
+    own = max((i or {}).get("tolerance") or 0.0 for i in info)
+    if own > tolerance:
+        tolerance = own
+        reasons.append("the row's own, from its A/A spread")
     error = functions.layout_error(*info)
-    widened = error is not None and LAYOUT_SIGMAS * error > tolerance
-    if widened:
+    if error is not None and LAYOUT_SIGMAS * error > tolerance:
         tolerance = LAYOUT_SIGMAS * error
+        reasons = [f"{LAYOUT_SIGMAS:g} x the memory layouts' standard error {error:.2%}"]
+    if band is not None and band > tolerance:
+        reasons = [f"its calibrated A/A spread {band:.2%} exceeds the tolerance {tolerance:.2%}"]
+        tolerance = band
     verdict = (
         REGRESSION if ratio > 1 + tolerance else IMPROVED if ratio < 1 / (1 + tolerance) else OK
     )
     note = f"instructions: {change}, tolerance {tolerance:.2%}" + (
-        f" ({LAYOUT_SIGMAS:g} x the memory layouts' standard error {error:.2%})" if widened else ""
+        f" ({reasons[0]})" if reasons else ""
     )
     if verdict != OK:
         where = functions.explain(*info)
@@ -214,6 +243,7 @@ def _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, fa
             BAD,
             f"unit changed from {b.unit!r} to {h.unit!r}; record a new baseline",
         )
+    why = _not_counted(info)  # an instruction row's own reason, from the run record
     if b.failed or h.failed:
         side = "both sides" if b.failed and h.failed else ("base" if b.failed else "head")
         return Row(
@@ -223,7 +253,9 @@ def _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, fa
             central(h) if not h.failed else None,
             None,
             FAILED,
-            f"benchmark failed on {side}; see asv's output for that run",
+            f"benchmark failed on {side}: {why}"
+            if why
+            else f"benchmark failed on {side}; see asv's output for that run",
         )
     if b.skipped or h.skipped:
         if b.skipped and h.skipped:
@@ -234,7 +266,7 @@ def _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, fa
                 None,
                 None,
                 SKIPPED,
-                "skipped on both sides (n/a here, or not selected)",
+                f"{SKIPPED_BOTH}: {why}" if why else f"{SKIPPED_BOTH} (n/a here, or not selected)",
             )
         side = "base" if b.skipped else "head"
         return Row(name, h.unit, central(b), central(h), None, MISSING, f"skipped on {side} only")
@@ -248,7 +280,7 @@ def _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, fa
         verdict = REGRESSION if worse > 1 else IMPROVED
         return Row(name, h.unit, bv, hv, ratio, verdict, f"exact: {hv - bv:+g} {h.unit}")
     if kind.kind == metrics.INSTRUCTIONS:
-        return _instructions(name, h.unit, bv, hv, ratio, instruction_tolerance, info)
+        return _instructions(name, h.unit, bv, hv, ratio, instruction_tolerance, info, band)
     if kind.kind == metrics.MEMORY:
         tol = metrics.MEMORY_TOLERANCE
         verdict = REGRESSION if worse > 1 + tol else IMPROVED if worse < 1 / (1 + tol) else OK
@@ -318,6 +350,13 @@ def _gpu_time(name, unit, bv, hv, ratio, worse, facts, card) -> Row:
         return _not_judged(name, unit, bv, hv, ratio, why)
     verdict = REGRESSION if worse > 1 + limit else IMPROVED if worse < 1 / (1 + limit) else OK
     return Row(name, unit, bv, hv, ratio, verdict, why, threshold=limit)
+
+
+def _info(rs: ResultSet, name: str) -> dict | None:
+    """An instruction row's summary from the run record, or why the run did not count it."""
+    if name in rs.instructions:
+        return rs.instructions[name]
+    return {"not_counted": rs.not_counted[name]} if name in rs.not_counted else None
 
 
 def selects(pattern: str, name: str) -> bool:
@@ -411,9 +450,9 @@ def compare(
                 alpha,
                 band,
                 instruction_tolerance=instruction_tolerance,
-                info=(base.instructions.get(name), head.instructions.get(name)),
+                info=(_info(base, name), _info(head, name)),
                 facts=(base.facts.get(name), head.facts.get(name)),
                 card=card,
             )
         )
-    return rows
+    return instead.annotate(rows, NOT_JUDGED)

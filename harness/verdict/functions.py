@@ -12,9 +12,17 @@ from __future__ import annotations
 import dataclasses
 
 # The parts of an instruction fingerprint that must agree for counts to compare: another valgrind,
-# CPU capability (kernel dispatch), Python build or thread count changes what is counted. The
-# torch version is not among them: comparing torch builds is what `harness ab` is for.
-COMPARABLE_KEYS = ("valgrind", "cpu_capability", "python", "threads")
+# CPU capability (kernel dispatch), Python build or thread count changes what is counted, and for
+# a compile row the instruction set and -march inductor compiled its kernels for. The torch
+# version is not among them: comparing torch builds is what `harness ab` is for.
+COMPARABLE_KEYS = (
+    "valgrind",
+    "cpu_capability",
+    "python",
+    "threads",
+    "inductor_vec_isa",
+    "inductor_march",
+)
 
 
 @dataclasses.dataclass(frozen=True)

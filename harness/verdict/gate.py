@@ -141,7 +141,7 @@ class Outcome:
             )
         # A --bench selection of a parametrised benchmark leaves its other parameters skipped on
         # both sides: dozens of rows that say nothing. They stay in --json.
-        shown = [r for r in self.rows if r.verdict != compare.SKIPPED]
+        shown = [r for r in self.rows if r.verdict != compare.SKIPPED or compare.with_reason(r)]
         hidden = len(self.rows) - len(shown)
         if hidden and shown:
             footer += ("\n\n" if fmt == "markdown" else "\n") + (

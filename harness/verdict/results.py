@@ -101,6 +101,7 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
     rec = records.record_of(path)
     folder = rec.path if rec else path.parent.parent
     rs.instructions = records.read_instructions(folder)
+    rs.not_counted = records.read_not_counted(folder)
     rs.facts = records.read_row_facts(folder)
     rs.dirty = provenance.of_record(rec.meta) if rec else None
     return rs

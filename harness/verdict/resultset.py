@@ -40,6 +40,8 @@ class ResultSet:
     # instruction rows' per-function tables and fingerprints, from the run record
     # (records.read_instructions)
     instructions: dict[str, dict] = dataclasses.field(default_factory=dict)
+    # instruction rows the run did not count, and why (records.read_not_counted)
+    not_counted: dict[str, str] = dataclasses.field(default_factory=dict)
     # timing rows' device facts (GPU/host time, busy fraction, ATen share), from the run record
     # (records.read_row_facts)
     facts: dict[str, dict] = dataclasses.field(default_factory=dict)

@@ -273,12 +273,48 @@ def _device_table(rs: ResultSet, gap: str) -> str:
 
 
 def summary_table(rs: ResultSet) -> str:
+    """What `harness bench` prints of a run: its key ratios (or its paired ratios), the device
+    facts, memory bandwidths and instruction counts, each where the run has them."""
+    out = _ratio_tables(rs)
+    counts = instruction_rows(rs)
+    if counts:
+        out = "" if out == NONE_SUMMARISED else out
+        out += ("\n\n" if out else "") + (
+            "instructions per call (callgrind: judged on any runner, docs/instructions.md)\n"
+            + render(["row", "instructions", "note"], counts).rstrip("\n")
+        )
+    return out
+
+
+NONE_SUMMARISED = "key ratios: none of the summarised benchmarks ran in these suites"
+
+
+def instruction_rows(rs: ResultSet) -> list[tuple[str, str, str]]:
+    """(row key, instructions per call, note) for every instruction row of the run: counted,
+    not counted (the reason) or failed (the reason)."""
+    out = []
+    for name, e in sorted(rs.entries.items()):
+        if e.unit != "instructions":
+            continue
+        key = name.split("(", 1)[1].rstrip(")").strip("'") if "(" in name else name
+        why = rs.not_counted.get(name, "")
+        if e.failed:
+            out.append((key, "failed", why or "see asv's output"))
+        elif e.skipped:
+            out.append((key, "n/a", why or "n/a here, or not selected"))
+        else:
+            what = (rs.instructions.get(name) or {}).get("what", "")
+            out.append((key, f"{e.value:,.0f}", what))
+    return out
+
+
+def _ratio_tables(rs: ResultSet) -> str:
     rows = key_ratio_rows(rs)
     bw = bandwidth_rows(rs)
     if not rows and not bw:
         paired = paired_rows(rs)
         if not paired:
-            return "key ratios: none of the summarised benchmarks ran in these suites"
+            return NONE_SUMMARISED
         # suites of a project's own, or the models suite alone: their paired ratios
         return (
             "paired ratios (both sides timed in the same rounds; lower is faster)\n"

@@ -1,35 +1,55 @@
 """What the instruction counter counts (harness.measure.instructions): one call of each workload.
 
 Each entry builds an argument-free callable inside the counting process (under valgrind, where
-everything runs tens of times slower). What is costly to build and does not change the count
-is prepared natively first, in the benchmark's own process: model weights (a ResNet-18's random
-initialisation alone is ~0.5 billion instructions) are saved to the folder and loaded back, and
-a compiled workload is compiled once so that the counting process finds inductor's cache warm
-(same TORCHINDUCTOR_CACHE_DIR) and compiles from it.
+everything runs tens of times slower), before any instruction is counted. A model row builds its
+model from the registry there (seeded: the same weights in every process; a ResNet-18's random
+initialisation takes seconds uninstrumented). What is costly to build and does not change the
+count may be prepared natively first, in the benchmark's own process (`prepare`, writing into
+the folder `build` reads).
 
-Sizes are the zoo's small configurations in every mode: an instruction count judges the code
-path, and a full-size ResNet-18 call would take minutes under valgrind. `calls` and `warmup`
-(uninstrumented calls first: Python 3.11 specialises a code object after it ran a few times, and
-the first calls allocate what later calls reuse) were chosen from measurements, see
-docs/measurements.md.
+The rows of a run (`targets`), each `instructions.InstructionsPerCall.track_instructions(KEY)`:
+- every registered model of the run (the zoo's in this repository, only a project's own in a
+  project of its own: harness.core.user_models.suite_models): `<model>_inference` and
+  `<model>_training_step` at the small configuration, and `<model>_compile` where the model
+  opts in (register_model's `instructions=` and `compile_instructions=`);
+- in this repository, the built-in workloads below (a pointwise chain, Adam steps, a collate);
+- in a project of its own, the `INSTRUCTION_WORKLOADS` table of each of its benchmark modules,
+  as `<module>.<name>` (docs/own-project.md).
+
+Sizes are the small configurations in every mode: an instruction count judges the code path, and
+a full-size call would take minutes under valgrind. `calls` and `warmup` (uninstrumented calls
+first: Python 3.11 specialises a code object after it ran a few times, and the first calls
+allocate what later calls reuse) were chosen from measurements, see docs/measurements.md; a
+model's are chosen from its small configuration's FLOPs (`model_plan`), the same for every run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+SOURCE = __name__  # the source (harness.measure.instructions.Target) of the harness's own rows
+ROW_TIMEOUT_S = 600.0  # a counting child's own limit: past it, its row fails and the others count
+COMPILE_TIMEOUT_S = 1200.0
+# compile rows: a compile's count moves more between processes than a call's (docs/measurements.md)
+COMPILE_TOLERANCE = 0.01
+TABLE = "INSTRUCTION_WORKLOADS"  # the table a benchmark module of a project of its own defines
+
 
 @dataclasses.dataclass(frozen=True)
 class InstructionWorkload:
+    """One instruction row's workload. `build(folder)` runs in the counting process and returns
+    the argument-free callable whose calls are counted; `prepare(folder)` (optional) runs
+    natively first and writes what `build` loads from `folder`."""
+
     name: str
-    build: Callable[
-        [Path], Callable[[], object]
-    ]  # in the counting process; reads what prepare wrote
-    prepare: Callable[[Path], None] | None = None  # natively, before the counting process starts
+    build: Callable[[Path], Callable[[], object]]
+    prepare: Callable[[Path], None] | None = None
     calls: int = 5  # counted calls per memory layout (the row: their total / calls, averaged)
     warmup: int = 10  # uninstrumented calls before them
     # memory layouts counted (fast, full): a Python-heavy call's count moves by up to ~0.7% with
@@ -37,33 +57,43 @@ class InstructionWorkload:
     # moves far less (harness.measure.instructions)
     layouts: tuple[int, int] = (3, 8)
     # modules the counting process imports before forking this workload's children (once for
-    # all of them: the optimizers and torchvision import dynamo, ~16 s under valgrind)
+    # all of them: the optimizers and torchvision import dynamo, ~16 s under valgrind); one of
+    # harness.measure.instructions.PHASES, or more, which the child then imports itself
     imports: tuple[str, ...] = ()
     cost: float = 1.0  # rough seconds per layout under valgrind: the costliest start first
+    timeout_s: float = ROW_TIMEOUT_S  # per counting child (one layout): past it the row fails
+    # why this row is counted in full runs only ("" : every run), with what it costs
+    full_only: str = ""
+    # why this row is not counted at all (a model that opted out at registration), shown in it
+    skip: str = ""
+    # where calibrate's extra work goes (harness.measure.instructions._slowed): None after each
+    # call; or place(fn, work) -> a callable that runs `work` inside fn's own work (a compile)
+    inject: Callable | None = None
+    what: str = ""  # one line: what one call is
+    # the row's own relative tolerance where its A/A spread needs more than the gate's default
+    # (a compile row's); the gate judges it at the larger of the two
+    tolerance: float | None = None
+    # calls, warmup, layouts and cost computed when the row is counted (a model's, from its
+    # FLOPs: model_plan), not when the table is listed
+    plan: Callable[[], dict] | None = None
 
 
-def _model_state(name: str, mode: str) -> Callable[[Path], None]:
-    def prepare(folder: Path) -> None:
-        from harness.core.zoo import get_model
-
-        spec = get_model(name)
-        model = spec.build("small").train(mode == "training")
-        torch.save(
-            {"model": model, "inputs": spec.inputs("small"), "targets": spec.targets("small")},
-            folder / f"{name}.pt",
-        )
-
-    return prepare
+# ---- models: inference, training step, compile ----
 
 
-def _load(folder: Path, name: str) -> dict:
-    return torch.load(folder / f"{name}.pt", weights_only=False)
+def _model(name: str, mode: str):
+    """The model (seeded: the same weights in every process), its inputs and targets, built from
+    the registry in the counting process."""
+    from harness.core.zoo import get_model
+
+    spec = get_model(name)
+    model = spec.build("small").train(mode == "training")
+    return model, spec.inputs("small"), spec.targets("small"), spec.loss
 
 
 def _inference(name: str) -> Callable[[Path], Callable[[], object]]:
     def build(folder: Path):
-        state = _load(folder, name)
-        model, inputs = state["model"].eval(), state["inputs"]
+        model, inputs, _, _ = _model(name, "inference")
 
         def call():
             with torch.inference_mode():
@@ -76,11 +106,7 @@ def _inference(name: str) -> Callable[[Path], Callable[[], object]]:
 
 def _training_step(name: str) -> Callable[[Path], Callable[[], object]]:
     def build(folder: Path):
-        from harness.core.zoo import get_model
-
-        state = _load(folder, name)
-        model, inputs, targets = state["model"].train(), state["inputs"], state["targets"]
-        loss_fn = get_model(name).loss
+        model, inputs, targets, loss_fn = _model(name, "training")
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
         def step():
@@ -93,6 +119,173 @@ def _training_step(name: str) -> Callable[[Path], Callable[[], object]]:
         return step
 
     return build
+
+
+COMPILE_CACHES = "compile-caches"  # below the folder the workloads load from
+
+
+def _compile(name: str) -> Callable[[Path], Callable[[], object]]:
+    """One real compile per call: dynamo reset, a fresh inductor and FX cache folder (inductor's
+    own fresh_cache: in-memory caches cleared too), torch.compile of the model's inference (eval
+    mode, no_grad) and its first call, which compiles. Compile workers are off in the counting
+    process (TORCHINDUCTOR_COMPILE_THREADS=1): their work would run in other processes."""
+
+    def build(folder: Path):
+        import torch._dynamo
+        from torch._inductor.utils import fresh_cache
+
+        model, inputs, _, _ = _model(name, "inference")
+        caches = folder / COMPILE_CACHES
+        caches.mkdir(exist_ok=True)
+
+        def compile_once():
+            torch._dynamo.reset()
+            # kept until the run's scratch is removed: deleting it would be counted too
+            with fresh_cache(dir=caches, delete=False), torch.no_grad():
+                return torch.compile(model)(*inputs)
+
+        return compile_once
+
+    return build
+
+
+def inside_compile(fn: Callable[[], object], work: Callable[[], None]) -> Callable[[], object]:
+    """calibrate's extra work placed inside the compile itself: a dynamo compile-start callback
+    (it runs in dynamo's compile session, before tracing), not in the compiled model's calls."""
+    from torch._dynamo.callback import callback_handler
+
+    def slowed():
+        def start(args) -> None:
+            work()
+
+        callback_handler.register_start_callback(start)
+        try:
+            return fn()
+        finally:
+            callback_handler.remove_start_callback(start)
+
+    return slowed
+
+
+# A model's counting plan from its small configuration's FLOPs per inference call: light calls
+# are mostly Python and dispatch, whose count moves with where objects lie (more calls, more
+# layouts); heavy ones are kernels, slow under valgrind and steady (one call, fewer layouts).
+HEAVY_FLOPS = 10e6
+LIGHT = {"calls": 5, "warmup": 10, "layouts": (3, 8)}
+HEAVY = {"calls": 1, "warmup": 1, "layouts": (1, 2)}
+# the zoo's rows keep the plans they were measured with (docs/measurements.md)
+_ZOO_PLANS = {
+    "mlp_training_step": {**LIGHT, "cost": 3.5},
+    # two thirds of its instructions are Python's: its count moves most with the layout
+    "mlp_inference": {**LIGHT, "layouts": (6, 12), "cost": 1.5},
+    "word_lm_inference": {**LIGHT, "cost": 3},
+    "resnet18_inference": {**HEAVY, "cost": 12},
+    "alexnet_inference": {**HEAVY, "cost": 14},
+}
+
+
+@functools.cache
+def inference_flops(name: str) -> float:
+    """FLOPs of one inference call of a model's small configuration (torch's FlopCounterMode:
+    matmuls and convolutions), counted natively; deterministic."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from harness.core.zoo import get_model
+
+    spec = get_model(name)
+    model, inputs = spec.build("small"), spec.inputs("small")
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(*inputs)
+    return float(counter.get_total_flops())
+
+
+def model_plan(name: str, mode: str) -> dict:
+    """calls, warmup, layouts and cost of a model's row (mode: inference or training_step)."""
+    key = f"{name}_{mode}"
+    if key in _ZOO_PLANS:
+        return dict(_ZOO_PLANS[key])
+    heavy = inference_flops(name) >= HEAVY_FLOPS
+    plan = dict(HEAVY if heavy else LIGHT)
+    # rough seconds per layout under valgrind (~1 G instructions per 20 s), for the order only
+    work = inference_flops(name) * (3 if mode == "training_step" else 1)
+    plan["cost"] = round(1.0 + work / 5e7, 1)
+    return plan
+
+
+_DYNAMO = ("torch._dynamo",)
+_VISION = ("torch._dynamo", "torchvision")  # torchvision imports dynamo itself
+_COMPILE = ("torch._dynamo", "torch._inductor.compile_fx")
+
+
+def _uses_torchvision(name: str) -> bool:
+    from harness.core.zoo import BUILTIN_ORIGIN, get_model
+
+    return get_model(name).origin == BUILTIN_ORIGIN and name in ("alexnet", "resnet18")
+
+
+def model_workloads(name: str) -> dict[str, InstructionWorkload]:
+    """A registered model's rows: `<name>_inference`, `<name>_training_step` (skipped with the
+    reason where the model opted out) and `<name>_compile` where it opted in. Its plan (calls,
+    layouts) is read only when it is counted (`planned`)."""
+    from harness.core.zoo import get_model
+
+    spec = get_model(name)
+    skip = "" if spec.instructions is True else f"{name} is not counted: {spec.instructions}"
+    vision = _uses_torchvision(name)
+    out = {}
+    for mode, build, imports, what in (
+        ("inference", _inference, _VISION if vision else (), "inference_mode"),
+        (
+            "training_step",
+            _training_step,
+            _VISION if vision else _DYNAMO,
+            "forward, loss, backward and SGD step",
+        ),
+    ):
+        key = f"{name}_{mode}"
+        out[key] = InstructionWorkload(
+            key,
+            build(name),
+            imports=imports,
+            skip=skip,
+            what=f"{name} (small): {what}",
+            plan=functools.partial(model_plan, name, mode),
+        )
+    if spec.compile_instructions:
+        key = f"{name}_compile"
+        out[key] = InstructionWorkload(
+            key,
+            _compile(name),
+            calls=1,
+            warmup=1,
+            layouts=(1, 1),
+            imports=_VISION if vision else _COMPILE,
+            cost=_COMPILE_COST.get(key, 60.0),
+            timeout_s=COMPILE_TIMEOUT_S,
+            full_only=(
+                f"full runs only: ~{_COMPILE_COST.get(key, 60.0):.0f} s under valgrind"
+                if spec.compile_instructions == "full"
+                else ""
+            ),
+            skip=skip,
+            inject=inside_compile,
+            tolerance=COMPILE_TOLERANCE,
+            what=f"{name} (small): torch.compile of its inference (C++ compiler not counted)",
+        )
+    return out
+
+
+# measured seconds per compile row under valgrind (docs/measurements.md), for order and notes
+_COMPILE_COST = {"mlp_compile": 40.0, "alexnet_compile": 120.0}
+
+
+def planned(w: InstructionWorkload) -> InstructionWorkload:
+    """The workload with its plan filled in (a model row's, from model_plan)."""
+    return dataclasses.replace(w, **w.plan()) if w.plan is not None else w
+
+
+# ---- the built-in workloads (this repository's own rows) ----
 
 
 CHAIN_ELEMENTS = 1 << 16  # the canary's size: kernel work and per-op overhead both show
@@ -152,51 +345,16 @@ def _collate(folder: Path):
     return lambda: default_collate(batch)
 
 
-_DYNAMO = ("torch._dynamo",)
-_VISION = ("torch._dynamo", "torchvision")  # torchvision imports dynamo itself
-
-WORKLOADS = {
+BUILTIN = {
     w.name: w
     for w in (
         InstructionWorkload(
-            "mlp_training_step",
-            _training_step("mlp"),
-            _model_state("mlp", "training"),
-            imports=_DYNAMO,
-            cost=3.5,
-        ),
-        # two thirds of its instructions are Python's: its count moves most with the layout
-        InstructionWorkload(
-            "mlp_inference",
-            _inference("mlp"),
-            _model_state("mlp", "inference"),
-            layouts=(6, 12),
-            cost=1.5,
-        ),
-        InstructionWorkload(
-            "word_lm_inference", _inference("word_lm"), _model_state("word_lm", "inference"), cost=3
-        ),
-        InstructionWorkload(
-            "resnet18_inference",
-            _inference("resnet18"),
-            _model_state("resnet18", "inference"),
-            calls=1,
-            warmup=1,
+            "pointwise_chain_eager",
+            _chain_eager,
             layouts=(1, 2),
-            imports=_VISION,
-            cost=12,
+            cost=1.7,
+            what="x.cos().cos() on 2^16 floats, eager",
         ),
-        InstructionWorkload(
-            "alexnet_inference",
-            _inference("alexnet"),
-            _model_state("alexnet", "inference"),
-            calls=1,
-            warmup=1,
-            layouts=(1, 2),
-            imports=_VISION,
-            cost=14,
-        ),
-        InstructionWorkload("pointwise_chain_eager", _chain_eager, layouts=(1, 2), cost=1.7),
         InstructionWorkload(
             "pointwise_chain_compiled",
             _chain_compiled,
@@ -204,6 +362,7 @@ WORKLOADS = {
             layouts=(1, 2),
             imports=_DYNAMO,
             cost=37,
+            what="x.cos().cos() on 2^16 floats, torch.compile (inductor's CPU kernel counted)",
         ),
         InstructionWorkload(
             "adam_foreach_step",
@@ -213,6 +372,7 @@ WORKLOADS = {
             layouts=(2, 4),
             imports=_DYNAMO,
             cost=3.5,
+            what="one Adam step over 128 small parameters, foreach=True",
         ),
         InstructionWorkload(
             "adam_fused_step",
@@ -222,19 +382,145 @@ WORKLOADS = {
             layouts=(2, 4),
             imports=_DYNAMO,
             cost=2.5,
+            what="one Adam step over 128 small parameters, fused=True",
         ),
-        InstructionWorkload("dataloader_collate", _collate, layouts=(1, 2), cost=1.3),
+        InstructionWorkload(
+            "dataloader_collate",
+            _collate,
+            layouts=(1, 2),
+            cost=1.3,
+            what="default_collate of 16 images (3x64x64) and labels",
+        ),
     )
 }
 
 
-def row(workload: str) -> str:
-    """The asv row of a workload in suites/benchmarks/instructions.py."""
-    return f"instructions.InstructionsPerCall.track_instructions({workload!r})"
+def workloads() -> dict[str, InstructionWorkload]:
+    """This module's table (its rows' keys -> workloads): the run's models' rows, and in this
+    repository the built-in workloads."""
+    from harness.core import settings
+    from harness.core.user_models import suite_models
+
+    table = {}
+    for name in suite_models():
+        table.update(model_workloads(name))
+    if not settings.OWN_MODELS.get():
+        table.update(BUILTIN)
+    return table
+
+
+def workload(key: str) -> InstructionWorkload:
+    """One row of this module's table: what the counting process looks up (by key, so that a
+    row is the same work whatever else is registered)."""
+    if key in BUILTIN:
+        return BUILTIN[key]
+    from harness.core import zoo
+    from harness.core.user_models import suite_models
+
+    for name in suite_models():
+        if key.startswith(name + "_"):
+            found = model_workloads(name).get(key)
+            if found is not None:
+                return found
+    raise KeyError(
+        f"unknown instruction workload {key!r}; registered models: {', '.join(zoo.model_names())}"
+    )
+
+
+# Two counts started from threads of one process load a source file at once: the second must not
+# see the first's module in sys.modules before it has run.
+_LOADING = threading.Lock()
+
+
+def load_module(source: str):
+    """A workload source: a module name, or a .py file loaded under a name of its own (the same
+    name for the same path in every process)."""
+    import hashlib
+    import importlib
+    import importlib.util
+    import sys
+
+    if not source.endswith(".py"):
+        return importlib.import_module(source)
+    name = "_harness_instruction_source_" + hashlib.sha256(source.encode()).hexdigest()[:8]
+    with _LOADING:
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, source)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+    return module
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One row of the instructions suite: its key (the suite's parameter), where its workload
+    is defined (a module name or a .py path) and its name in that table."""
+
+    key: str
+    source: str
+    name: str
+
+
+def project_rows() -> list[Row]:
+    """In a project of its own, every entry of the `INSTRUCTION_WORKLOADS` table of each of its
+    benchmark modules, keyed `<module>.<name>`. A module that cannot be imported is left out
+    here, said on stderr (asv's discovery of that module reports it as a failure)."""
+    import sys
+
+    from harness.core import settings
+    from harness.core.project import suites
+
+    tree = settings.PROJECT.get()
+    if not (settings.OWN_MODELS.get() and tree):
+        return []
+    found = suites(Path(tree))
+    rows = []
+    for stem in found.own_modules():
+        path = str(found.own / f"{stem}.py")
+        try:
+            table = getattr(load_module(path), TABLE, None)
+        except Exception as exc:  # noqa: BLE001 (reported; the module's own rows fail in asv)
+            print(
+                f"instructions: cannot import {path} ({type(exc).__name__}: {exc}); "
+                f"its {TABLE} rows are left out of this run",
+                file=sys.stderr,
+            )
+            continue
+        if table is None:
+            continue
+        if not isinstance(table, dict) or not all(
+            isinstance(w, InstructionWorkload) for w in table.values()
+        ):
+            raise TypeError(
+                f"{path}: {TABLE} must be a dict of name -> "
+                "harness.instructions.InstructionWorkload (docs/own-project.md)"
+            )
+        rows += [Row(f"{stem}.{name}", path, name) for name in table]
+    return rows
+
+
+def rows() -> list[Row]:
+    """Every row of the instructions suite in this run, in its order."""
+    return [Row(k, SOURCE, k) for k in workloads()] + project_rows()
+
+
+def keys() -> list[str]:
+    return [r.key for r in rows()]
+
+
+def row(key: str) -> str:
+    """The asv row of a key in suites/benchmarks/instructions.py."""
+    return f"instructions.InstructionsPerCall.track_instructions({key!r})"
 
 
 def matching(regexes: list[str]) -> list[str]:
-    """The workloads whose rows any of asv's --bench `regexes` selects (re.search, as asv)."""
+    """The keys whose rows any of asv's --bench `regexes` selects (re.search, as asv)."""
     import re
 
-    return [w for w in WORKLOADS if any(re.search(rx, row(w)) for rx in regexes)]
+    return [k for k in keys() if any(re.search(rx, row(k)) for rx in regexes)]
