@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from harness.verdict import compare, gpurows
+from harness.verdict import compare, gpurows, instead
 from harness.verdict.resultset import Entry, ResultSet
 
 H200 = {"gpu": "NVIDIA H200", "gpu_uuid": "GPU-aaaa1111", "gpu_clock_policy": "unlocked"}
@@ -104,7 +104,7 @@ def test_gpu_rows_of_another_card_model_or_clock_policy_are_not_judged(change, w
 def test_a_raw_time_without_gpu_facts_keeps_the_calibrated_band_rule():
     row = row_of(result_set(1e-3, None), result_set(1.5e-3, None))
     assert row.verdict == compare.NOT_JUDGED
-    assert row.note == "raw time: no calibrated noise band"
+    assert row.note == f"raw time: no calibrated noise band; judged instead by {instead.OTHERS}"
 
 
 def test_paired_and_cpu_rows_show_their_device_facts():
@@ -117,7 +117,9 @@ def test_paired_and_cpu_rows_show_their_device_facts():
     assert row.verdict == compare.OK and row.note.endswith("busy 31%/96%, launch-bound")
     cpu = {"device": "cpu", "aten_share": 0.42, "time_s": 1e-3}
     row = row_of(result_set(1e-3, cpu), result_set(1e-3, cpu))
-    assert row.note == "raw time: no calibrated noise band; ATen share 42%"
+    assert row.note == (
+        f"raw time: no calibrated noise band; judged instead by {instead.OTHERS}; ATen share 42%"
+    )
     assert "launch-bound" not in gpurows.label({"device": "cpu", "aten_share": 0.01})
 
 

@@ -54,6 +54,10 @@ COMMANDS = {
         "harness.commands.history",
         "find steps in each benchmark's run history; exit 1 on a new one",
     ),
+    "store": (
+        "harness.commands.store",
+        "push run records to a results history in git, or pull them from it",
+    ),
     "prune": (
         "harness.commands.prune",
         "remove old run records (dry run unless --yes; never baselines)",

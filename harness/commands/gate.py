@@ -62,17 +62,24 @@ def add_arguments(parser):
         "count anyway (normally exit 3)",
     )
     options.require_gpu(parser)
+    options.pull(
+        parser,
+        "what BASE and HEAD name: a run id, or for `nightly[:MACHINE]` the newest clean "
+        "nightly run of that machine in HEAD's mode,",
+    )
 
 
 def run(args) -> int:
+    from harness.commands.store import pull_for_gate
     from harness.core import exits
     from harness.core.files import write_atomic
     from harness.verdict.gate import run_gate
 
     options.check_gpu(args)
+    base, head = pull_for_gate(args) if args.pull else (args.base, args.head)
     out = run_gate(
-        args.base,
-        args.head,
+        base,
+        head,
         root=args.results_dir,
         machine=args.machine,
         threshold=args.threshold,

@@ -35,6 +35,7 @@ def add_arguments(parser):
     )
     options.results_dir(parser)
     parser.add_argument("--machine", help="machine name (default: every machine with runs)")
+    options.pull(parser, "the newest 30 runs of --machine (default: this host's)")
 
 
 def run(args) -> int:
@@ -46,6 +47,7 @@ def run(args) -> int:
     from harness.verdict import history
     from harness.verdict.results import results_root
 
+    options.pull_first(args)
     root = results_root(args.results_dir)
     machines = [args.machine] if args.machine else records.machines(root)
     if not machines:

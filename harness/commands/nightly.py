@@ -33,6 +33,7 @@ def add_arguments(parser):
         "RESULTS/report/steps-<run id>.md); exit 1 when there are any",
     )
     options.require_gpu(parser)
+    options.pull(parser, "this machine's newest 30 runs (so that history sees the nights before)")
 
 
 def run(args) -> int:
@@ -41,6 +42,7 @@ def run(args) -> int:
     from harness.verdict.results import results_root
 
     options.check_gpu(args)
+    options.pull_first(args)
     return nightly.nightly(
         root=results_root(args.results_dir),
         html_dir=pathlib.Path(args.html_dir) if args.html_dir else None,

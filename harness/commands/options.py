@@ -81,3 +81,30 @@ def machine_name(args) -> str:
     from harness.core.env import machine_name as default
 
     return default()
+
+
+def pull(parser, what: str) -> None:
+    parser.add_argument(
+        "--pull",
+        action="store_true",
+        help=f"first pull {what} from the results history in git (`harness store pull`; "
+        f"${settings.STORE_REMOTE.name}, ${settings.STORE_REF.name}); never without it",
+    )
+
+
+def pull_first(args, machines: list[str] | None = None, **selection) -> list[tuple[str, str]]:
+    """With --pull: bring these machines' runs (default the command's --machine, else this
+    host's; harness.core.store.Selection's fields) from the results history before the command
+    reads results. Returns the runs selected, pulled or already here."""
+    if not getattr(args, "pull", False):
+        return []
+    machines = [machine_name(args)] if machines is None else machines
+    from harness.core import store
+    from harness.verdict.results import results_root
+
+    root = results_root(args.results_dir)
+    sel = store.Selection(machines=tuple(machines), **selection)
+    report = store.pull(root, store.open_repo(root), sel)
+    if report.refused:
+        raise store.Refused("refused: " + " | ".join(report.refused))
+    return sorted(report.pulled + report.here, key=lambda k: (k[1], k[0]))

@@ -1,7 +1,8 @@
 """`harness prune`: the only command that deletes results — run records, never baselines — and
 only when asked: it lists what it would remove, and removes it only with --yes. Runs that were
 interrupted or killed while being written (`.staging-*` folders, never read as runs) are listed
-too; those whose writer is gone are removed with --yes, those still being written never."""
+too; those whose writer is gone are removed with --yes, those still being written never.
+`--store`: the same rule on the results history in git, as a new commit (harness.core.store)."""
 
 from harness.commands import options
 
@@ -15,6 +16,15 @@ def add_arguments(parser):
         type=float,
         metavar="DAYS",
         help="only runs that started more than DAYS days ago",
+    )
+    from harness.core import settings
+
+    parser.add_argument(
+        "--store",
+        action="store_true",
+        help="prune the results history in git instead (a new commit that removes the runs and "
+        "keeps them from being pushed again; local records are left alone; "
+        f"${settings.STORE_REMOTE.name}, ${settings.STORE_REF.name})",
     )
     parser.add_argument(
         "--yes",
@@ -31,6 +41,12 @@ def run(args) -> int:
     if args.keep is not None and args.keep < 1:
         raise BadInput("--keep must be at least 1 (use --older-than to age runs out)")
     root = results_root(args.results_dir)
+    if args.store:
+        from harness.core import store
+
+        repo = store.open_repo(root)
+        store.prune(root, repo, args.keep, args.older_than, args.machine, args.yes)
+        return 0
     left = records.unfinished(root, args.machine)
     asked = args.keep is not None or args.older_than is not None
     doomed = (

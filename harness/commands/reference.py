@@ -79,7 +79,20 @@ def markdown() -> str:
     for name, (_, help_) in COMMANDS.items():
         # the heading's id is harness-NAME, which the table above links to
         out += ["", f"## harness {name}", "", help_ + ".", "", "```text", command_help(name), "```"]
+        for action, sub in subcommands(name):  # `harness store push`: each its own options
+            out += ["", f"### harness {name} {action}", "", "```text", _help(sub), "```"]
     return "\n".join(out) + "\n"
+
+
+def subcommands(name: str) -> list[tuple[str, argparse.ArgumentParser]]:
+    """(name, parser) of each subcommand of a command that has them."""
+    parser = command_parser(name)[1]
+    return [
+        (action, sub)
+        for a in parser._actions
+        if isinstance(a, argparse._SubParsersAction)
+        for action, sub in a.choices.items()
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ def add_arguments(parser):
     )
     options.results_dir(parser)
     parser.add_argument("--machine", help="machine name for commits/latest (default: the only one)")
+    options.pull(parser, "the newest 30 runs of --machine (default: this host's)")
     parser.add_argument(
         "--machines",
         metavar="A,B",
@@ -34,6 +35,7 @@ def run(args) -> int:
     from harness.verdict.report import write_report
     from harness.verdict.results import load, resolve, results_root
 
+    options.pull_first(args, args.machines.split(",") if args.machines else None)
     root = results_root(args.results_dir)
     # RESULTS/report is the harness's own; a folder given with --out must be new, empty or one
     # an earlier report filled, so that no file of someone else's is overwritten

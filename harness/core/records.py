@@ -2,6 +2,7 @@
 
     results/runs/<machine>/<run-id>/          <run-id> = 20261130T174512Z-<sha8>[-label]
         run.json                              what ran: run id, machine, commit, start, label, ...
+        manifest.json                         every other file of the record, its sha256 and size
         fingerprint.json                      the environment (harness.core.env.fingerprint)
         asv/benchmarks.json                   asv's benchmark list (units, versions) of this run
         asv/<machine>/machine.json            asv's machine record
@@ -9,7 +10,9 @@
 
 A run is written into a hidden staging folder beside its final place and renamed into place
 when it is complete, so a reader never sees half a run and a crashed run leaves only a folder
-starting with `.staging-`.
+starting with `.staging-`. Its manifest is written last: a record is whole when every file it
+lists is there with that content, its JSON files parse and its ids match its place
+(`check_whole`; records written before manifests existed are listed by `listing`).
 
 `results/asv/` is a *view* for asv's own tools (`asv publish`, `asv compare`): the newest run per
 commit, environment and machine, copied there by `rebuild_view`. The view records what it wrote
@@ -35,6 +38,8 @@ from harness.core.exits import BadInput
 from harness.core.files import write_atomic, write_json_atomic
 
 RUN_JSON = "run.json"
+MANIFEST = "manifest.json"  # every other file of the record: {"files": {path: {sha256, bytes}}}
+_MANIFEST_SCHEMA = 1
 ASV_LOG = "asv.log"  # asv's whole output of the run
 FINGERPRINT = "fingerprint.json"
 INSTRUCTIONS = "instructions"  # folder of instruction-count records (harness.measure.instructions)
@@ -335,9 +340,97 @@ def writing(root: Path, machine: str, run_id: str, meta: dict):
                 finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             )
             write_json_atomic(staging / RUN_JSON, meta)
+            write_manifest(staging, machine, run_id)
             os.rename(staging, final)
         else:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+# ---- a record's manifest, and what makes a record whole ----
+
+
+def listing(folder: Path) -> dict[str, dict]:
+    """Every file of a record folder but its manifest: relative path -> {"sha256", "bytes"}."""
+    folder = Path(folder)
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if rel != MANIFEST and path.is_file():
+            data = path.read_bytes()
+            out[rel] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    return out
+
+
+def manifest_of(folder: Path, machine: str, run_id: str) -> dict:
+    return {
+        "schema": _MANIFEST_SCHEMA,
+        "run_id": run_id,
+        "machine": machine,
+        "files": listing(folder),
+    }
+
+
+def write_manifest(folder: Path, machine: str, run_id: str) -> None:
+    write_json_atomic(Path(folder) / MANIFEST, manifest_of(folder, machine, run_id))
+
+
+def read_manifest(folder: Path) -> dict | None:
+    """The record's own manifest, or None when it has none (written before manifests existed)."""
+    try:
+        data = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}  # there but unreadable: check_whole names it
+    return data if isinstance(data, dict) else {}
+
+
+def check_whole(folder: Path, machine: str, run_id: str, manifest: dict | None = None) -> list[str]:
+    """What keeps the record in `folder` from being whole, as `machine`/`run_id` (empty: whole):
+    every file its manifest lists is there with that size and sha256 and nothing else is, its
+    JSON files parse, run.json (and the manifest, the fingerprint where they say) name this run
+    and machine. `manifest`: the listing kept elsewhere for a record that has none of its own."""
+    folder = Path(folder)
+    own = read_manifest(folder)
+    manifest = own if own is not None else manifest
+    if manifest is None:
+        return [f"lists no files (no {MANIFEST} in it, none kept for it)"]
+    files = manifest.get("files")
+    if manifest.get("schema") != _MANIFEST_SCHEMA or not isinstance(files, dict):
+        return [f"{MANIFEST} is unreadable or of an unknown schema"]
+    problems = []
+    for key in ("run_id", "machine"):
+        want = run_id if key == "run_id" else machine
+        if key in manifest and manifest[key] != want:
+            problems.append(f"{MANIFEST} names {key} {manifest[key]!r}, not {want!r}")
+    have = listing(folder)
+    for rel in sorted(set(files) - set(have)):
+        problems.append(f"{rel} is listed but missing")
+    for rel in sorted(set(have) - set(files)):
+        problems.append(f"{rel} is there but not listed")
+    for rel in sorted(set(files) & set(have)):
+        entry = files[rel] if isinstance(files[rel], dict) else {}
+        if entry.get("sha256") != have[rel]["sha256"] or entry.get("bytes") != have[rel]["bytes"]:
+            problems.append(f"{rel} differs from its listed size or sha256")
+        elif rel.endswith(".json"):
+            try:
+                json.loads((folder / rel).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                problems.append(f"{rel} does not parse ({exc})")
+    if RUN_JSON not in have:
+        problems.append(f"no {RUN_JSON}")
+    meta = _read_meta(folder) if RUN_JSON in have else None
+    if RUN_JSON in have and meta is None:
+        problems.append(f"{RUN_JSON} is not a JSON object")
+    for key, want in (("run_id", run_id), ("machine", machine)):
+        if meta is not None and meta.get(key) not in (None, want):
+            problems.append(f"{RUN_JSON} names {key} {meta.get(key)!r}, not {want!r}")
+    fp = folder / FINGERPRINT
+    if FINGERPRINT in have and not problems:
+        data = json.loads(fp.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and data.get("run_id") not in (None, run_id):
+            problems.append(f"{FINGERPRINT} names run {data.get('run_id')!r}, not {run_id!r}")
+    return problems
 
 
 def copy_record(record: RunRecord, dest_parent: Path) -> Path:
@@ -624,28 +717,40 @@ def plan_prune(
 ) -> list[RunRecord]:
     """Run records that `harness prune` would remove: beyond the newest `keep` per machine and/or
     started more than `older_than_days` ago. Baselines (copies elsewhere) are never candidates."""
+    prune_selection([], keep, older_than_days)  # says what is missing before looking
+    out = []
+    for m in [machine] if machine else machines(root):
+        runs = {r.run_id: r for r in list_runs(root, m)}
+        out += [runs[i] for i in prune_selection(list(runs), keep, older_than_days)]
+    return out
+
+
+def prune_selection(
+    run_ids: list[str], keep: int | None, older_than_days: float | None
+) -> list[str]:
+    """Of one machine's run ids (oldest first) those to prune: beyond the newest `keep` and/or
+    started more than `older_than_days` ago (the rule of `harness prune`, here and on the
+    results history)."""
     if keep is None and older_than_days is None:
         raise BadInput(
             "say what to prune: --keep N (newest runs kept per machine) and/or --older-than DAYS"
         )
     now = datetime.datetime.now(datetime.timezone.utc)
     out = []
-    for m in [machine] if machine else machines(root):
-        runs = list_runs(root, m)
-        for i, rec in enumerate(runs):
-            beyond_keep = keep is not None and i < len(runs) - keep
-            try:
-                started = datetime.datetime.strptime(rec.run_id[:16], "%Y%m%dT%H%M%SZ").replace(
-                    tzinfo=datetime.timezone.utc
-                )
-            except ValueError:
-                continue  # not a run id the harness made: never a candidate
-            old = (
-                older_than_days is not None
-                and (now - started).total_seconds() > older_than_days * 86400
+    for i, run_id in enumerate(run_ids):
+        beyond_keep = keep is not None and i < len(run_ids) - keep
+        try:
+            started = datetime.datetime.strptime(run_id[:16], "%Y%m%dT%H%M%SZ").replace(
+                tzinfo=datetime.timezone.utc
             )
-            if (keep is None or beyond_keep) and (older_than_days is None or old):
-                out.append(rec)
+        except ValueError:
+            continue  # not a run id the harness made: never a candidate
+        old = (
+            older_than_days is not None
+            and (now - started).total_seconds() > older_than_days * 86400
+        )
+        if (keep is None or beyond_keep) and (older_than_days is None or old):
+            out.append(run_id)
     return out
 
 

@@ -175,6 +175,33 @@ RESULTS_DIR = Setting(
     None,
     "the results root (runs/, asv/, baselines/, noise/ below it); `--results-dir` wins",
 )
+STORE_REMOTE = Setting(
+    "HARNESS_STORE_REMOTE",
+    TEXT,
+    "origin",
+    "where the results history lives (`harness store`, `--pull`): a git remote of the project "
+    "or any git URL; `--remote` wins",
+)
+STORE_REF = Setting(
+    "HARNESS_STORE_REF",
+    TEXT,
+    "refs/harness/results",
+    "the ref of that remote holding the results history (outside refs/heads/: a plain clone "
+    "does not download it); `--ref` wins",
+)
+STORE_TIMEOUT_S = Setting(
+    "HARNESS_STORE_TIMEOUT_S",
+    FLOAT,
+    300.0,
+    "seconds one git command of the results history may take before it is ended (exit 5)",
+)
+STORE_RETRY_S = Setting(
+    "HARNESS_STORE_RETRY_S",
+    FLOAT,
+    120.0,
+    "seconds `harness store push` (and `prune --store`) keep retrying after another runner "
+    "pushed first (fetch, re-apply, back off); then exit 5",
+)
 PAIRED_WINDOW_S = Setting(
     "HARNESS_PAIRED_WINDOW_S",
     FLOAT,

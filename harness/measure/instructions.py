@@ -184,6 +184,7 @@ def unavailable() -> str | None:
 
 # ---- the parent: prepare natively, run valgrind, read the dumps ----
 
+
 def workload_of(target: Target):
     """The target's workload: from its source's INSTRUCTION_WORKLOADS dict, or its
     `workload(name)` function (the harness's own rows, built from the model registry)."""
@@ -243,7 +244,7 @@ PROJECT_LINK = f"{CANON}/project"
 
 def _canonical(
     work: Path, helper: Path, sources: list[str]
-) -> tuple[list[str], dict, dict[str, str]]:
+) -> tuple[list[str], dict, dict[str, str], list[str]]:
     """The interpreter, environment and source paths of the counting process, made the same
     wherever the checkout, venv, results or scratch folder lie: CPython 3.11 keys its method
     cache by the address of a name, and every string of another length or hash allocated before
@@ -251,19 +252,34 @@ def _canonical(
     0.8%). So the process runs the base interpreter with `-S` in the scratch folder, and reaches
     every path through relative symlinks (`p/00`, `p/source00.py`, `p/helper.so`,
     `p/inductor`, `p/project`) with a small fixed environment: nothing it sees differs from one
-    run to the next. Returns (interpreter command, environment, {source: its path there})."""
+    run to the next. What lies in a folder on the path moves counts too: the import system lists
+    a folder it searches, and a longer listing shifts everything allocated after it. So the
+    process imports torch with only folders whose contents a run does not change on its path
+    (`p/home`, holding only the harness package; the interpreter's and the venv's libraries;
+    where torch and torchvision lie); the others (a project's tree, asv's benchmark folder) are
+    put back in their places by each counting child, after the fork. Returns (interpreter
+    command, environment, {source: its path there}, the whole path in order)."""
     canon = work / CANON
     canon.mkdir()
-    home = Path(__file__).resolve().parents[2]  # the folder holding the harness package
-    entries = []
-    for i, entry in enumerate(
-        dict.fromkeys([str(home), *(p for p in sys.path if p and Path(p).is_dir())])
-    ):
-        if Path(entry).resolve().is_relative_to(Path(sys.base_prefix).resolve()):
+    (canon / "home").mkdir()
+    home = Path(__file__).resolve().parents[1]  # the harness package
+    (canon / "home" / home.name).symlink_to(home)
+    libraries = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()] + [
+        Path(spec.origin).resolve().parents[1]
+        for spec in map(importlib.util.find_spec, ("torch", "torchvision"))
+        if spec is not None and spec.origin
+    ]
+    entries, order = [f"{CANON}/home"], [f"{CANON}/home"]
+    for i, entry in enumerate(dict.fromkeys(p for p in sys.path if p and Path(p).is_dir())):
+        real = Path(entry).resolve()
+        if real.is_relative_to(Path(sys.base_prefix).resolve()):
             entries.append(entry)  # the base interpreter's own library: the same for every venv
+            order.append(entry)
             continue
         (canon / f"{i:02d}").symlink_to(entry)
-        entries.append(f"{CANON}/{i:02d}")
+        order.append(f"{CANON}/{i:02d}")
+        if any(real.is_relative_to(lib) for lib in libraries):
+            entries.append(f"{CANON}/{i:02d}")
     (canon / "helper.so").symlink_to(helper)
     mapped = {}
     for j, src in enumerate(s for s in sources if s.endswith(".py")):
@@ -297,7 +313,7 @@ def _canonical(
     )
     # -P (3.11): the working directory is not put on sys.path
     flags = ["-S", "-P"] if sys.version_info >= (3, 11) else ["-S"]
-    return [os.path.realpath(sys.executable), *flags], env, mapped
+    return [os.path.realpath(sys.executable), *flags], env, mapped, order
 
 
 # The C++ compiler inductor runs is not under valgrind: with -march=native on a machine with
@@ -347,7 +363,8 @@ def _dump_for(prefix: Path, pid: int, tag: str) -> Path | None:
 
 
 TASKS = "tasks"  # below OUT: one file per counting child, NNNN.json in the order they start
-MAX_TASKS = 4096  # children whose end the worker can tell apart (beyond: "died")
+PATH_FILE = "path.json"  # the counting children's whole sys.path (_canonical)
+PLAN_BYTES = 4096  # plan.json, padded: what the worker reads before it forks is of one size
 
 # The counting process's import phases, fixed: a child is forked after its phase's modules (and
 # those of the phases before it) were imported, so what a child starts from depends on the
@@ -395,7 +412,8 @@ def _plan(out: Path, jobs: list[dict], sources: dict[str, str]) -> None:
             write_atomic(out / TASKS / f"{k:04d}.json", json.dumps(task))
             k += 1
     counts = [sum(j["layouts"] for j in phase_jobs) for phase_jobs in order]
-    write_atomic(out / "plan.json", json.dumps({"phases": counts, "tasks": k}))
+    plan = json.dumps({"phases": counts, "tasks": k})
+    write_atomic(out / "plan.json", plan.ljust(max(PLAN_BYTES, len(plan))))
 
 
 def _job(i: int, t: Target, w) -> dict:
@@ -470,7 +488,7 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
         jobs = [_job(i, t, w) for i, (t, w) in enumerate(todo)]
         extra = settings.TEST_EXTRA_INSTRUCTIONS.get()
         slowed = settings.TEST_EXTRA_INSTRUCTIONS_WORKLOADS.get()
-        python, env, sources = _canonical(work, helper, [j["source"] for j in jobs])
+        python, env, sources, path = _canonical(work, helper, [j["source"] for j in jobs])
         _compile_sources(j["source"] for j in jobs)
         (work / STATE).mkdir()
         (work / OUT / "status").mkdir(parents=True)
@@ -490,6 +508,8 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
             "prefix": f"{OUT}/cg",
         }
         (work / "spec.json").write_text(json.dumps(spec))
+        # the whole path, read by each child after the fork: the worker never holds it
+        (work / PATH_FILE).write_text(json.dumps(path))
         cmd = [
             shutil.which("valgrind") or "valgrind",
             *VALGRIND_OPTIONS,
@@ -699,13 +719,16 @@ def _shift_layout(layout: int) -> list:
     return keep
 
 
-def _count_one(req: _Requests, job: dict, folder: Path, extra: dict, prefix: Path) -> dict:
+def _count_one(
+    req: _Requests, job: dict, folder: Path, extra: dict, prefix: Path, path: list[str]
+) -> dict:
     import torch
 
     from harness.measure.allocator import freed_memory_retained
 
     t0 = time.perf_counter()
     keep = _shift_layout(job["layout"])
+    sys.path[:] = path + [e for e in sys.path if e not in path]  # the whole path (_canonical)
     for module in job["imports"]:  # those its phase did not import (phase_of)
         importlib.import_module(module)
     torch.manual_seed(0)
@@ -806,12 +829,14 @@ def _slowed(req: _Requests, fn, job: dict, tag: str, fraction: float, prefix: Pa
 
 
 def _worker(spec_path: str) -> int:
-    """The valgrind process: import torch, then fork every child from a state that depends only
-    on its phase (PHASES: the modules imported before it), never on which children ran, how many,
-    or which rows, models or sources the run has: nothing of the job list is read here but the
-    number of tasks per phase, no workload source is loaded here, and forking a child and waiting
-    for one leave the heap as they found it. At most `parallel` children count at once; each
-    reads its task after the fork, loads its source and limits its own time."""
+    """The valgrind process: import torch, then, phase by phase (PHASES), import the phase's
+    modules and fork one zygote for it, which forks one guardian per task, which forks the
+    counting child and waits for it. So a child starts from the state of its phase's imports, its
+    zygote and its guardian, the same whatever the job list: this process forks exactly one zygote
+    per phase whichever rows it counts, a zygote forks guardians that leave its heap as they found
+    it, nothing of the job list is read here but the number of tasks per phase, and no workload
+    source is loaded here. At most `parallel` children count at once, all phases together: a
+    token pipe (a guardian returns its token when its child has ended, however it ended)."""
     t0 = time.perf_counter()
     spec = json.loads(Path(spec_path).read_text())
     req = _Requests(spec["helper"])
@@ -832,49 +857,74 @@ def _worker(spec_path: str) -> int:
     plan = {"phases": [0] * len(PHASES), "tasks": 0, **plan}
     for _ in range(3):  # the last of three: the client requests' own instructions, warm
         req.measure(lambda: None, 1, "harness-overhead")
-    started = running = reaped = 0
-    # Each child's pid and each ended child's (pid, wait status), kept in C arrays of a fixed
-    # size: a Python int kept per fork would make the heap a child starts from depend on how
-    # many children were forked before it.
-    pids, ended_pids, statuses = (array.array("q", bytes(8 * MAX_TASKS)) for _ in range(3))
-
-    def reap() -> None:
-        nonlocal reaped
-        pid, status = os.wait()
-        if reaped < MAX_TASKS:
-            ended_pids[reaped], statuses[reaped] = pid, status
-        reaped += 1
-
+    tokens = os.pipe()
+    os.write(tokens[1], b"t" * spec["parallel"])
+    # where the next task is, in a C array: no counter stays alive as a Python object (an int
+    # past 256 is one) when a later phase imports and forks
+    cursor = array.array("q", bytes(8))
     for modules, n in zip(PHASES, plan["phases"]):
-        if started == plan["tasks"]:
+        if cursor[0] == plan["tasks"]:
             break  # no later phase has a task: its imports would only cost time
         for module in modules:
             importlib.import_module(module)
-        for _ in range(n):
-            if running == spec["parallel"]:
-                reap()
-                running -= 1
-            pid = os.fork()
-            if pid == 0:
-                _child(req, started, spec)
-            if started < MAX_TASKS:
-                pids[started] = pid
-            running += 1
-            started += 1
-    while running:
-        reap()
-        running -= 1
-    ended = dict(zip(ended_pids[: min(reaped, MAX_TASKS)], statuses[: min(reaped, MAX_TASKS)]))
+        pid = os.fork()
+        if pid == 0:
+            _zygote(req, spec, cursor, n, tokens)
+        del pid
+        cursor[0] += n
+    _wait_all()
     for k in range(plan["tasks"]):
         task = json.loads((out / TASKS / f"{k:04d}.json").read_text())
         path = out / "status" / f"{task['tag']}.json"
         result["jobs"][task["tag"]] = (
-            json.loads(path.read_text())
-            if path.is_file()
-            else {"error": _death(task, ended.get(pids[k]) if k < MAX_TASKS else None)}
+            json.loads(path.read_text()) if path.is_file() else {"error": _death(task, None)}
         )
     (out / "worker.json").write_text(json.dumps(result))
     return 0
+
+
+def _wait_all() -> None:
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            return
+
+
+def _zygote(req: _Requests, spec: dict, cursor, n: int, tokens: tuple[int, int]) -> None:
+    """One phase's tasks: one guardian each, forked when a token is free."""
+    from harness.core.processes import die_with_parent
+
+    die_with_parent()
+    for _ in itertools.repeat(None, n):
+        os.read(tokens[0], 1)  # a free slot, of `parallel`
+        pid = os.fork()
+        if pid == 0:
+            _guardian(req, spec, cursor, tokens)
+        del pid
+        cursor[0] += 1
+    _wait_all()
+    os._exit(0)
+
+
+def _guardian(req: _Requests, spec: dict, cursor, tokens: tuple[int, int]) -> None:
+    """Fork the counting child of task cursor[0], wait for it, say why it wrote no result if it
+    wrote none (crashed, ran past its time limit), and give the token back."""
+    from harness.core.processes import die_with_parent
+
+    die_with_parent()
+    name = f"{cursor[0]:04d}"  # the same size for every task: so is the child's heap
+    pid = os.fork()
+    if pid == 0:
+        _child(req, name, spec)
+    _, status = os.waitpid(pid, 0)
+    out = Path(spec["out"])
+    task = json.loads((out / TASKS / f"{name}.json").read_text())
+    path = out / "status" / f"{task['tag']}.json"
+    if not path.is_file():
+        write_atomic(path, json.dumps({"error": _death(task, status), "pid": pid}))
+    os.write(tokens[1], b"t")
+    os._exit(0)
 
 
 def _death(task: dict, status: int | None) -> str:
@@ -892,8 +942,8 @@ def _death(task: dict, status: int | None) -> str:
     return f"{what} died before writing its result"
 
 
-def _child(req: _Requests, k: int, spec: dict) -> None:
-    """A counting child: read task k, limit its own time (SIGALRM's default action ends it),
+def _child(req: _Requests, name: str, spec: dict) -> None:
+    """A counting child: read its task, limit its own time (SIGALRM's default action ends it),
     count, say how it went, leave without cleaning up."""
     import math
     import signal
@@ -902,11 +952,14 @@ def _child(req: _Requests, k: int, spec: dict) -> None:
 
     die_with_parent()
     out = Path(spec["out"])
-    task = json.loads((out / TASKS / f"{k:04d}.json").read_text())
+    task = json.loads((out / TASKS / f"{name}.json").read_text())
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(math.ceil(task["timeout_s"]))
     try:
-        status = _count_one(req, task, Path(spec["state"]), spec["extra"], Path(spec["prefix"]))
+        path = json.loads(Path(PATH_FILE).read_text())
+        status = _count_one(
+            req, task, Path(spec["state"]), spec["extra"], Path(spec["prefix"]), path
+        )
     except BaseException as exc:  # noqa: BLE001 (any failure is this row's, reported)
         status = {"error": f"{type(exc).__name__}: {exc}"}
     signal.alarm(0)

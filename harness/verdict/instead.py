@@ -44,7 +44,8 @@ def annotate(rows: list, not_judged: str) -> list:
         r.name for r in rows if r.name.startswith("instructions.") and "_compile'" in r.name
     )
     for row in rows:
-        if row.verdict != not_judged or row.name.startswith("instructions."):
+        # the raw and reference-normalised rules' rows (a GPU-time row's note says its own why)
+        if row.verdict != not_judged or "noise band" not in row.note.split(";")[0]:
             continue
         key = instruction_key(row.name)
         options = []
@@ -65,7 +66,12 @@ def annotate(rows: list, not_judged: str) -> list:
                 + ")"
             )
         options.append(OTHERS)
-        row.note += "; judged instead by " + ", or ".join(options)
+        said = "; judged instead by " + ", or ".join(options)
+        label = f"; {row.device}" if row.device else ""
+        if label and row.note.endswith(label):  # the device label stays last
+            row.note = row.note[: -len(label)] + said + label
+        else:
+            row.note += said
     return rows
 
 

@@ -3,7 +3,7 @@
 A *result set* is one asv result file (one run: one commit, one environment, one machine) plus
 the `benchmarks.json` that gives each benchmark its unit. Runs live in run records
 (harness.core.records); `resolve(spec)` turns a name into a result file (see its docstring for
-the forms: paths, `latest`, `baseline[:MACHINE]`, commits, run ids).
+the forms: paths, `latest`, `baseline[:MACHINE]`, `nightly[:MACHINE]`, commits, run ids).
 
 Everything wrong with the input raises `BadInput` (harness.core.exits), whose message names the
 file or benchmark and says what to do: exit code 3.
@@ -250,6 +250,18 @@ def _newest_baseline(root: pathlib.Path, name: str, spec: str) -> pathlib.Path:
     return _legacy_newest(files)
 
 
+def _newest_nightly(root: pathlib.Path, spec: str, machine: str | None) -> pathlib.Path:
+    where = records.runs_dir(root)
+    name = spec.partition(":")[2] or _pick_machine(records.machines(root), where, machine, spec)
+    runs = [r for r in records.list_runs(root, name) if r.label == "nightly" and r.result_files()]
+    if not runs:
+        raise BadInput(
+            f"{spec!r}: no nightly run of machine {name!r} in {where}; run `harness nightly` "
+            f"or pull one: `harness store pull --machine {name} --label nightly --last 1`"
+        )
+    return runs[-1].result_file()
+
+
 def _by_commit(runs: list[records.RunRecord], prefix: str) -> list[records.RunRecord]:
     return [r for r in runs if r.commit.lower().startswith(prefix.lower())]
 
@@ -261,6 +273,7 @@ def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathli
       maps back to its run), a folder of runs or a plain asv results folder (its newest result);
     - `latest`: the newest run record;
     - `baseline` or `baseline:<machine>`: the newest baseline copy of a run record;
+    - `nightly` or `nightly:<machine>`: the newest run record labelled nightly;
     - `commit:<sha-prefix>` or a bare hex prefix (4+ characters): that commit's newest run;
       the whole prefix given is matched;
     - a run id or a unique prefix of one (`20261130T1745`).
@@ -297,6 +310,8 @@ def resolve(spec: str, root: pathlib.Path, machine: str | None = None) -> pathli
         names = sorted(d.name for d in bdir.iterdir() if d.is_dir()) if bdir.is_dir() else []
         name = spec.partition(":")[2] or _pick_machine(names, bdir, machine, spec)
         return _newest_baseline(root, name, spec)
+    if spec == "nightly" or spec.startswith("nightly:"):
+        return _newest_nightly(root, spec, machine)
     known = sorted(set(records.machines(root)) | set(records.foreign_machines(root)))
     name = _pick_machine(known, records.runs_dir(root), machine, spec)
     runs = records.named_runs(root, name)

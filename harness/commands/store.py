@@ -1,0 +1,159 @@
+"""`harness store push|pull`: run records kept in a results history in git (a ref of a git remote,
+default `refs/harness/results` of the project's origin), appended to by every runner at once and
+read back in part. See harness.core.store and docs/history.md."""
+
+from harness.commands import options
+
+
+def _where(parser) -> None:
+    from harness.core import settings
+
+    parser.add_argument(
+        "--remote",
+        metavar="NAME|URL",
+        help="a git remote of the project or any git URL (default "
+        f"${settings.STORE_REMOTE.name}, else origin)",
+    )
+    parser.add_argument(
+        "--ref",
+        metavar="REF",
+        help=f"the ref holding the history (default ${settings.STORE_REF.name}, else "
+        f"{settings.STORE_REF.default})",
+    )
+    options.results_dir(parser)
+    parser.add_argument(
+        "--dry-run", action="store_true", help="say what would move; push or pull nothing"
+    )
+
+
+def add_arguments(parser):
+    from harness.commands import Parser
+    from harness.core.store import DEFAULT_LAST
+
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
+    sub.required = True
+    push = sub.add_parser(
+        "push",
+        help="add run records to the history: one commit, never forced, retried when another "
+        "runner pushed first",
+        description="Add run records to the results history. Without RUN: the clean `bench` "
+        "and `nightly` runs not in it yet (runs of ab, bisect, imported files and of a dirty "
+        "tree only when named; a run without the dirty mark counts as clean). Exit 0 pushed "
+        "or nothing to push, 3 a record refused by name (the others pushed), 5 git failed "
+        "(nothing pushed).",
+    )
+    push.add_argument(
+        "runs", nargs="*", metavar="RUN", help="run id (or a unique prefix) or run record folder"
+    )
+    push.add_argument("--machine", help="only this machine's runs (default: every machine)")
+    _where(push)
+    pull = sub.add_parser(
+        "pull",
+        help="bring run records from the history into results/runs/ (only what is asked for)",
+        description="Bring run records from the results history into RESULTS/runs/, each "
+        f"checked whole before it is renamed into place. Without RUN: the newest {DEFAULT_LAST} "
+        "runs of this machine (--machine; host name + GPU model by default). Only the "
+        "records selected are downloaded where the server allows partial fetch. Exit 0, 3 a "
+        "record refused (a local one of the same id with other content, or one not whole in "
+        "the history; the others pulled), 5 git failed.",
+    )
+    pull.add_argument(
+        "runs", nargs="*", metavar="RUN", help="run id or a unique prefix of one (repeatable)"
+    )
+    pull.add_argument(
+        "--machine",
+        action="append",
+        metavar="NAME",
+        help="this machine's runs (repeatable; default: this host's machine name)",
+    )
+    pull.add_argument(
+        "--all-machines", action="store_true", help="runs of every machine in the history"
+    )
+    pull.add_argument(
+        "--last",
+        type=int,
+        metavar="N",
+        help=f"the newest N runs per machine (default {DEFAULT_LAST})",
+    )
+    pull.add_argument("--all", action="store_true", help="every run selected, not the newest N")
+    pull.add_argument(
+        "--since", metavar="DATE", help="runs started at or after DATE (ISO, e.g. 2026-11-30)"
+    )
+    pull.add_argument("--label", metavar="NAME", help="runs labelled NAME (e.g. nightly)")
+    pull.add_argument(
+        "--mode", choices=("fast", "full"), help="runs of this mode (read from run.json)"
+    )
+    pull.add_argument(
+        "--clean", action="store_true", help="leave out runs recorded as made from a dirty tree"
+    )
+    _where(pull)
+
+
+def run(args) -> int:
+    from harness.core import store
+    from harness.verdict.results import results_root
+
+    root = results_root(args.results_dir)
+    repo = store.open_repo(root, args.remote, args.ref)
+    if args.action == "push":
+        return store.push(root, repo, args.runs, args.machine, args.dry_run)
+    return _pull(args, root, repo, store)
+
+
+def _pull(args, root, repo, store) -> int:
+    from harness.core.exits import BadInput
+
+    if args.last is not None and args.last < 1:
+        raise BadInput("--last must be at least 1")
+    if args.all_machines and args.machine:
+        raise BadInput("--all-machines goes without --machine")
+    if args.runs or args.all_machines:  # run ids are looked up on every machine
+        machines = tuple(args.machine or ())
+    else:
+        machines = tuple(args.machine or [options.machine_name(args)])
+    sel = store.Selection(
+        machines=machines,
+        runs=tuple(args.runs),
+        last=None if args.all or args.runs else (args.last or store.DEFAULT_LAST),
+        since=store.since_key(args.since) if args.since else None,
+        label=args.label,
+        mode=args.mode,
+        clean=args.clean,
+    )
+    report = store.pull(root, repo, sel, args.dry_run)
+    if report.refused:
+        raise store.Refused("refused: " + " | ".join(report.refused))
+    return 0
+
+
+def pull_for_gate(args) -> tuple[str, str]:
+    """`harness gate --pull`: pull what BASE and HEAD name from the history first: a run id
+    (or a unique prefix), or for `nightly[:MACHINE]` the newest clean nightly run of that
+    machine (default --machine, else this host's) in HEAD's mode, which then names exactly
+    that run. Other names (paths, latest, baseline, commits) are local: nothing is pulled."""
+    import re
+
+    from harness.core import records
+    from harness.core.exits import BadInput
+    from harness.verdict.results import resolve, results_root
+
+    root = results_root(args.results_dir)
+    names = [args.base, args.head]
+    for i, name in enumerate(names):
+        if re.match(r"^\d{8}T", name):
+            options.pull_first(args, [], runs=(name,), last=None)
+        elif name == "nightly" or name.startswith("nightly:"):
+            mode = None
+            other = names[1 - i]
+            try:
+                rec = records.record_of(resolve(other, root, args.machine))
+                mode = rec.meta.get("mode") if rec else None
+            except BadInput:  # the other side may be pulled itself, or be bad input (said later)
+                mode = None
+            machine = name.partition(":")[2] or options.machine_name(args)
+            got = options.pull_first(
+                args, [machine], last=1, label="nightly", mode=mode, clean=True
+            )
+            if got:
+                names[i] = str(records.runs_dir(root) / got[-1][0] / got[-1][1])
+    return names[0], names[1]

@@ -1,0 +1,477 @@
+"""The git plumbing of the results history (harness.core.store): the one place that runs git for
+it, always as a subprocess with a timeout and no prompt, in a bare repository of the harness's
+own (`<results root>/.store/<remote>-<hash>/`, a cache: safe to delete), never in the project's
+repository: the user's working tree, index, branches and config are not touched.
+
+That repository is a shallow (`--depth 1`) partial clone of one ref of one remote, fetched by
+levels: the newest commit with the top three levels of its tree (`--filter=tree:3`: the root,
+`runs/` and the like, and each machine's folder, whose entries name the records), then only
+the records asked for, whole (`fetch_objects`). Nothing else of the history is downloaded. A
+commit is made with plumbing on the paths it changes (`mktree --missing` for each folder from
+the record up to the root: the records it does not touch need not be here), a private index
+file only for the new records' own trees, `commit-tree`, and pushed by hash
+(`push <sha>:<ref>`), never forced. One process at a time works in the repository (`locked`:
+an flock, released by the kernel however the holder ends); lock files a killed git left
+behind are removed under that lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from harness.core import settings
+from harness.core.exits import BadInput, RunnerFailed
+
+CACHE = ".store"  # under the results root
+REMOTE = "store"  # the cache repository's one remote (a promisor remote: partial fetches)
+TIP = "refs/store/tip"  # the history's newest commit as last seen
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+# who makes the history's commits: runners have no git identity of their own
+IDENTITY = ("harness store", "harness-store@localhost")
+# git's own variables that would point it at another repository, index or identity (set by a
+# hook or an outer git command) are dropped; these, which say how to reach a remote, are kept
+_KEEP_GIT_VARS = re.compile(
+    r"^GIT_(SSH|SSH_COMMAND|SSH_VARIANT|ASKPASS|PROXY_COMMAND|CONFIG_GLOBAL|CONFIG_SYSTEM|"
+    r"CONFIG_NOSYSTEM|SSL_NO_VERIFY|SSL_CAINFO|SSL_CAPATH|HTTP_USER_AGENT|HTTP_PROXY_AUTHMETHOD|"
+    r"CURL_VERBOSE|TRACE.*|REDACT_COOKIES)$"
+)
+# the settings every call runs under: no hooks, no signing, no background gc in the cache
+_CONFIG = (
+    "core.hooksPath=/dev/null",
+    "commit.gpgSign=false",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "fetch.writeCommitGraph=false",
+    "advice.detachedHead=false",
+)
+# rejections that mean another runner moved the ref first (fetch, re-apply, retry)
+_RACE = re.compile(
+    r"fetch first|non-fast-forward|cannot lock ref|failed to lock|failed to update ref|"
+    r"incorrect old value|stale info|but expected",
+    re.IGNORECASE,
+)
+
+
+_SCP = re.compile(r"^(?:[^/@:]+@)?[A-Za-z0-9.-]+:(?!//)")
+
+
+def redact(url: str) -> str:
+    """A URL fit for a message: user and password (a token) left out."""
+    return re.sub(r"(://)[^/@]*@", r"\1***@", url)
+
+
+@dataclasses.dataclass(frozen=True)
+class Remote:
+    """Where the history lives: the URLs git fetches from and pushes to, what the user named
+    (`origin`, a URL), and git settings for those URLs carried over from the project's
+    repository (http.extraheader, credential helpers: how CI checkouts hold their token)."""
+
+    name: str
+    url: str
+    push_url: str
+    carried: tuple[tuple[str, str], ...] = ()
+
+    def __str__(self) -> str:
+        shown = redact(self.url)
+        return self.name if self.name == shown else f"{self.name} ({shown})"
+
+
+def git_blob_oid(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def git_tree_oid(folder: Path) -> str:
+    """The oid git gives the tree of `folder` with every file as a plain 100644 blob (as the
+    history stores a record), computed here: a record held locally and one in the history are
+    the same exactly when these agree. Empty folders have no tree (git keeps none)."""
+    entries = []
+    for p in Path(folder).iterdir():
+        if p.is_dir() and not p.is_symlink():
+            if any(x.is_file() for x in p.rglob("*")):
+                entries.append((p.name + "/", b"40000 " + p.name.encode(), git_tree_oid(p)))
+        elif p.is_file():
+            entries.append((p.name, b"100644 " + p.name.encode(), git_blob_oid(p.read_bytes())))
+    body = b"".join(
+        head + b"\0" + bytes.fromhex(oid) for _, head, oid in sorted(entries, key=_tree_order)
+    )
+    return hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()
+
+
+def _tree_order(entry) -> bytes:
+    return entry[0].encode()  # git sorts a folder's name as if it ended in '/'
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    mode: str
+    kind: str  # blob or tree
+    oid: str
+    path: str
+
+
+@dataclasses.dataclass
+class PushOutcome:
+    ok: bool
+    race: bool = False
+    reason: str = ""
+
+
+class Repo:
+    """The harness's bare repository caching one ref of one remote (see the module's text)."""
+
+    def __init__(self, results_root: Path, remote: Remote, ref: str):
+        self.remote = remote
+        self.ref = ref
+        key = hashlib.sha256(f"{remote.url}\n{remote.push_url}\n{ref}".encode()).hexdigest()[:12]
+        tail = re.sub(r"[^A-Za-z0-9_.-]+", "_", remote.url.rstrip("/").rsplit("/", 1)[-1])[-40:]
+        self.path = Path(results_root) / CACHE / f"{tail or 'remote'}-{key}"
+        self.timeout = settings.STORE_TIMEOUT_S.get()
+        self.partial = True  # False once the server said it does not filter
+        self.fetches = 0
+
+    # ---- running git ----
+
+    def environment(self, network: bool) -> dict:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("GIT_") or _KEEP_GIT_VARS.match(k)
+        }
+        env.update(
+            GIT_DIR=str(self.path),
+            GIT_TERMINAL_PROMPT="0",
+            GCM_INTERACTIVE="never",
+            LC_ALL="C",
+            LANGUAGE="C",
+            GIT_AUTHOR_NAME=IDENTITY[0],
+            GIT_AUTHOR_EMAIL=IDENTITY[1],
+            GIT_COMMITTER_NAME=IDENTITY[0],
+            GIT_COMMITTER_EMAIL=IDENTITY[1],
+        )
+        config = list(self.remote.carried) if network else []
+        config += [tuple(c.split("=", 1)) for c in _CONFIG]
+        # handed over in the environment, not on the command line (a token stays out of `ps`)
+        env["GIT_CONFIG_COUNT"] = str(len(config))
+        for i, (key, value) in enumerate(config):
+            env[f"GIT_CONFIG_KEY_{i}"] = key
+            env[f"GIT_CONFIG_VALUE_{i}"] = value
+        return env
+
+    def git(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        network: bool = False,
+        check: bool = True,
+        extra_env: dict | None = None,
+    ) -> subprocess.CompletedProcess:
+        """`git ARGS` in the cache repository, stdout and stderr as bytes; a failure (check) or
+        a timeout is RunnerFailed naming git's error in one line."""
+        from harness.core.processes import end_session, start_in_session
+
+        env = self.environment(network)
+        env.update(extra_env or {})
+        cmd = ["git", *args]
+        try:
+            proc = start_in_session(
+                cmd,
+                cwd=self.path,
+                env=env,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except FileNotFoundError:
+            raise RunnerFailed("git is not installed; the results history needs it") from None
+        try:
+            out, err = proc.communicate(input, timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            end_session(proc, grace_s=1.0)  # git stops on SIGINT at once; what it runs may not
+            raise RunnerFailed(
+                f"git {args[0]} did not finish within {self.timeout:g} s "
+                f"(${settings.STORE_TIMEOUT_S.name})"
+            ) from None
+        except BaseException:
+            end_session(proc, grace_s=1.0)
+            raise
+        done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+        if check and done.returncode != 0:
+            raise RunnerFailed(f"git {args[0]}: {git_error(err)}")
+        return done
+
+    # ---- the repository and its lock ----
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Create the repository if needed and hold it for this process alone."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        ignore = self.path.parent / ".gitignore"
+        if not ignore.is_file():  # the cache is nobody's to commit
+            ignore.write_text("# the harness's cache of the results history: safe to delete\n*\n")
+        with open(self.path.parent / f"{self.path.name}.flock", "a+") as handle:
+            deadline = time.monotonic() + self.timeout
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise RunnerFailed(
+                            f"{self.path} is held by another harness process for more than "
+                            f"{self.timeout:g} s; try again"
+                        ) from None
+                    time.sleep(0.1)
+            try:
+                self._prepare()
+                yield self
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _prepare(self) -> None:
+        # under the lock, any lock file is a killed git's (a git waiting on one would fail)
+        for stale in self.path.rglob("*.lock"):
+            stale.unlink(missing_ok=True)
+        for stale in self.path.glob("harness-index-*"):
+            stale.unlink(missing_ok=True)
+        if not (self.path / "HEAD").is_file():
+            self.git("init", "--quiet", "--bare", "--template=", str(self.path))
+        want = {
+            f"remote.{REMOTE}.url": self.remote.url,
+            f"remote.{REMOTE}.pushurl": self.remote.push_url,
+            f"remote.{REMOTE}.promisor": "true",
+            "extensions.partialclone": REMOTE,
+            "core.repositoryformatversion": "1",
+        }
+        have = self.git("config", "--local", "--list", check=False).stdout.decode()
+        pairs = dict(line.split("=", 1) for line in have.splitlines() if "=" in line)
+        for key, value in want.items():
+            if pairs.get(key.lower()) != value:
+                self.git("config", "--local", key, value)
+        # no default filter: a fetch without --filter (whole records) must get everything
+        if f"remote.{REMOTE}.partialclonefilter" in pairs:
+            self.git("config", "--local", "--unset", f"remote.{REMOTE}.partialclonefilter")
+
+    # ---- reading the remote ----
+
+    def fetch_tip(self) -> str | None:
+        """The history's newest commit with the top three levels of its tree (the root, the
+        folders below it, each machine's folder: every record's name and tree oid, no record
+        itself), or None when the ref does not exist there yet. A server that cannot filter
+        sends the whole tip (`partial` turns False); one that refuses tree filters, the tip's
+        trees without blobs."""
+        for spec in ("tree:3", "blob:none"):
+            done = self.git(
+                "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--depth=1",
+                f"--filter={spec}", REMOTE, f"+{self.ref}:{TIP}", network=True, check=False,
+            )  # fmt: skip
+            self.fetches += 1
+            err = done.stderr.decode(errors="replace")
+            if "filtering not recognized by server" in err:
+                self.partial = False
+            if done.returncode == 0:
+                return self.rev_parse(TIP)
+            if "couldn't find remote ref" in err:
+                return None
+            if "filter" not in err:
+                break
+        raise RunnerFailed(f"git fetch: {git_error(done.stderr)}")
+
+    def fetch_objects(self, oids: list[str], spec: str | None = None) -> None:
+        """Bring these objects from the remote in one fetch: with no filter `spec` whole (a
+        record's tree: its folders and files), `tree:0` a tree alone, `blob:none` for blobs."""
+        if not oids:
+            return
+        self.git(
+            "-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags",
+            "--no-write-fetch-head", "--recurse-submodules=no",
+            *([f"--filter={spec}"] if spec else []), "--stdin", REMOTE,
+            input="".join(f"{o}\n" for o in oids).encode(), network=True,
+        )  # fmt: skip
+        self.fetches += 1
+
+    def push(self, commit: str) -> PushOutcome:
+        """`git push <commit>:<ref>`, never forced: ok, a race lost to another pusher, or a
+        rejection that is not a race (a hook, a protected ref, no permission, unreachable)."""
+        done = self.git(
+            "push", "--porcelain", REMOTE, f"{commit}:{self.ref}", network=True, check=False
+        )
+        out = done.stdout.decode(errors="replace")
+        status = [line for line in out.splitlines() if line.endswith(")") or "\t" in line]
+        mine = next((line for line in status if f":{self.ref}\t" in line), "")
+        if done.returncode == 0 and not mine.startswith("!"):
+            return PushOutcome(True)
+        reason = mine.rsplit("\t", 1)[-1] if mine else git_error(done.stderr)
+        race = bool(_RACE.search(reason)) or bool(
+            _RACE.search(done.stderr.decode(errors="replace"))
+        )
+        return PushOutcome(False, race=race, reason=reason or git_error(done.stderr))
+
+    # ---- objects and trees ----
+
+    def rev_parse(self, name: str) -> str | None:
+        done = self.git("rev-parse", "--verify", "--quiet", name + "^{commit}", check=False)
+        return done.stdout.decode().strip() or None
+
+    def ls_tree(self, treeish: str, *paths: str, recursive: bool = False) -> list[Entry]:
+        args = ["ls-tree", "-z", "--full-tree"] + (["-r"] if recursive else [])
+        done = self.git(*args, treeish, "--", *paths)
+        out = []
+        for item in done.stdout.decode("utf-8", errors="surrogateescape").split("\0"):
+            if item:
+                head, path = item.split("\t", 1)
+                mode, kind, oid = head.split()
+                out.append(Entry(mode, kind, oid, path))
+        return out
+
+    def missing(self, oids: list[str]) -> set[str]:
+        """Which of these objects (trees and what they hold) are not here; nothing is fetched."""
+        if not oids:
+            return set()
+        done = self.git(
+            "rev-list", "--objects", "--missing=print", "--stdin",
+            input="".join(f"{o}\n" for o in oids).encode(),
+        )  # fmt: skip
+        lines = done.stdout.decode().splitlines()
+        return {line[1:].split()[0] for line in lines if line.startswith("?")}
+
+    def read_blobs(self, oids: list[str]) -> dict[str, bytes]:
+        """The contents of blobs that are here (fetch_objects first), read in one process."""
+        if not oids:
+            return {}
+        done = self.git("cat-file", "--batch", input="".join(f"{o}\n" for o in oids).encode())
+        out, data, pos = {}, done.stdout, 0
+        while pos < len(data):
+            end = data.index(b"\n", pos)
+            head = data[pos:end].decode().split()
+            if len(head) < 3:  # "<oid> missing"
+                pos = end + 1
+                continue
+            size = int(head[2])
+            out[head[0]] = data[end + 1 : end + 1 + size]
+            pos = end + 1 + size + 1
+        return out
+
+    def hash_objects(self, paths: list[Path]) -> list[str]:
+        """Write these files as blobs; their oids in order."""
+        if not paths:
+            return []
+        done = self.git(
+            "hash-object", "-w", "--no-filters", "--stdin-paths",
+            input="".join(f"{p}\n" for p in paths).encode(),
+        )  # fmt: skip
+        return done.stdout.decode().split()
+
+    def hash_bytes(self, data: bytes) -> str:
+        return (
+            self.git("hash-object", "-w", "--no-filters", "--stdin", input=data)
+            .stdout.decode()
+            .strip()
+        )
+
+    def record_trees(self, files: list[tuple[str, str]]) -> dict[str, str]:
+        """Trees for new records from their files ("<machine>/<run-id>/<path>", blob oid), made
+        in a private index file that lives only for this call: "<machine>/<run-id>" -> oid."""
+        index = self.path / f"harness-index-{os.getpid()}"
+        env = {"GIT_INDEX_FILE": str(index)}
+        try:
+            self.git("read-tree", "--empty", extra_env=env)
+            self.git(
+                "update-index", "-z", "--index-info",
+                input="".join(f"100644 {oid}\t{path}\0" for path, oid in files).encode(),
+                extra_env=env,
+            )  # fmt: skip
+            top = self.git("write-tree", extra_env=env).stdout.decode().strip()
+        finally:
+            index.unlink(missing_ok=True)
+        machines = {path.split("/", 1)[0] for path, _ in files}
+        return {e.path: e.oid for e in self.ls_tree(top, *[f"{m}/" for m in sorted(machines)])}
+
+    def edit_tree(self, tree: str | None, edits: dict) -> str | None:
+        """`tree` (None: empty) with `edits` applied, folder by folder: name -> None (remove),
+        ("blob" | "tree", oid) (put), or a dict of edits inside that folder. Only the folders
+        on the edited paths are read and written (`mktree --missing`: what they hold need not
+        be here). None when nothing is left."""
+        entries = {e.path: (e.mode, e.kind, e.oid) for e in self.ls_tree(tree)} if tree else {}
+        for name, edit in edits.items():
+            if isinstance(edit, dict):
+                below = entries.get(name)
+                sub = self.edit_tree(below[2] if below and below[1] == "tree" else None, edit)
+                edit = ("tree", sub) if sub else None
+            if edit is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = ("040000" if edit[0] == "tree" else "100644", *edit)
+        if not entries:
+            return None
+        body = "".join(f"{m} {k} {o}\t{n}\0" for n, (m, k, o) in sorted(entries.items()))
+        return self.git("mktree", "-z", "--missing", input=body.encode()).stdout.decode().strip()
+
+    def commit(self, tree: str, parent: str | None, message: str) -> str:
+        args = ["commit-tree", "--no-gpg-sign", tree] + (["-p", parent] if parent else [])
+        return self.git(*args, input=message.encode()).stdout.decode().strip()
+
+
+def git_error(stderr: bytes) -> str:
+    """git's error in one line: its fatal/error lines (else its last line), joined."""
+    lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]
+    picked = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines[-1:]
+    text = "; ".join(dict.fromkeys(picked)) or "failed with no message"
+    return redact(text)[:500]
+
+
+def project_remote(name_or_url: str) -> Remote:
+    """A URL or path, taken as it is, or a remote name of the project's repository: its fetch
+    and push URLs, with the http and credential settings the project keeps for them."""
+    if _looks_like_url(name_or_url):
+        url = _absolute(name_or_url, Path.cwd())
+        return Remote(name_or_url, url, url)
+    from harness.core.project import project_root
+
+    project = project_root()
+
+    def get(*args: str) -> str:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(project), *args], capture_output=True, text=True, timeout=60
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise RunnerFailed(f"git config of {project}: {exc}") from None
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    url = get("remote", "get-url", name_or_url)
+    if not url:
+        raise BadInput(
+            f"the project {project} has no git remote {name_or_url!r} for the results history; "
+            "name a remote of it or a git URL with --remote (or "
+            f"${settings.STORE_REMOTE.name})"
+        )
+    url = _absolute(url, project)
+    push_url = _absolute(get("remote", "get-url", "--push", name_or_url) or url, project)
+    carried = []
+    for section in ("http", "credential"):
+        for line in get("config", "--get-urlmatch", section, url).splitlines():
+            key, _, value = line.partition(" ")
+            if key:
+                carried.append((key, value))
+    return Remote(name_or_url, url, push_url, tuple(carried))
+
+
+def _looks_like_url(text: str) -> bool:
+    """A URL, an scp-like address (git@host:path) or a path; else a remote's name."""
+    return "://" in text or text.startswith(("/", ".", "~")) or bool(_SCP.match(text))
+
+
+def _absolute(url: str, base: Path) -> str:
+    """A local path (relative to `base`) made absolute: git runs in the cache, elsewhere."""
+    if "://" in url or _SCP.match(url):
+        return url
+    path = Path(os.path.expanduser(url))
+    return str(path if path.is_absolute() else (Path(base) / path).resolve())

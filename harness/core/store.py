@@ -1,0 +1,644 @@
+"""The results history in git: run records kept on a ref of a git remote, appended to by every
+runner of a fleet at once, read back in part (docs/history.md#the-results-history-in-git).
+
+The history is one ref (default `refs/harness/results` of the project's `origin`: outside
+refs/heads/, so a plain clone never downloads it) whose tree is
+
+    store.json                          what this ref is (schema), written by the first push
+    runs/<machine>/<run-id>/...         run records, byte for byte as pushed, never changed
+    manifests/<machine>/<run-id>.json   the file listing of a record written before records
+                                        carried their own manifest.json (the only index)
+    pruned/<machine>/<run-id>.json      runs pruned from the history: never pushed again
+
+Records of different runs never touch the same path, so a push that loses a race to another
+runner fetches the new tip, applies its records on top again and retries (bounded, with
+backoff). Every commit adds or prunes; none is ever rewritten and nothing is force-pushed.
+git itself is run by harness.core.gitrepo.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness.core import provenance, records, settings
+from harness.core.exits import BadInput, RunnerFailed
+from harness.core.gitrepo import Repo, git_tree_oid, project_remote
+
+RUNS, MANIFESTS, PRUNED, MARKER = "runs", "manifests", "pruned", "store.json"
+SCHEMA = 1
+DEFAULT_LAST = 30  # a bare pull: this machine's newest 30 runs
+PUSHED_KINDS = ("bench", "nightly")  # pushed without being named (clean runs only)
+_BATCH = 64  # run.json blobs fetched at once while selecting by mode or cleanliness
+
+
+class Refused(BadInput):
+    """Records refused by name (not whole, or another record of the same id): exit 3, after
+    the others were pushed or pulled."""
+
+
+def kind_of(meta: dict) -> str:
+    """What made a run record: `ab` or `bisect` (a side of either), `imported` (an asv file of
+    the old layout), `nightly`, else `bench` (shards and merged shards included)."""
+    label = str(meta.get("label") or "")
+    if label.startswith("bisect."):
+        return "bisect"
+    if isinstance(meta.get("ab"), dict):
+        return "ab"
+    if meta.get("imported_from"):
+        return "imported"
+    return "nightly" if label == "nightly" else "bench"
+
+
+# True: run from a tree that differed from its commit; None: not recorded (older runs). The one
+# reading of run.json's "dirty" is harness.core.provenance's, which writes it
+dirty_of = provenance.of_record
+
+
+def open_repo(root: Path, remote: str | None = None, ref: str | None = None) -> Repo:
+    """The cache repository for the history at `remote` (a remote name of the project, or a
+    git URL; default $HARNESS_STORE_REMOTE, else origin) and `ref`."""
+    ref = ref or settings.STORE_REF.get()
+    if not ref.startswith("refs/"):
+        raise BadInput(f"--ref {ref!r}: give a full ref name, e.g. refs/harness/results")
+    return Repo(root, project_remote(remote or settings.STORE_REMOTE.get()), ref)
+
+
+# ---- the history at one commit ----
+
+
+@dataclasses.dataclass
+class Snapshot:
+    tip: str | None
+    runs: dict[tuple[str, str], str]  # (machine, run id) -> the record's tree oid
+    pruned: set[tuple[str, str]]
+    manifests: dict[tuple[str, str], str]  # (machine, run id) -> blob oid of its kept listing
+
+    @classmethod
+    def load(cls, repo: Repo, tip: str | None) -> Snapshot:
+        if tip is None:
+            return cls(None, {}, set(), {})
+        top = {e.path: e for e in repo.ls_tree(tip)}
+        if MARKER not in top:
+            raise BadInput(
+                f"{repo.ref} at {repo.remote} is not a results history (no {MARKER} at its "
+                f"root; it holds {', '.join(sorted(top)[:5]) or 'nothing'}); name another --ref"
+            )
+        found: dict[str, dict[tuple[str, str], str]] = {RUNS: {}, PRUNED: {}, MANIFESTS: {}}
+        folders = [e.path + "/" for e in repo.ls_tree(tip, *[f"{d}/" for d in found if d in top])]
+        for e in repo.ls_tree(tip, *folders) if folders else []:
+            top_dir, machine, name = e.path.split("/", 2)
+            run_id = name[:-5] if top_dir != RUNS and name.endswith(".json") else name
+            found[top_dir][(machine, run_id)] = e.oid
+        return cls(tip, found[RUNS], set(found[PRUNED]), found[MANIFESTS])
+
+    def machines(self) -> list[str]:
+        return sorted({m for m, _ in self.runs})
+
+    def run_ids(self, machine: str) -> list[str]:
+        return sorted(i for m, i in self.runs if m == machine)
+
+
+def record_path(machine: str, run_id: str) -> str:
+    return f"{RUNS}/{machine}/{run_id}"
+
+
+# ---- committing: one commit per push, re-applied on top of whoever pushed first ----
+
+
+@dataclasses.dataclass
+class Change:
+    edits: dict  # folder by folder, as Repo.edit_tree takes them
+    message: str
+    what: list[tuple[str, str]]  # the runs it adds or prunes
+
+
+def commit_and_push(repo: Repo, make) -> tuple[Snapshot, Change | None, str | None, int]:
+    """Fetch the tip, `make(snapshot)` a Change (None: nothing to do), commit it on the tip and
+    push; when another runner pushed first, fetch and make it again after a backoff, until
+    $HARNESS_STORE_RETRY_S runs out. Returns (snapshot, change, commit, retries)."""
+    deadline = time.monotonic() + settings.STORE_RETRY_S.get()
+    retries = 0
+    while True:
+        snap = Snapshot.load(repo, repo.fetch_tip())
+        change = make(snap)
+        if change is None:
+            return snap, None, None, retries
+        edits = dict(change.edits)
+        if snap.tip is None:
+            edits[MARKER] = ("blob", repo.hash_bytes(_marker()))
+        tree = repo.edit_tree(f"{snap.tip}^{{tree}}" if snap.tip else None, edits)
+        commit = repo.commit(tree, snap.tip, change.message)
+        outcome = repo.push(commit)
+        if outcome.ok:
+            return snap, change, commit, retries
+        if not outcome.race:
+            raise RunnerFailed(outcome.reason)
+        if time.monotonic() >= deadline:
+            raise RunnerFailed(
+                f"{outcome.reason}: other runners kept pushing first for "
+                f"{settings.STORE_RETRY_S.get():g} s (${settings.STORE_RETRY_S.name})"
+            )
+        retries += 1
+        # full jitter, so that runners that lost together do not come back together
+        pause = random.uniform(0, min(5.0, 0.1 * 2**retries))
+        print(
+            f"harness store: another runner pushed first ({outcome.reason}); fetching and "
+            f"applying again in {pause:.2f} s",
+            file=sys.stderr,
+        )
+        time.sleep(pause)
+
+
+def _marker() -> bytes:
+    return (
+        json.dumps(
+            {
+                "schema": SCHEMA,
+                "what": "harness results history: run records, runs/<machine>/<run-id>/, "
+                "never changed once pushed; pruned runs in pruned/; see the harness's "
+                "docs/history.md",
+            },
+            indent=2,
+        )
+        + "\n"
+    ).encode()
+
+
+# ---- push ----
+
+
+def offered(
+    root: Path, names: list[str], machine: str | None
+) -> tuple[list[records.RunRecord], dict[str, list[str]]]:
+    """The local records a push offers: those named (any kind), else the clean bench and
+    nightly runs; and why -> the runs left out because they were not named."""
+    runs = records.list_runs(root, machine)
+    if names:
+        named = {}
+        for n in names:
+            rec = _named(root, runs, n)
+            named[(rec.machine, rec.run_id)] = rec
+        return list(named.values()), {}
+    chosen, left = [], {}
+    for rec in runs:
+        kind = kind_of(rec.meta)
+        why = f"{kind} runs" if kind not in PUSHED_KINDS else ""
+        why = why or ("runs of a dirty tree" if dirty_of(rec.meta) else "")
+        if why:
+            left.setdefault(why, []).append(f"{rec.machine}/{rec.run_id}")
+        else:
+            chosen.append(rec)
+    return chosen, left
+
+
+def _named(root: Path, runs: list[records.RunRecord], name: str) -> records.RunRecord:
+    path = Path(name)
+    if path.is_dir() and (path / records.RUN_JSON).is_file():
+        rec = records.load_record(path)
+        if rec.path.resolve().parent.parent != records.runs_dir(root).resolve():
+            raise BadInput(f"{name}: not a run record under {records.runs_dir(root)}")
+        return rec
+    found = [r for r in runs if r.run_id.startswith(name)]
+    if len(found) != 1:
+        what = "no run" if not found else f"{len(found)} runs"
+        raise BadInput(
+            f"{name!r} names {what} under {records.runs_dir(root)}; give a run id (or a unique "
+            "prefix) or a run record's folder"
+        )
+    return found[0]
+
+
+class _Outgoing:
+    """The local records of one push: their tree oids (to compare with the history's), and,
+    once one is to be pushed, its whole-check and blobs (each done once across retries)."""
+
+    def __init__(self, repo: Repo, chosen: list[records.RunRecord]):
+        self.repo = repo
+        self.local = {(r.machine, r.run_id): r for r in chosen}
+        self.oids = {k: git_tree_oid(r.path) for k, r in self.local.items()}
+        self.refused: dict[tuple[str, str], str] = {}
+        self.conflicts: list[str] = []
+        self.gone: list[str] = []
+        self.todo: list[tuple[str, str]] = []
+        self._trees: dict[tuple[str, str], str | None] = {}
+        self._kept: dict[tuple[str, str], str | None] = {}
+        self._listing: dict[tuple[str, str], dict | None] = {}
+
+    def whole(self, key) -> bool:
+        if key not in self._listing and key not in self.refused:
+            rec = self.local[key]
+            own = records.read_manifest(rec.path)
+            listing = records.manifest_of(rec.path, *key) if own is None else None
+            problems = records.check_whole(rec.path, rec.machine, rec.run_id, listing)
+            if problems:
+                self.refused[key] = f"{rec.path}: {'; '.join(problems[:3])}"
+            else:
+                self._listing[key] = listing
+        return key not in self.refused
+
+    def sort(self, snap: Snapshot) -> list[tuple[str, str]]:
+        """Which records this snapshot lacks (to push), holds already, or pruned."""
+        self.conflicts, self.gone, self.todo = [], [], []
+        for key, rec in self.local.items():
+            if key in snap.pruned:
+                self.gone.append("/".join(key))
+            elif key not in snap.runs:
+                if self.whole(key):
+                    self.todo.append(key)
+            elif snap.runs[key] != self.oids[key]:
+                self.conflicts.append(
+                    f"{rec.path}: the history holds run {key[1]} with other content; "
+                    "not pushed (run records are never rewritten)"
+                )
+        return self.todo
+
+    def edits(self, keys) -> dict:
+        """The history's edits that add these records: their trees under runs/<machine>/ (and
+        a kept listing for a record with no manifest of its own under manifests/<machine>/),
+        their files written as blobs in one git process and checked against the records."""
+        new = [k for k in keys if k not in self._trees]
+        files, names = [], []
+        with tempfile.TemporaryDirectory(dir=self.repo.path) as tmp:
+            for key in new:
+                rec = self.local[key]
+                for p in sorted(p for p in rec.path.rglob("*") if p.is_file()):
+                    names.append(f"{key[0]}/{key[1]}/{p.relative_to(rec.path).as_posix()}")
+                    files.append(p)
+                if self._listing[key] is not None:
+                    listing = Path(tmp) / f"{len(files)}.json"
+                    data = json.dumps(self._listing[key], indent=2, sort_keys=True) + "\n"
+                    listing.write_text(data, encoding="utf-8")
+                    names.append(f"{MANIFESTS}/{key[0]}/{key[1]}.json")
+                    files.append(listing)
+            oids = dict(zip(names, self.repo.hash_objects(files)))
+        trees = self.repo.record_trees(
+            [(n, o) for n, o in oids.items() if not n.startswith(MANIFESTS + "/")]
+        )
+        for key in new:
+            self._trees[key] = trees.get("/".join(key))
+            if self._trees[key] != self.oids[key]:  # what is pushed is exactly the record here
+                raise RuntimeError(f"the tree made for {key} is not the record's")
+            self._kept[key] = oids.get(f"{MANIFESTS}/{key[0]}/{key[1]}.json")
+        edits: dict = {}
+        for m, i in keys:
+            edits.setdefault(RUNS, {}).setdefault(m, {})[i] = ("tree", self._trees[(m, i)])
+            if self._kept[(m, i)]:
+                edits.setdefault(MANIFESTS, {}).setdefault(m, {})[f"{i}.json"] = (
+                    "blob",
+                    self._kept[(m, i)],
+                )
+        return edits
+
+
+def push(
+    root: Path, repo: Repo, names: list[str], machine: str | None, dry_run: bool, out=None
+) -> int:
+    """`harness store push`: exit 0 pushed (or nothing to push), 3 some record refused (the rest
+    pushed), 5 git failed (nothing pushed)."""
+    out = out or sys.stdout
+    chosen, left = offered(root, names, machine)
+    if not chosen:
+        print(f"harness store: nothing to push: no run records to offer under {root}", file=out)
+        for why, runs in sorted(left.items()):
+            print(f"  not pushed unless named: {len(runs)} {why} ({_few(runs)})", file=out)
+        return 0
+    going = _Outgoing(repo, chosen)
+
+    def make(snap: Snapshot) -> Change | None:
+        todo = going.sort(snap)
+        if not todo or dry_run:
+            return None
+        lines = [f"harness store: add {len(todo)} run(s)", ""] + ["/".join(k) for k in todo]
+        return Change(going.edits(todo), "\n".join(lines) + "\n", todo)
+
+    try:
+        with repo.locked():
+            _, change, commit, retries = commit_and_push(repo, make)
+    except RunnerFailed as exc:
+        held = sorted("/".join(k) for k in going.todo or going.local)
+        raise RunnerFailed(
+            f"git could not push to {repo.remote} {repo.ref}: {exc}; nothing was pushed "
+            f"({len(held)} run(s) kept here only{': ' + _few(held) if held else ''})"
+        ) from None
+    todo = ["/".join(k) for k in going.todo]
+    if dry_run:
+        print(f"harness store: would push {len(todo)} run(s): {_few(todo) or 'none'}", file=out)
+    elif change is None:
+        there = len(going.local) - len(going.conflicts) - len(going.gone) - len(going.refused)
+        print(
+            f"harness store: nothing to push to {repo.remote} {repo.ref} "
+            f"({there} run(s) already there)",
+            file=out,
+        )
+    else:
+        again = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
+        print(
+            f"harness store: pushed {len(todo)} run(s) to {repo.remote} {repo.ref} "
+            f"(commit {commit[:12]}{again}): {_few(todo)}",
+            file=out,
+        )
+    if going.gone:
+        print(f"  pruned from the history, not pushed again: {_few(going.gone)}", file=out)
+    for why, runs in sorted(left.items()):
+        print(f"  not pushed unless named: {len(runs)} {why} ({_few(runs)})", file=out)
+    refused = list(going.refused.values()) + going.conflicts
+    if refused:
+        raise Refused("refused: " + " | ".join(refused))
+    return 0
+
+
+def _few(items: list[str], n: int = 6) -> str:
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
+# ---- pull ----
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """Which runs of the history a pull brings: `runs` (run ids or unique prefixes) or the
+    newest `last` (None: all) of each machine in `machines`, started at or after `since`,
+    labelled `label`, of `mode`; `clean`: only runs not marked dirty."""
+
+    machines: tuple[str, ...] = ()
+    runs: tuple[str, ...] = ()
+    last: int | None = DEFAULT_LAST
+    since: str | None = None  # a run-id prefix: 20261130T000000Z
+    label: str | None = None
+    mode: str | None = None
+    clean: bool = False
+
+
+def since_key(text: str) -> str:
+    """`--since DATE` (2026-11-30, 2026-11-30T12:00, ...) as the run-id prefix it compares to."""
+    try:
+        when = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"--since {text!r}: give an ISO date, e.g. 2026-11-30") from None
+    if when.tzinfo is not None:
+        when = when.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return f"{when:%Y%m%dT%H%M%SZ}"
+
+
+def select(repo: Repo, snap: Snapshot, sel: Selection) -> list[tuple[str, str]]:
+    machines = list(sel.machines) or snap.machines()
+    if sel.runs:
+        out = []
+        for name in sel.runs:
+            found = [(m, i) for m in machines for i in snap.run_ids(m) if i.startswith(name)]
+            if len(found) != 1:
+                what = "no run" if not found else f"{len(found)} runs"
+                raise BadInput(
+                    f"{name!r} names {what} in the results history ({repo.remote} {repo.ref}); "
+                    "give a run id or a unique prefix"
+                )
+            out += found
+        return sorted(set(out), key=lambda k: (k[1], k[0]))
+    out = []
+    for m in machines:
+        ids = [
+            i
+            for i in snap.run_ids(m)
+            if (sel.since is None or i >= sel.since)
+            and (sel.label is None or i.endswith(f"-{sel.label}"))
+        ]
+        ids.reverse()  # newest first
+        if sel.mode or sel.clean:
+            ids = _by_meta(repo, snap, m, ids, sel)
+        out += [(m, i) for i in (ids if sel.last is None else ids[: sel.last])]
+    return sorted(out, key=lambda k: (k[1], k[0]))
+
+
+def _by_meta(repo: Repo, snap: Snapshot, machine: str, ids: list[str], sel: Selection):
+    """The runs among `ids` (newest first) whose run.json matches mode and cleanliness, read
+    in batches until `last` are found: run.json blobs only, never whole records."""
+    kept = []
+    for start in range(0, len(ids), _BATCH):
+        batch = ids[start : start + _BATCH]
+        paths = [f"{record_path(machine, i)}/{records.RUN_JSON}" for i in batch]
+        repo.fetch_objects([snap.runs[(machine, i)] for i in batch], "tree:0")
+        entries = {e.path: e.oid for e in repo.ls_tree(snap.tip, *paths)}
+        repo.fetch_objects(sorted(set(entries.values())), "blob:none")
+        blobs = repo.read_blobs(list(entries.values()))
+        for run_id, path in zip(batch, paths):
+            try:
+                meta = json.loads(blobs.get(entries.get(path, ""), b"{}"))
+            except ValueError:
+                meta = {}
+            meta = meta if isinstance(meta, dict) else {}
+            if sel.mode and meta.get("mode") != sel.mode:
+                continue
+            if sel.clean and dirty_of(meta):
+                continue
+            kept.append(run_id)
+        if sel.last is not None and len(kept) >= sel.last:
+            break
+    return kept
+
+
+@dataclasses.dataclass
+class PullReport:
+    pulled: list[tuple[str, str]]
+    here: list[tuple[str, str]]
+    refused: list[str]
+
+
+def pull(root: Path, repo: Repo, sel: Selection, dry_run: bool = False, out=None) -> PullReport:
+    """`harness store pull`: bring the selected records into runs/, each checked whole before it
+    is renamed into place; a local record of the same id with other content is refused."""
+    out = out or sys.stdout
+    root = Path(root)
+    report = PullReport([], [], [])
+    try:
+        with repo.locked():
+            _pull(root, repo, sel, dry_run, out, report)
+    except RunnerFailed as exc:
+        pulled = ["/".join(k) for k in report.pulled]
+        raise RunnerFailed(
+            f"git could not fetch from {repo.remote} {repo.ref}: {exc}; pulled "
+            f"{len(pulled)} run(s){': ' + _few(pulled) if pulled else ''}"
+        ) from None
+    finally:
+        if report.pulled:
+            records.rebuild_view(root)
+    return report
+
+
+def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: PullReport):
+    tip = repo.fetch_tip()
+    if not repo.partial:
+        print(
+            f"harness store: {repo.remote} does not allow partial fetch "
+            "(uploadpack.allowFilter): fetched every record of the history",
+            file=out,
+        )
+    if tip is None:
+        if sel.runs:
+            raise BadInput(f"the results history {repo.ref} at {repo.remote} is empty")
+        print(f"harness store: {repo.ref} at {repo.remote} is empty; nothing to pull", file=out)
+        return
+    snap = Snapshot.load(repo, tip)
+    chosen = select(repo, snap, sel)
+    todo = []
+    for key in chosen:
+        here = records.runs_dir(root) / key[0] / key[1]
+        if not here.exists():
+            todo.append(key)
+        elif git_tree_oid(here) == snap.runs[key]:
+            report.here.append(key)
+        else:
+            report.refused.append(
+                f"{here}: a record of that id is here with other content; not overwritten"
+            )
+    if dry_run:
+        print(
+            f"harness store: would pull {len(todo)} run(s) ({len(report.here)} already here): "
+            f"{_few(['/'.join(k) for k in todo]) or 'none'}",
+            file=out,
+        )
+        return
+    for start in range(0, len(todo), _BATCH // 2):
+        _pull_batch(root, repo, snap, todo[start : start + _BATCH // 2], report)
+    print(
+        f"harness store: pulled {len(report.pulled)} run(s) from {repo.remote} {repo.ref} into "
+        f"{records.runs_dir(root)} ({len(report.here)} already here)",
+        file=out,
+    )
+
+
+def _pull_batch(root: Path, repo: Repo, snap: Snapshot, keys, report: PullReport) -> None:
+    """Fetch the blobs of these records (one fetch) and place each."""
+    trees = [snap.runs[k] for k in keys]
+    kept = {k: snap.manifests[k] for k in keys if k in snap.manifests}
+    repo.fetch_objects(sorted(set(trees) | set(kept.values())))  # whole: folders and files
+    # a tree already here (read for its run.json) is not fetched again: what it lacks is
+    repo.fetch_objects(sorted(repo.missing(trees)))
+    still = repo.missing(trees)
+    files: dict[tuple[str, str], list] = {k: [] for k in keys}
+    for e in repo.ls_tree(snap.tip, *[record_path(*k) + "/" for k in keys], recursive=True):
+        _, m, i, rel = e.path.split("/", 3)
+        files[(m, i)].append((rel, e.oid))
+    for key in keys:
+        entries = files[key]
+        if any(oid in still for _, oid in entries):
+            report.refused.append(
+                f"{'/'.join(key)} in the history: some of its files cannot be fetched; not pulled"
+            )
+            continue
+        blobs = repo.read_blobs([oid for _, oid in entries] + ([kept[key]] if key in kept else []))
+        listing = None
+        if key in kept:
+            try:
+                listing = json.loads(blobs[kept[key]])
+            except (KeyError, ValueError):
+                listing = {}
+        _place(root, snap, key, entries, blobs, listing, report)
+
+
+def _place(root: Path, snap: Snapshot, key, entries, blobs, listing, report: PullReport) -> None:
+    """Write one record into a staging folder, check it whole, rename it into place."""
+    machine, run_id = key
+    final = records.runs_dir(root) / machine / run_id
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f"{records.STAGING}{run_id}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        for rel, oid in entries:
+            dest = staging / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(blobs[oid])
+        problems = records.check_whole(staging, machine, run_id, listing)
+        if not problems and git_tree_oid(staging) != snap.runs[key]:
+            problems = ["its files differ from the history's tree"]
+        if problems:
+            report.refused.append(
+                f"{machine}/{run_id} in the history is not a whole record: "
+                f"{'; '.join(problems[:3])}; not pulled"
+            )
+            return
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if final.exists() and git_tree_oid(final) == snap.runs[key]:
+                report.here.append(key)  # another pull placed it meanwhile
+            else:
+                report.refused.append(
+                    f"{final}: a record of that id appeared here with other content; "
+                    "not overwritten"
+                )
+            return
+        report.pulled.append(key)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+# ---- prune ----
+
+
+def prune(
+    root: Path,
+    repo: Repo,
+    keep: int | None,
+    older_than_days: float | None,
+    machine: str | None,
+    yes: bool,
+    out=None,
+) -> list[tuple[str, str]]:
+    """Prune runs from the history (`harness prune --store`): a new commit that removes their
+    folders and leaves a tombstone for each, so that no runner pushes them again. Dry run unless
+    `yes`. Returns the runs pruned (or that would be)."""
+    out = out or sys.stdout
+    records.prune_selection([], keep, older_than_days)  # says what is missing before fetching
+    rule = " ".join(
+        ([f"--keep {keep}"] if keep is not None else [])
+        + ([f"--older-than {older_than_days:g}"] if older_than_days is not None else [])
+    )
+    planned: list[tuple[str, str]] = []
+
+    def make(snap: Snapshot) -> Change | None:
+        planned.clear()
+        for m in [machine] if machine else snap.machines():
+            ids = records.prune_selection(snap.run_ids(m), keep, older_than_days)
+            planned.extend((m, i) for i in ids)
+        if not planned or not yes:
+            return None
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        edits: dict = {RUNS: {}, PRUNED: {}, MANIFESTS: {}}
+        for m, i in planned:
+            edits[RUNS].setdefault(m, {})[i] = None
+            if (m, i) in snap.manifests:
+                edits[MANIFESTS].setdefault(m, {})[f"{i}.json"] = None
+            stone = {"machine": m, "run_id": i, "pruned": now, "rule": rule}
+            oid = repo.hash_bytes((json.dumps(stone) + "\n").encode())
+            edits[PRUNED].setdefault(m, {})[f"{i}.json"] = ("blob", oid)
+        message = f"harness store: prune {len(planned)} run(s) ({rule})\n\n" + "\n".join(
+            "/".join(k) for k in planned
+        )
+        return Change({k: v for k, v in edits.items() if v}, message + "\n", list(planned))
+
+    with repo.locked():
+        _, change, commit, _ = commit_and_push(repo, make)
+    verb = "pruned" if change is not None else "would prune"
+    for m, i in planned:
+        print(f"{verb} {m}/{i} from the results history", file=out)
+    if not planned:
+        print(f"nothing to prune in the results history ({repo.remote} {repo.ref})", file=out)
+    elif change is None:
+        print(
+            f"dry run: {len(planned)} run(s) would be pruned from the results history "
+            f"({repo.remote} {repo.ref}); add --yes to prune them (a new commit; the runs "
+            "stay in git's history, and no runner pushes them again)",
+            file=out,
+        )
+    else:
+        print(f"results history: commit {commit[:12]} prunes {len(planned)} run(s)", file=out)
+    return planned
