@@ -7,7 +7,7 @@ initialisation takes seconds uninstrumented). What is costly to build and does n
 count may be prepared natively first, in the benchmark's own process (`prepare`, writing into
 the folder `build` reads).
 
-The rows of a run (`targets`), each `instructions.InstructionsPerCall.track_instructions(KEY)`:
+The rows of a run (`rows`), each `instructions.InstructionsPerCall.track_instructions(KEY)`:
 - every registered model of the run (the zoo's in this repository, only a project's own in a
   project of its own: harness.core.user_models.suite_models): `<model>_inference` and
   `<model>_training_step` at the small configuration, and `<model>_compile` where the model
@@ -517,10 +517,3 @@ def keys() -> list[str]:
 def row(key: str) -> str:
     """The asv row of a key in suites/benchmarks/instructions.py."""
     return f"instructions.InstructionsPerCall.track_instructions({key!r})"
-
-
-def matching(regexes: list[str]) -> list[str]:
-    """The keys whose rows any of asv's --bench `regexes` selects (re.search, as asv)."""
-    import re
-
-    return [k for k in keys() if any(re.search(rx, row(k)) for rx in regexes)]
