@@ -113,6 +113,8 @@ def test_bench_in_a_detached_pull_request_checkout(tmp_path, keep_main):
     elif "main" in git(clone, "branch", "--list", "main"):
         git(clone, "branch", "-D", "main")
     results = tmp_path / "results"
+    (clone / "ci-scratch").mkdir()  # what a CI job leaves beside the checkout: not a change
+    (clone / "ci-scratch" / "log.txt").write_text("x")
     proc = _harness(
         [
             "bench",
@@ -132,4 +134,8 @@ def test_bench_in_a_detached_pull_request_checkout(tmp_path, keep_main):
     # asv's own output (which says how many commits it benchmarks) is kept in the run record
     asv_log = (run / records.ASV_LOG).read_text()
     assert "(1 commits" in asv_log and "(2 commits" not in asv_log, asv_log[-2000:]
-    assert json.loads((run / "run.json").read_text())["commit"] == git(clone, "rev-parse", "HEAD")
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["commit"] == git(clone, "rev-parse", "HEAD")
+    # a clean CI checkout is never marked dirty; what it adds untracked is listed, not a change
+    assert meta["dirty"] is False and "(dirty)" not in proc.stdout
+    assert "ci-scratch/" in meta["worktree"]["untracked"]

@@ -419,6 +419,32 @@ def test_unknown_bench_name_exit_3(tmp_path, capsys):
     assert run_cli(capsys, b, h, "--bench", "a.time")[0] == 6  # found, compared, not judged
 
 
+def test_a_bench_pattern_selects_by_the_name_without_parameters_and_lists_what_it_could(
+    tmp_path, capsys
+):
+    cases = {f"m.Inference.track_time('{m}', {cl})": 1 for m in "ab" for cl in (False, True)}
+    cases["m.Inference.track_time_over_reference('a', False)"] = 2
+    b, h = pair(tmp_path, cases, cases)
+    # every case name ends in its parameters: the name without them is searched too
+    code, out, _ = run_cli(
+        capsys, b, h, "--bench", "Inference.track_time$", "--json", tmp_path / "j"
+    )
+    assert code == 0, out
+    rows = json.loads((tmp_path / "j").read_text())["rows"]
+    assert sorted(r["name"] for r in rows) == sorted(n for n in cases if "reference" not in n)
+    # a full name as listed selects itself, parentheses and all
+    one = "m.Inference.track_time('a', True)"
+    run_cli(capsys, b, h, "--bench", one, "--json", tmp_path / "j")
+    assert [r["name"] for r in json.loads((tmp_path / "j").read_text())["rows"]] == [one]
+    # a pattern matching nothing: exit 3, once, no table, the names in forms a pattern can use
+    code, out, err = run_cli(capsys, b, h, "--bench", "track_nothing$")
+    assert code == 3 and out == "" and err.count("matches no benchmark") == 1
+    assert "  m.Inference.track_time (4 cases, e.g. m.Inference.track_time('a', False))" in err
+    assert "  m.Inference.track_time_over_reference (1 cases" in err
+    assert compare.selects("Inference.track_time$", "m.Inference.track_time('a', 1)")
+    assert not compare.selects("Inference.track_time$", "m.Inference.track_time_x('a', 1)")
+
+
 def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):
     root = tmp_path / "results"
     monkeypatch.setenv("HARNESS_RESULTS_DIR", str(root))  # the results root, as --results-dir
@@ -429,8 +455,10 @@ def test_commit_latest_and_baseline_specs(tmp_path, capsys, monkeypatch):
     )
     assert run_cli(capsys, "aaaa", "latest")[0] == 1
     assert run_cli(capsys, "aaaaaaaa", "bbbbbbbb")[0] == 1
-    code, _, err = run_cli(capsys, "cccc", "latest")
+    code, out, err = run_cli(capsys, "cccc", "latest")
     assert code == 3 and "cccc" in err and "aaaaaaaa" in err
+    # said once, on stderr, with no empty table above it
+    assert out == "" and err.count("'cccc'") == 1 and len(err.splitlines()) == 1
     code, _, err = run_cli(capsys, "baseline", "latest")
     assert code == 3 and "no baseline for machine" in err
     bl = root / "baselines"

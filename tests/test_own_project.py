@@ -142,7 +142,7 @@ def test_a_project_is_found_from_a_subfolder(made, monkeypatch):
     assert project.project_root() == ROOT
 
 
-def test_bench_without_a_commit_names_the_git_commands(made, capsys, monkeypatch):
+def test_bench_without_a_commit_names_the_git_commands(made, capsys, monkeypatch, clean_registry):
     monkeypatch.delenv(settings.PROJECT.name, raising=False)
     monkeypatch.chdir(made)
     subprocess.run(["git", "init", "-q"], cwd=made, check=True)
@@ -199,6 +199,25 @@ def test_a_project_of_its_own_overlays_its_durations_on_the_packaged_ones(made, 
     assert project.suites(project.project_root()).durations_files()[-1] == own
 
 
+def test_a_projects_models_suite_is_planned_with_its_own_durations_only(made):
+    from harness.runs import shard
+
+    # the packaged file timed the models suite over the built-in zoo: not this project's models
+    packaged, own = project.suites(made).durations_files()
+    zoo_timed = shard.load_durations(packaged, "quick")
+    assert any(n.startswith("models.") for n in zoo_timed)
+    planned, _ = shard.project_durations(project.suites(made), "quick")
+    assert not any(n.startswith("models.") for n in planned)
+    assert "fusion.PointwiseChain.track_compiled_over_eager" in planned  # --suite fusion's
+    shard.update_durations(own, "quick", {"models.PeakMemory.track_peak_memory": 4.0}, ["m/r"])
+    planned, _ = shard.project_durations(project.suites(made), "quick")
+    assert planned["models.PeakMemory.track_peak_memory"] == 4.0  # once it measured its own
+    # a checkout plans with its file as it is
+    assert shard.project_durations(project.suites(ROOT), "quick")[0] == shard.load_durations(
+        ROOT / "suites" / "durations.json", "quick"
+    )
+
+
 def test_a_module_may_not_take_a_built_in_suites_name(made):
     (made / "benchmarks" / "fusion.py").write_text("")
     with pytest.raises(exits.BadInput, match=r"benchmarks/fusion\.py has the name of a harness"):
@@ -244,3 +263,108 @@ def test_the_models_suite_needs_a_model_of_the_project(made):
     with pytest.raises(exits.BadInput, match=r"names none: name the module .*harness_models"):
         bench.check_suites(made, None)
     assert bench.check_suites(made, ["tiny_cnn"]) == ["tiny_cnn"]
+
+
+# --------------------------------------------------------------------------------------------
+# every command knows the project's models
+
+
+OWN_MODEL = """
+
+class PatchMixer(nn.Module):
+    def __init__(self, hidden: int, num_classes: int):
+        super().__init__()
+        self.mix = nn.Linear(3 * 8 * 8, hidden)
+        self.head = nn.Linear(hidden, num_classes)
+
+    def forward(self, x):
+        patches = x.unfold(2, 8, 8).unfold(3, 8, 8).permute(0, 2, 3, 1, 4, 5).flatten(3)
+        return self.head(self.mix(patches.flatten(1, 2)).mean(dim=1))
+
+
+register_model(
+    "patch_mixer",
+    build=lambda cfg: PatchMixer(cfg["hidden"], cfg["num_classes"]),
+    inputs=lambda cfg, gen: (torch.randn(cfg["batch"], 3, 32, 32, generator=gen),),
+    small={"batch": 2, "hidden": 16, "num_classes": 10},
+    full={"batch": 8, "hidden": 64, "num_classes": 10},
+    image_model=True,
+    kind="mlp",
+)
+"""
+
+CL_ROW = "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous"
+
+
+def test_report_and_advise_know_the_projects_models(made, monkeypatch, capsys, clean_registry):
+    from test_advise import write_run
+    from test_gate_support import draw
+
+    with open(made / "models.py", "a") as f:  # a model of one's own, beside the example
+        f.write(OWN_MODEL)
+    cases = {
+        (f"'{model}'", f"'{mode}'"): draw(12, mean=0.7, seed=i)
+        for i, (model, mode) in enumerate(
+            (m, mode) for m in ("patch_mixer", "tiny_cnn") for mode in ("inference", "training")
+        )
+    }
+    own = "tiny_cnn.Inference.track_inference_mode_over_no_grad"
+    write_run(made / "results", {CL_ROW: (["model", "mode"], cases), own: ([], {(): draw(12)})})
+    monkeypatch.delenv(settings.PROJECT.name, raising=False)
+    monkeypatch.chdir(made)
+
+    assert main(["models"]) == exits.PASS
+    kinds = {line.split()[0]: line.split()[5] for line in capsys.readouterr().out.splitlines()[2:]}
+    assert kinds["patch_mixer"] == "mlp" and kinds["tiny_cnn"] == "conv"
+    assert kinds["alexnet"] == "conv" and kinds["word_lm"] == "recurrent"
+
+    assert main(["advise"]) == exits.PASS
+    out = capsys.readouterr().out
+    assert "unknown" not in out, out
+    assert "tiny_cnn small (batch=2, width=8, image=32, num_classes=10)" in out
+    assert "patch_mixer small (batch=2, hidden=16, num_classes=10)" in out
+
+    assert main(["report"]) == exits.PASS
+    capsys.readouterr()
+    report = made / "results" / "report"
+    md = (report / "report.md").read_text()
+    assert "unknown" not in md
+    # the sanity band for conv nets holds the conv net the project declares, not its MLP
+    bands = [line for line in md.splitlines() if line.startswith("| channels_last / contiguous")]
+    assert len(bands) == 4
+    for line in bands:
+        if "patch_mixer" in line:
+            assert "not judged: the published range is about models of kind 'conv'" in line
+        else:
+            assert "published range: check the set-up" in line or "within the published" in line
+    # the suites this run holds, plotted; none of the suites it does not hold
+    headings = [line for line in md.splitlines() if line.startswith("## ")]
+    assert [h.split(":")[0] for h in headings[:2]] == ["## models", "## tiny_cnn"]
+    assert not any(h.startswith(("## fusion", "## transfer", "## amp")) for h in headings)
+    for png in ("speedups-models.png", "speedups-tiny_cnn.png"):
+        assert (report / png).read_bytes()[:4] == b"\x89PNG" and f"]({png})" in md
+    assert "Not in this run: torch.compile" in md and "| torch.compile " not in md
+
+
+def test_a_models_module_that_does_not_import_stops_bench_before_asv(
+    made, monkeypatch, capsys, clean_registry
+):
+    line = len((made / "models.py").read_text().splitlines()) + 2
+    with open(made / "models.py", "a") as f:
+        f.write("\ndef broken(:\n")
+
+    def asv_started(*_a, **_k):
+        raise AssertionError("asv must not start")
+
+    monkeypatch.setattr(asv, "run", asv_started)
+    monkeypatch.delenv(settings.PROJECT.name, raising=False)
+    monkeypatch.chdir(made)
+    assert main(["bench", "--quick"]) == exits.BAD_INPUT
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "harness bench: error: cannot load models from 'models.py' (named by harness_models in "
+        f"pytest.ini): SyntaxError: invalid syntax (models.py, line {line}). Fix the module, or "
+        "remove 'models.py' from harness_models in pytest.ini."
+    ]
+    assert not (made / "results" / "runs").exists()

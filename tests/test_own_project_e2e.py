@@ -8,6 +8,7 @@ checkout, and there: `harness init` (twice: the second exits 3 and changes nothi
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -109,10 +110,21 @@ def test_a_new_project_from_a_wheel(venv, tmp_path):
 
     accepted = run([python, "-m", "pytest", "-q", "--accept", "-p", "no:cacheprovider"], proj, env)
     assert accepted.returncode == 0, accepted.stdout[-3000:]
+    # it says what it wrote: the example model under 5 front ends, 3 check_graph goldens
+    assert "pytest --accept: 8 golden(s) written (8 new, 0 updated), 0 removed:" in (
+        accepted.stdout
+    )
+    assert "  new      expect/tiny_cnn.jit.expect" in accepted.stdout
     assert (proj / "expect" / "tiny_cnn.jit.expect").is_file()
     assert (proj / "expect" / "test_model_graphs.test_small_mlp-export.expect").is_file()
     assert not list((proj / "expect").glob("alexnet.*")), "never the built-in zoo"
-    compared = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], proj, env)
+    # no warning without pytest-xdist (the graph suite's xdist_group mark is known)
+    compared = run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+        + ["-W", "error::pytest.PytestUnknownMarkWarning"],
+        proj,
+        env,
+    )
     assert compared.returncode == 0, compared.stdout[-3000:]
 
     golden = proj / "expect" / "tiny_cnn.jit.expect"
@@ -142,6 +154,24 @@ def test_a_new_project_from_a_wheel(venv, tmp_path):
         assert "tiny_cnn.Inference.track_inference_mode_over_no_grad" in ran.stdout
     runs = sorted(p.name for p in (proj / "results" / "runs" / "e2e").iterdir())
     assert len(runs) == 2
+    # a models module that does not import: one line, exit 3, before asv starts
+    models = (proj / "models.py").read_text()
+    (proj / "models.py").write_text(models + "\ndef broken(:\n")
+    broken = run([harness, "bench", "--quick", "--machine", "e2e"], proj, env)
+    assert broken.returncode == 3 and len(broken.stderr.splitlines()) == 1, broken.stderr
+    assert "cannot load models from 'models.py'" in broken.stderr and broken.stdout == ""
+    # an uncommitted edit of the model: the run is marked dirty, in its header and record
+    (proj / "models.py").write_text(models.replace('"width": 8,', '"width": 12,', 1))
+    dirty = run(
+        [harness, "bench", "--quick", "--machine", "e2e", "--bench", "PeakMemory"], proj, env
+    )
+    assert dirty.returncode == 0, dirty.stdout[-3000:] + dirty.stderr[-3000:]
+    assert re.search(r"commit [0-9a-f]{8} \(dirty\), run ", dirty.stdout), dirty.stdout[:500]
+    newest = sorted((proj / "results" / "runs" / "e2e").iterdir())[-1]
+    assert json.loads((newest / "run.json").read_text())["dirty"] is True
+    marked = run([harness, "gate", runs[0], newest.name, "--machine", "e2e"], proj, env)
+    assert "(dirty)" in marked.stdout and "working tree" in marked.stdout, marked.stdout
+    (proj / "models.py").write_text(models)
     gate = run([harness, "gate", runs[0], runs[1], "--machine", "e2e"], proj, env)
     assert gate.returncode in (0, 6), gate.stdout[-3000:] + gate.stderr
     # an exact row is judged, and the same code twice is ok

@@ -167,6 +167,82 @@ def test_xdist_accept_writes_every_golden_and_judges_orphans_once(project):
     assert not list((project.path / "expect").glob(".*.tmp")), "no temporary files left behind"
     result = project.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
+    # what the workers wrote reaches the controller's summary
+    (project.path / "expect" / "alpha.jit.expect").unlink()
+    result = project.runpytest_subprocess("-n", "2", "--accept", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        [
+            "pytest --accept: 1 golden(s) written (1 new, 0 updated), 0 removed:",
+            "  new      expect/alpha.jit.expect",
+        ]
+    )
+
+
+def test_accept_ends_with_what_it_wrote_updated_and_removed(project, monkeypatch):
+    result = project.runpytest("--accept")
+    result.stdout.fnmatch_lines(
+        [
+            "pytest --accept: 2 golden(s) written (2 new, 0 updated), 0 removed:",
+            "  new      expect/alpha.jit.expect",
+            "  new      expect/beta.fx.expect",
+        ]
+    )
+    result = project.runpytest("--accept")
+    result.stdout.fnmatch_lines(
+        ["pytest --accept: no golden written, updated or removed (every one matched)"]
+    )
+    orphan = project.path / "expect" / "alpha.dynamo.expect"
+    orphan.write_text("left behind by a deleted test\n")
+    monkeypatch.setenv("FAKE_GRAPH", "%0: f32[2] = aten::gelu(x)\nreturn (%0)\n")
+    result = project.runpytest("--accept")
+    result.stdout.fnmatch_lines(
+        [
+            "pytest --accept: 1 golden(s) written (0 new, 1 updated), 1 removed:",
+            "  updated  expect/alpha.jit.expect",
+            "  removed  expect/alpha.dynamo.expect",
+        ]
+    )
+    assert "pytest --accept" not in project.runpytest().stdout.str()  # a compare run: no summary
+
+
+def test_accept_past_a_dozen_goldens_gives_the_counts_and_the_folder(golden_project):
+    many = golden_project(
+        "test_many",
+        """
+import pytest
+
+@pytest.mark.parametrize("i", range(13))
+def test_g(golden, i):
+    golden.check(f"y{i}: f32[2] = aten.relu.default(x)\\nreturn y{i}\\n", name=f"m{i}.fx")
+""",
+    )
+    result = many.runpytest("--accept")
+    result.assert_outcomes(passed=13)
+    result.stdout.fnmatch_lines(
+        [
+            "pytest --accept: 13 golden(s) written (13 new, 0 updated), 0 removed, in expect/; "
+            "review them with `git status expect/` and `git diff expect/`"
+        ]
+    )
+    assert "  new " not in result.stdout.str()
+
+
+def test_the_graph_suites_xdist_group_mark_is_known_without_pytest_xdist(golden_project):
+    # the graph suite marks each case with xdist_group; pytest-xdist is not a dependency
+    marked = golden_project(
+        "test_grouped",
+        """
+import pytest
+
+@pytest.mark.xdist_group("alexnet")
+def test_grouped():
+    pass
+""",
+    )
+    result = marked.runpytest_subprocess(
+        "-p", "no:xdist", "-p", "no:cacheprovider", "-W", "error::pytest.PytestUnknownMarkWarning"
+    )
+    result.assert_outcomes(passed=1)
 
 
 @pytest.mark.parametrize("bad_id", ["../escape", "sub/dir", "a..b", ""])

@@ -172,3 +172,38 @@ def test_a_setup_cache_counts_apart_from_the_benchmark_after_it():
         ("fusion.PointwiseChain.track_compiled_over_eager", 4.0),
         ("distributed.Step.track_step_time", 3.0),
     ]
+
+
+def _fed(planned: dict, walls: list[float]) -> list[str]:
+    """Progress over ASV with recorded durations `planned`, each benchmark taking `walls[i]`
+    seconds on a fake clock."""
+    now = [0.0]
+    out = io.StringIO()
+    p = Progress(out, clock=lambda: now[0], planned=lambda: planned)
+    done = iter(walls)
+    for line in ASV.splitlines():
+        if line.startswith("[") and "··· " in line and " ···· " not in line and "====" not in line:
+            now[0] += next(done)
+        p.feed(line)
+    p.close()
+    return out.getvalue().splitlines()
+
+
+def test_what_is_left_comes_from_recorded_durations_at_this_runs_pace():
+    names = [
+        "fusion.PointwiseChain.track_compiled_over_eager",
+        "amp.AutocastOverFp32.track_autocast_over_fp32",
+        "transfer.PinnedOverPageable.track_pinned_over_pageable",
+    ]
+    # recorded 10, 20, 30 s; this run takes 2x: after the first, 2 x 50 s are left
+    lines = _fed(dict(zip(names, [10.0, 20.0, 30.0])), [20.0, 40.0, 60.0])
+    assert lines[0].endswith("20 s, ~100 s left"), lines
+    assert lines[1].endswith("60 s, ~60 s left"), lines
+    assert lines[2].endswith("120 s"), lines  # nothing left, nothing said
+    # a project's first run: nothing recorded for its own benchmarks; said once, never guessed
+    lines = _fed({names[0]: 10.0, names[1]: None, names[2]: None}, [10.0, 20.0, 30.0])
+    assert lines[0].startswith("harness bench: no recorded duration for 2 of 3 benchmarks")
+    assert "`harness durations RUN` records them" in lines[0]
+    assert lines[1].endswith("10 s, 2 left of unknown duration"), lines
+    lines = _fed({names[0]: None, names[1]: 20.0, names[2]: None}, [10.0, 20.0, 30.0])
+    assert lines[1].endswith("10 s, ~20 s left + 1 of unknown duration"), lines

@@ -75,9 +75,11 @@ def test_harness_models_env_loads_paths_and_modules_for_the_cli(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(user_models.ENV_VAR, "mine.py")
     assert main(["models"]) == exits.PASS
-    # who registered each model: the user's file beside the built-in zoo
+    # who registered each model: the user's file beside the built-in zoo (and the kind each
+    # declares, "-" where none)
     rows = {ln.split()[0]: ln.split() for ln in capsys.readouterr().out.splitlines()[2:]}
-    assert rows["tiny_cnn"][5] == "mine.py" and rows["alexnet"][5] == "built-in"
+    assert rows["tiny_cnn"][5:7] == ["-", "mine.py"]
+    assert rows["alexnet"][5:7] == ["conv", "built-in"]
     assert main(["graph", "tiny_cnn", "--frontend", "export"]) == exits.PASS
     out = capsys.readouterr().out
     assert "conv/conv2d" in out and "head/linear" in out

@@ -43,6 +43,7 @@ def run(args) -> int:
             "root with --results-dir"
         )
     rs = load(resolve(args.run, root, args.machine))
+    options.load_models()  # the sizes of the project's own models
     if rs.runner != "asv":
         raise BadInput(
             f"{rs.path}: harness advise reads asv runs (harness bench); this is a "

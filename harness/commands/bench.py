@@ -93,6 +93,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from harness.core import provenance
     from harness.core.project import head_commit, project_root
     from harness.measure.threads import parse_threads
     from harness.runs import bench
@@ -112,8 +113,11 @@ def run(args) -> int:
                 f"{', '.join(dict.fromkeys(area for area, _ in bench.SHORT))}"
             )
     names = bench.check_suites(project, args.suite)  # bad names fail before anything is written
+    bench.check_models(project)  # a models module that does not import: one line, exit 3
     threads = parse_threads(args.threads)
     sha = head_commit(project)
+    # dirty or not (refused here with HARNESS_REFUSE_DIRTY); a --list runs nothing
+    tree = None if args.list else provenance.for_run(project)
     if args.json and not args.list:
         raise exits.BadInput(
             "--json FILE goes with --list (the run's results are in its run record)"
@@ -171,6 +175,7 @@ def run(args) -> int:
         shard=shard,
         profile=True if args.profile else None,
         verbose=args.verbose,
+        tree=tree,
     )
     return bench.report(ran, root)
 

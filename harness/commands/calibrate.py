@@ -216,6 +216,7 @@ def _trials(args, project, root, machine, work, threshold) -> dict:
         raise BadInput(
             f"--slowdown is a fraction of the call time (0.1 = 10%), got {args.slowdown}"
         )
+    options.load_models()  # --workload may name a model of the project's own
     bench = slowdown.write_suite(project, args.workload, work)
     env = slowdown.environment(args.slowdown, args.slowed_side)
     spec = RunSpec(

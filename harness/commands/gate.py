@@ -89,9 +89,12 @@ def run(args) -> int:
         allow_env_change=args.allow_env_change,
         instruction_tolerance=args.instruction_tolerance,
     )
-    print(out.render("text"), end="")
-    if out.message and out.code == exits.BAD_INPUT:
-        print(f"harness gate: {out.message}", file=sys.stderr)
+    bad = out.code == exits.BAD_INPUT
+    # bad input is said once, on stderr; the table only where rows were compared at all
+    if out.rows or not bad:
+        print(out.render("text", message=not bad), end="")
+    if bad and out.message:
+        print(f"harness gate: error: {out.message}", file=sys.stderr)
     if args.markdown:
         write_atomic(args.markdown, out.render("markdown"))
     if args.json:

@@ -1,7 +1,8 @@
 """`harness models`: the zoo, with parameter counts of its small, full and CUDA configurations,
 including models of your own (named by the ini option harness_models, HARNESS_MODELS or the
 harness.models entry points). A column says who registered each model: in a project of its own
-the packaged suites cover only the models it registers, not the built-in ones."""
+the packaged suites cover only the models it registers, not the built-in ones; another its
+declared kind (register_model(kind=...): what the sanity bands read; "-" where none)."""
 
 
 def add_arguments(parser):
@@ -26,6 +27,7 @@ def run(args) -> int:
                 f"{spec.parameter_count('full'):,}",
                 f"{spec.parameter_count('cuda'):,}",
                 frontends,
+                spec.kind or "-",
                 "built-in" if spec.origin == BUILTIN_ORIGIN else _shown(spec.origin),
                 spec.description,
             )
@@ -38,11 +40,12 @@ def run(args) -> int:
                 "full params",
                 "cuda params",
                 "front ends",
+                "kind",
                 "registered by",
                 "description",
             ],
             rows,
-            align=("left", "right", "right", "right", "left", "left", "left"),
+            align=("left", "right", "right", "right", "left", "left", "left", "left"),
         ),
         end="",
     )

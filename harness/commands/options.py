@@ -35,6 +35,16 @@ def apply_project(args) -> None:
         os.environ[settings.PROJECT.name] = str(project_root(args.project))
 
 
+def load_models() -> None:
+    """The project's own models registered beside the built-in zoo (the ini option
+    harness_models, HARNESS_MODELS, the harness.models entry points), as `harness models` lists
+    them: every command that looks a model up calls this first. A module that does not import
+    is bad input (exit 3) naming it."""
+    from harness.core.user_models import load_user_models
+
+    load_user_models()
+
+
 def suites(parser) -> None:
     parser.add_argument(
         "--suite",

@@ -42,6 +42,7 @@ def run(args) -> int:
     if args.machines:
         return _machines(args, root, load, resolve, check_own_folder, mark_own_folder)
     rs = load(resolve(args.result, root, args.machine))
+    options.load_models()  # the advice's sizes and the bands' model kinds (harness.core.zoo)
     out = check_own_folder(args.out, REPORT_MARK, "--out") if args.out else root / "report"
     md = write_report(rs, out, root, args.history)
     if args.out:

@@ -181,6 +181,7 @@ register_model(
     small={"batch": 2, "width": 8, "image": 32, "num_classes": 10},
     full={"batch": 32, "width": 64, "image": 224, "num_classes": 1000},
     image_model=True,  # the channels_last benchmarks apply
+    kind="conv",  # a conv net: held against the published channels_last range for conv nets
     # instruction rows (callgrind, judged on any runner): its inference and training step are
     # counted by default; instructions="why" opts a model too big to count out, and
     # compile_instructions=True also counts what torch.compile spends compiling it

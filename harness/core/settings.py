@@ -161,6 +161,14 @@ OWN_MODELS = Setting(
     "checkout",
     "harness",
 )
+REFUSE_DIRTY = Setting(
+    "HARNESS_REFUSE_DIRTY",
+    FLAG,
+    False,
+    "refuse a working tree that differs from its commit: `harness bench` (and nightly, and an "
+    "interpreter side of `harness ab`) exits 3 before it runs anything, and `harness gate` exits "
+    "3 on a run marked dirty; off: such runs are measured, marked `(dirty)` and judged",
+)
 RESULTS_DIR = Setting(
     "HARNESS_RESULTS_DIR",
     PATH,

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.core import records, settings
+from harness.core import provenance, records, settings
 from harness.core.exits import BadInput, RunnerFailed
 from harness.core.gitrepo import Repo, git_tree_oid, project_remote
 
@@ -58,10 +58,9 @@ def kind_of(meta: dict) -> str:
     return "nightly" if label == "nightly" else "bench"
 
 
-def dirty_of(meta: dict) -> bool | None:
-    """True: run from a tree that differed from its commit; None: not recorded (older runs)."""
-    value = meta.get("dirty")
-    return value if isinstance(value, bool) else None
+# True: run from a tree that differed from its commit; None: not recorded (older runs). The one
+# reading of run.json's "dirty" is harness.core.provenance's, which writes it
+dirty_of = provenance.of_record
 
 
 def open_repo(root: Path, remote: str | None = None, ref: str | None = None) -> Repo:

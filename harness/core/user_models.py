@@ -10,8 +10,9 @@ A module that calls `register_model` when imported is named in any of:
   (the function is called).
 
 The pytest plugin calls `load_user_models` at configure time, before the graph suite is
-collected, so `pytest suites -k tiny_cnn` selects a user's model; `harness models` and `harness
-graph` call it too. A module that fails to load is bad input (BadInput, exit 3; a UsageError in
+collected, so `pytest suites -k tiny_cnn` selects a user's model; every `harness` command that
+looks a model up (models, graph, graph-diff, check, bench, report, advise, calibrate) calls it
+first. A module that fails to load is bad input (BadInput, exit 3; a UsageError in
 pytest) naming the module, where it was named, and what to do.
 """
 
@@ -139,10 +140,11 @@ def load_user_models(
     """Import every module named by the three sources; returns what was loaded.
 
     Without `ini_values` (the `harness` command) the ini file is found from `start` (default: the
-    current directory) as pytest would find it.
+    project named by --project / HARNESS_PROJECT, else the current directory) as pytest would
+    find it.
     """
     if ini_values is None:
-        path, ini_values = find_ini(start)
+        path, ini_values = find_ini(start or settings.PROJECT.get())
         ini_dir, ini_name = (path.parent, path.name) if path else (None, None)
     import harness.core.zoo  # noqa: F401  (the registry exists before any user module runs)
 

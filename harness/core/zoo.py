@@ -69,6 +69,9 @@ class ModelSpec:
     # '<name>_compile', the instructions torch.compile spends compiling it: False, True (every
     # run) or "full" (full runs only: a compile is heavy under valgrind)
     compile_instructions: bool | str = False
+    # what kind of network it is (KINDS); None: not declared. A published figure about one kind
+    # (channels_last: conv nets) is held only against models declared of that kind
+    kind: str | None = None
 
     def config(self, size: Size = "small") -> dict:
         """The configuration named `size` ("small", "full" or "cuda"); a mapping is a
@@ -126,6 +129,14 @@ class ModelSpec:
 
 _REGISTRY: dict[str, ModelSpec] = {}
 BUILTIN_ORIGIN = str(Path(__file__).resolve())
+# register_model(kind=...): what a model is, for figures published about one kind of network
+KINDS = {
+    "conv": "convolutional network",
+    "transformer": "attention (transformer) network",
+    "recurrent": "recurrent network (RNN, LSTM, GRU)",
+    "mlp": "multilayer perceptron",
+    "other": "another kind of network",
+}
 
 
 def register_model(
@@ -143,6 +154,7 @@ def register_model(
     cuda: Mapping[str, Any] | None = None,
     instructions: bool | str = True,
     compile_instructions: bool | str = False,
+    kind: str | None = None,
 ) -> ModelSpec:
     """Add a model to the zoo. `build(cfg) -> nn.Module`, `inputs(cfg, generator) -> tuple`.
 
@@ -152,6 +164,9 @@ def register_model(
     docs/gpu.md#cuda-sizes) and stays within ~1-20 ms; goldens never use it. `expect_dir`
     keeps this model's goldens in a folder of its own (relative to the registering file), e.g.
     `expect_dir="expect"` beside your suite; by default they go to the run's expect/ folder.
+    `kind` (optional, one of KINDS: "conv", "transformer", "recurrent", "mlp", "other") says
+    what the network is: a published range about one kind (channels_last: conv nets) is held
+    only against models declared of that kind.
 
     Instruction rows (callgrind; docs/instructions.md): `instructions=True` (default) counts the
     small configuration's inference and training step, `'<name>_inference'` and
@@ -160,6 +175,8 @@ def register_model(
     `compile_instructions=True` adds `'<name>_compile'`, the instructions torch.compile spends
     compiling its inference (every run); `"full"` counts it in full runs only.
     """
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"model {name!r}: unknown kind {kind!r}; use one of {', '.join(KINDS)}")
     if not isinstance(name, str) or not names.is_model_name(name):
         raise ValueError(f"model name {name!r} is not allowed: use {names.MODEL_NAME_RULE}")
     origin = str(Path(sys._getframe(1).f_code.co_filename).resolve())
@@ -200,6 +217,7 @@ def register_model(
         None if cuda is None else dict(cuda),
         instructions,
         compile_instructions,
+        kind,
     )
     _REGISTRY[name] = spec
     return spec
@@ -263,6 +281,7 @@ def _image_inputs(cfg, gen):
 
 register_model(
     "alexnet",
+    kind="conv",
     build=_alexnet,
     inputs=_image_inputs,
     image_model=True,
@@ -284,6 +303,7 @@ def _resnet18(cfg):
 
 register_model(
     "resnet18",
+    kind="conv",
     build=_resnet18,
     inputs=_image_inputs,
     image_model=True,
@@ -327,6 +347,7 @@ def _word_lm_inputs(cfg, gen):
 
 register_model(
     "word_lm",
+    kind="recurrent",
     build=_word_lm,
     inputs=_word_lm_inputs,
     # num_classes is the vocabulary: the decoder classifies every token position.
@@ -387,6 +408,7 @@ def _sequence_inputs(cfg, gen):
 
 register_model(
     "transformer",
+    kind="transformer",
     build=_transformer,
     inputs=_sequence_inputs,
     small={
@@ -431,6 +453,7 @@ def _gru(cfg):
 
 register_model(
     "gru",
+    kind="recurrent",
     build=_gru,
     inputs=_sequence_inputs,
     small={"batch": 2, "seq_len": 6, "d_model": 8, "hidden": 16, "nlayers": 2, "num_classes": 10},
@@ -471,6 +494,7 @@ def _mlp_inputs(cfg, gen):
 
 register_model(
     "mlp",
+    kind="mlp",
     build=_mlp,
     inputs=_mlp_inputs,
     small={"batch": 4, "features": 16, "width": 32, "depth": 2, "num_classes": 10},

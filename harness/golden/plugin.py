@@ -117,6 +117,7 @@ class GoldenSession:
         self.unknown: list[Path] = []  # goldens of models this run does not know: kept
         self.removed: list[Path] = []
         self.redundant: list[tuple[Path, Path]] = []  # (variant removed by --accept, its fallback)
+        self.written: list[tuple[str, Path]] = []  # ("new" or "updated", path) by --accept
 
     def directory_for(self, golden_id: str) -> Path:
         """The run's expect folder, or the model's own (register_model(expect_dir=...)) unless
@@ -327,6 +328,7 @@ class GoldenFixture:
         if existing is not None and existing.body == actual:
             if path == target and store.stale_header(existing, fields):
                 store.save(path, store.render(actual, fields))
+                session.written.append((UPDATED, path))
             return
         if path == target and not store.is_reference(directory, path):
             # a variant that now says what the golden below it says is no longer needed
@@ -338,7 +340,9 @@ class GoldenFixture:
                 path.unlink()
                 session.redundant.append((path, below))
                 return
+        kind = UPDATED if target.exists() else NEW
         store.save(target, store.render(actual, fields))
+        session.written.append((kind, target))
 
 
 def accept_command(node, golden_id: str, full: bool) -> str:
@@ -415,6 +419,11 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers", "slow: the harness suites' second tier (captured program against eager)"
+    )
+    # the graph suite groups each model's tests on one worker under pytest-xdist's loadgroup;
+    # registered here too, so a run without pytest-xdist (not a dependency) does not warn
+    config.addinivalue_line(
+        "markers", "xdist_group(name): pytest-xdist runs tests of one group on one worker"
     )
     session = GoldenSession(config)
     config.stash[_KEY] = session
@@ -518,6 +527,7 @@ def pytest_testnodedown(node, error):
     state.produced.update(out.get("harness_produced", []))
     state.redundant += [(Path(a), Path(b)) for a, b in out.get("harness_redundant", [])]
     state.deselected |= bool(out.get("harness_deselected"))
+    state.written += [(kind, Path(p)) for kind, p in out.get("harness_written", [])]
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -528,6 +538,7 @@ def pytest_sessionfinish(session, exitstatus):
         config.workeroutput["harness_produced"] = sorted(state.produced)
         config.workeroutput["harness_redundant"] = [[str(a), str(b)] for a, b in state.redundant]
         config.workeroutput["harness_deselected"] = state.deselected
+        config.workeroutput["harness_written"] = [[k, str(p)] for k, p in state.written]
         return
     if state.filtered() or not (state.declared or state.produced):
         return  # a partial view, or a run with no golden tests: orphans cannot be judged
@@ -568,10 +579,36 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if state.orphans and not state.removed:
         lines += [f"orphan golden {path}: no test produces it" for path in state.orphans]
         lines.append("an unfiltered, passing `pytest --accept` run removes them")
+    if state.accept and (state.produced or state.written or state.removed or state.redundant):
+        lines += accept_summary(state, config)
     if lines:
         terminalreporter.section("harness goldens")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+NEW, UPDATED, REMOVED = "new", "updated", "removed"
+LIST_AT_MOST = 12  # paths listed one per line; past this the counts alone
+
+
+def accept_summary(state: GoldenSession, config) -> list[str]:
+    """What an --accept run wrote, updated and removed: the counts, then each path (one line
+    each) unless there are more than LIST_AT_MOST."""
+    changes = sorted(set(state.written), key=lambda c: (str(c[1]), c[0]))
+    changes += [(REMOVED, p) for p in state.removed] + [(REMOVED, p) for p, _ in state.redundant]
+    counts = {k: sum(kind == k for kind, _ in changes) for k in (NEW, UPDATED, REMOVED)}
+    written = counts[NEW] + counts[UPDATED]
+    if not changes:
+        return ["pytest --accept: no golden written, updated or removed (every one matched)"]
+    head = (
+        f"pytest --accept: {written} golden(s) written ({counts[NEW]} new, {counts[UPDATED]} "
+        f"updated), {counts[REMOVED]} removed"
+    )
+    if len(changes) > LIST_AT_MOST:
+        folders = sorted({f"{_display(path.parent, config)}/" for _, path in changes})
+        where = " ".join(folders[:3]) + (" ..." if len(folders) > 3 else "")
+        return [f"{head}, in {where}; review them with `git status {where}` and `git diff {where}`"]
+    return [head + ":"] + [f"  {kind:<8} {_display(path, config)}" for kind, path in changes]
 
 
 def _nothing_selected_hint(config, state) -> list[str]:

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from harness.core import records, settings
+from harness.core import provenance, records, settings
 from harness.core.exits import BadInput, RunnerFailed
 from harness.core.files import write_json_atomic
 from harness.core.processes import (
@@ -64,6 +64,9 @@ class Side:
     python: str  # interpreter the benchmark processes run
     commit: str
     env: dict[str, str]  # extra environment for this side's processes
+    # the measured tree against its commit (harness.core.provenance): a worktree of a revision
+    # is clean; an interpreter side measures the project's working tree as it is
+    tree: provenance.TreeState = provenance.CLEAN
 
 
 def _git(root: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
@@ -93,6 +96,7 @@ def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str
                     str(path.absolute()),
                     head_commit(project),
                     {**suites(project).environment(), **envs.get(label, {})},
+                    provenance.for_run(project),
                 )
                 continue
             rev = _git(project, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}")
@@ -110,7 +114,9 @@ def sides(project: pathlib.Path, specs: dict[str, str], envs: dict[str, dict[str
                 raise RunnerFailed(f"git worktree add failed for {spec}: {added.stderr.strip()}")
             # a project of its own: the side's own models and benchmark modules
             env = {**suites(tree).environment(), "ASV_PYTHONPATH": str(tree), **envs.get(label, {})}
-            out[label] = Side(label, spec, tree, sys.executable, sha, env)
+            out[label] = Side(
+                label, spec, tree, sys.executable, sha, env, provenance.tree_state(tree)
+            )
         yield out
     finally:
 
@@ -682,6 +688,7 @@ def _keep(
         "mode": "fast" if job.spec.quick else "full",
         "quick": job.spec.quick,
         "threads": job.env[settings.THREADS.name],
+        **s.tree.as_meta(),
         "ab": {
             "spec": s.spec,
             "python": s.python,

@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.core import records, sizes
+from harness.core import provenance, records, sizes
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.core.processes import run_in_session
@@ -182,6 +182,38 @@ def operator_pass(
     return status
 
 
+def check_models(project: Path) -> None:
+    """A project of its own: its models module(s) imported here, before asv starts, so that one
+    that does not import is one line of bad input (exit 3, as in `harness models` and pytest)
+    rather than asv's discovery traceback. The suites import them again in their processes."""
+    from harness.core import user_models
+
+    if suites(project).own_project and user_models.configured(user_models.find_ini(project)[1]):
+        user_models.load_user_models(start=project)
+
+
+def planned_durations(
+    project: Path, staging: Path, benches: tuple[str, ...], mode: str
+) -> dict[str, float | None]:
+    """{benchmark: its recorded seconds, or None} for what this run's asv selected (read once
+    asv has written the run's benchmarks.json), for the progress lines' estimate."""
+    import json
+    import re
+
+    from harness.runs import shard
+
+    listed = json.loads((staging / "asv" / "benchmarks.json").read_text(encoding="utf-8"))
+    durations, _ = shard.project_durations(suites(project), mode)
+    chosen = [
+        b["name"]
+        for b in listed.values()
+        if isinstance(b, dict)
+        and "name" in b
+        and any(re.search(r, c) for r in benches for c in shard.case_names(b))
+    ]
+    return {name: durations.get(name) for name in sorted(chosen)}
+
+
 def checked_size_overrides():
     """HARNESS_SIZES, every key checked before anything runs (a typo is bad input now, not a
     failed benchmark in every process); models of your own are loaded if a key names a model."""
@@ -205,16 +237,20 @@ def run(
     shard: str | None = None,
     verbose: bool = False,
     out=None,
+    tree: provenance.TreeState | None = None,
 ) -> BenchRun:
     """Run the spec's suites (all but the canary when it names none) through asv into a new run
     record under the results root `root`. `profile`: store operator-level profile summaries
     (default: in full runs only); `shard`: 'K/N', recorded in run.json (the label carries it).
     asv's own output goes into the record (records.ASV_LOG); this prints one line per benchmark
-    (harness.runs.progress), or asv's output as it comes with `verbose`."""
+    (harness.runs.progress), or asv's output as it comes with `verbose`. `tree`: the working
+    tree's state when the caller read it (harness.core.provenance; read here when not given)."""
     out = out or sys.stdout  # looked up per call (see operator_pass)
     from harness.core.env import fingerprint
 
     names = check_suites(project, list(spec.suites))
+    check_models(project)
+    tree = tree or provenance.for_run(project)
     overrides = checked_size_overrides()
     method = asv.launch_method(launch)
     threads = spec.run_threads
@@ -232,6 +268,7 @@ def run(
         "profiled": profile,
         "sizes": sizes.override_text(overrides),
         **({"shard": shard} if shard else {}),
+        **tree.as_meta(),  # "dirty": the tree differs from the commit (harness.core.provenance)
     }
     result = None
     with (
@@ -245,11 +282,18 @@ def run(
             f"harness bench: {spec.mode} run of {'shard ' + shard + ' of ' if shard else ''}"
             f"{', '.join(names)} on {spec.machine} "
             f"({method}, {threads} CPU thread{'s' * (threads > 1)}), "
-            f"commit {sha[:8]}, run {run_id}",
+            f"commit {sha[:8]}{tree.mark}, run {run_id}",
             file=out,
             flush=True,
         )
-        progress = None if verbose else Progress(out)
+        benches = tuple(spec.benches) or tuple(rf"^{n}\." for n in names)
+        progress = (
+            None
+            if verbose
+            else Progress(
+                out, planned=lambda: planned_durations(project, staging, benches, spec.mode)
+            )
+        )
         with open(staging / records.ASV_LOG, "w", encoding="utf-8") as log:
 
             def on_line(line: str) -> None:
@@ -266,7 +310,7 @@ def run(
                     spec.machine,
                     sha,
                     env,
-                    benches=tuple(spec.benches) or tuple(rf"^{n}\." for n in names),
+                    benches=benches,
                     quick=spec.quick,
                     method=method,
                     # only the run's suites: asv imports every module of the folder at discovery
@@ -340,6 +384,15 @@ def report(ran: BenchRun, root: Path, out=None) -> int:
         f"\n      harness advise {run.run_id}   (what each performance tip is worth here)",
         file=out,
     )
+    if provenance.of_record(run.meta):
+        tree = run.meta.get(provenance.WORKTREE) or {}
+        changed = ", ".join(tree.get("changed", [])[:5])
+        print(
+            f"note: the working tree differed from commit {run.commit[:8]} when this run started "
+            f"({tree.get('changed_total', '?')} changed tracked file(s): {changed}); the run is "
+            "marked dirty: its figures are of that tree, not of the commit",
+            file=out,
+        )
     failed = failures(saved)
     if failed:
         print(

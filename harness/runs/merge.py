@@ -23,7 +23,7 @@ import pathlib
 import shutil
 import tempfile
 
-from harness.core import records
+from harness.core import provenance, records
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.verdict.results import (
@@ -227,6 +227,7 @@ def merge(
         "suites": suites,
         "merged_from": sources,
         **{k: first.meta.get(k) for k in (*SAME_META, "launch_method")},
+        **provenance.merged_meta([r.meta for r in recs]),
     }
     fp = dict(fingerprint_of(rs) or {})
     fp.update(

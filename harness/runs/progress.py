@@ -6,7 +6,11 @@ blocks holding skip reasons and tracebacks. Progress reads those lines and print
 
     [3/8] amp.TrainingStep.track_step_time   ok: 3 values, 3 n/a   12 s, ~40 s left
 
-where the estimate of what is left comes from asv's percentage and the time so far.
+where the estimate of what is left comes from the recorded durations of the benchmarks still to
+run (`planned`: seconds per benchmark from the durations files, None where none is recorded),
+scaled by how this run's finished benchmarks compared with theirs; benchmarks with no recorded
+duration are counted apart and said (`+ 2 of unknown duration`), never guessed. Without a plan,
+from asv's percentage and the time so far.
 
 It also keeps where the seconds went (`timing()`): asv's start (from the Progress's creation to
 asv's `Benchmarking` line: machine record, discovery), each benchmark's wall time (from the
@@ -36,7 +40,14 @@ class Progress:
     result line; `clock` (monotonic seconds) is injectable for tests."""
 
     def __init__(
-        self, out=None, width: int = 100, *, echo: bool = True, on_done=None, clock=time.monotonic
+        self,
+        out=None,
+        width: int = 100,
+        *,
+        echo: bool = True,
+        on_done=None,
+        clock=time.monotonic,
+        planned=None,
     ):
         self.out = out or sys.stdout
         self.width = width
@@ -53,11 +64,16 @@ class Progress:
         self.end_s: float | None = None  # after the last benchmark, until close()
         self._mark: float | None = None  # when the benchmark now running started
         self._open: dict | None = None  # the benchmark whose table and notes are being read
+        # () -> {benchmark: recorded seconds or None} of the run's selection, asked once asv
+        # has discovered it (its "Running N total benchmarks" line)
+        self._planner = planned
+        self.planned: dict[str, float | None] | None = None
 
     def feed(self, line: str) -> None:
         m = _TOTAL.search(line)
         if m:
             self.total = int(m["n"])
+            self._plan()
             return
         if self.start_s is None and _BENCHMARKING.match(line):
             self._mark = self.clock()
@@ -86,6 +102,9 @@ class Progress:
                 "name": m["name"],
                 "result": m["result"].strip(),
                 "pct": float(m["pct"]),
+                # its line is printed once its table is read: times as of its own result line
+                "at": now,
+                "walls": dict(self.walls),
                 "na": 0,
                 "failed": 0,
                 "values": 0,
@@ -107,6 +126,43 @@ class Progress:
             return
         b["failed"] += cells.count("failed")
         b["values"] += sum("±" in c for c in cells)
+
+    def _plan(self) -> None:
+        if self._planner is None or self.planned is not None:
+            return
+        try:
+            self.planned = dict(self._planner() or {})
+        except Exception:  # an estimate is never worth failing a run over
+            self.planned = None
+        unknown = sorted(n for n, s in (self.planned or {}).items() if s is None)
+        if unknown and self.echo:
+            shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+            print(
+                f"harness bench: no recorded duration for {len(unknown)} of {len(self.planned)} "
+                f"benchmarks ({shown}): time left leaves them out (`harness durations RUN` "
+                "records them for the next run)",
+                file=self.out,
+                flush=True,
+            )
+
+    def left(self, pct: float, elapsed: float, walls: dict[str, float] | None = None) -> str:
+        """What is left once the benchmarks in `walls` (name -> seconds) are done, as the clock
+        column says it ("" at the end)."""
+        if not self.planned:
+            left = elapsed * (100 - pct) / pct if pct > 0 else None
+            return f", ~{left:.0f} s left" if left and pct < 100 else ""
+        walls = self.walls if walls is None else walls
+        remaining = [n for n in self.planned if n not in walls]
+        if not remaining:
+            return ""
+        known_done = [n for n in walls if self.planned.get(n)]
+        recorded = sum(self.planned[n] for n in known_done)
+        pace = sum(walls[n] for n in known_done) / recorded if recorded > 0 else 1.0
+        known = sum(self.planned[n] or 0.0 for n in remaining) * pace
+        unknown = sum(self.planned[n] is None for n in remaining)
+        if unknown == len(remaining):
+            return f", {unknown} left of unknown duration"
+        return f", ~{known:.0f} s left" + (f" + {unknown} of unknown duration" if unknown else "")
 
     def close(self) -> None:
         now = self.clock()
@@ -145,10 +201,9 @@ class Progress:
             self.failed.append(b["name"])
         if result == "n/a" and b["why"]:
             result = f"n/a: {b['why']}"
-        elapsed = now - self.started
-        left = elapsed * (100 - b["pct"]) / b["pct"] if b["pct"] > 0 else None
+        elapsed = b["at"] - self.started
         count = f"[{self.done}/{self.total}]" if self.total else f"[{self.done}]"
-        clock = f"{elapsed:.0f} s" + (f", ~{left:.0f} s left" if left and b["pct"] < 100 else "")
+        clock = f"{elapsed:.0f} s" + self.left(b["pct"], elapsed, b["walls"])
         result = _short_floats(result)
         if len(result) > 60:
             result = result[:57] + "..."

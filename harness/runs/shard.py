@@ -110,8 +110,9 @@ def select(
     benchmarks: list[dict], suites: list[str], regexes: list[str] | None = None
 ) -> dict[str, list[str]]:
     """benchmark name -> its selected case names: benchmarks of the suites, then (when given)
-    only cases in which some regex is found (asv's `--bench`). A regex matching no case of
-    these suites is bad input naming what it could have matched."""
+    only cases some regex selects (harness.verdict.compare.selects: found in the full name, as
+    asv's `--bench`, or in the name without parameters). A regex matching no case of these
+    suites is bad input naming what it could have matched."""
     in_suites = [b for b in benchmarks if b["name"].split(".", 1)[0] in suites]
     cases = {b["name"]: case_names(b) for b in in_suites}
     if not regexes:
@@ -122,17 +123,18 @@ def select(
             compiled.append((r, re.compile(r)))
         except re.error as exc:
             raise BadInput(f"--bench {r!r} is not a regular expression ({exc})") from None
-    for r, rx in compiled:
-        if not any(rx.search(c) for cs in cases.values() for c in cs):
-            names = sorted(cases)
+    from harness.verdict.compare import could_match, selects
+
+    every = [c for cs in cases.values() for c in cs]
+    for r, _ in compiled:
+        if not any(selects(r, c) for c in every):
             raise BadInput(
                 f"--bench {r!r} matches no benchmark of the suites {', '.join(suites)}; "
-                f"names look like: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''} "
-                f"(`harness bench --list` prints them all)"
+                f"{could_match(every)}\n(`harness bench --list` prints them all)"
             )
     out = {}
     for name, cs in cases.items():
-        kept = [c for c in cs if any(rx.search(c) for _, rx in compiled)]
+        kept = [c for c in cs if any(selects(r, c) for r, _ in compiled)]
         if kept:
             out[name] = kept
     return out
@@ -226,6 +228,28 @@ def overlaid(paths: list[Path], mode: str) -> tuple[dict[str, float], Path]:
     for path in paths:
         durations.update(load_durations(path, mode))
     return durations, next((p for p in reversed(paths) if p.is_file()), paths[-1])
+
+
+# the packaged suites whose cases are the registered models: a project's differ from the zoo's
+OVER_MODELS = ("models", "instructions")
+
+
+def project_durations(found, mode: str) -> tuple[dict[str, float], Path]:
+    """The durations a project's runs are planned with (`found`: its
+    harness.core.project.Suites): its durations files overlaid, except that in a project of its
+    own the packaged file's entries of the suites over the registered models (OVER_MODELS) are
+    left out: they timed the built-in zoo, and there those suites cover the project's models
+    (its own file may record them)."""
+    paths = found.durations_files()
+    if not found.own_project:
+        return overlaid(paths, mode)
+    packaged = {
+        k: v
+        for k, v in load_durations(paths[0], mode).items()
+        if k.split(".", 1)[0] not in OVER_MODELS
+    }
+    own, source = overlaid(paths[1:], mode)
+    return {**packaged, **own}, source
 
 
 def update_durations(path: Path, mode: str, measured: dict[str, float], source: list[str]) -> dict:
@@ -341,8 +365,9 @@ def plan(
     selection = select(benchmarks, suites, regexes)
     mode = spec.mode
     # the suites' own file (a checkout's), or the package's overlaid by a project's own
-    paths = [Path(durations_file)] if durations_file else found.durations_files()
-    durations, path = overlaid(paths, mode)
+    durations, path = (
+        overlaid([Path(durations_file)], mode) if durations_file else project_durations(found, mode)
+    )
     names = sorted(selection)
     shards = split(names, durations, shard[1]) if shard else [names]
     return Plan(

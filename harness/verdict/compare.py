@@ -361,14 +361,38 @@ def _info(rs: ResultSet, name: str) -> dict | None:
 
 def selects(pattern: str, name: str) -> bool:
     """Whether a --bench PATTERN selects a row: a regex found in the full name (anchor it,
-    `^name$`, for one row), or the name itself, or its name without parameters (names hold
-    parentheses and dots that a regex would read otherwise)."""
-    if name == pattern or name.startswith(pattern + "("):
+    `^name$`, for one row) or in the name without its parameters (`Inference.track_time$`
+    selects every case of that benchmark), or the name itself, with or without parameters
+    (names hold parentheses and dots that a regex would read otherwise)."""
+    bare = name.split("(", 1)[0]
+    if pattern in (name, bare):
         return True
     try:
-        return re.search(pattern, name) is not None
+        rx = re.compile(pattern)
     except re.error:
         return False
+    return rx.search(name) is not None or (bare != name and rx.search(bare) is not None)
+
+
+def could_match(names, limit: int = 8) -> str:
+    """What a --bench pattern that matched nothing could have matched, in forms a pattern can
+    use: each benchmark's name without parameters (selects all its cases) with one full case
+    name (selects that case exactly), `limit` benchmarks at most."""
+    cases: dict[str, list[str]] = {}
+    for name in sorted(names):
+        cases.setdefault(name.split("(", 1)[0], []).append(name)
+    lines = []
+    for bare, full in list(cases.items())[:limit]:
+        one = full[0] if full[0] != bare else ""
+        more = f" ({len(full)} cases, e.g. {one})" if one else ""
+        lines.append(f"  {bare}{more}")
+    if len(cases) > limit:
+        lines.append(f"  ... and {len(cases) - limit} more benchmarks")
+    return (
+        "a pattern is a regex searched in each full name and in the name without its "
+        "parameters (anchor it, ^...$, for one benchmark); or give a name as listed:\n"
+        + "\n".join(lines)
+    )
 
 
 def compare(

@@ -26,7 +26,7 @@ import dataclasses
 import pathlib
 import re
 
-from harness.core import exits
+from harness.core import exits, provenance, settings
 from harness.core.table import render
 from harness.core.units import format_ratio, format_value
 from harness.verdict import between, compare, metrics
@@ -99,6 +99,8 @@ class Outcome:
             "meaning": exits.MEANING[self.code],
             "base": str(self.base.path) if self.base else None,
             "head": str(self.head.path) if self.head else None,
+            "base_dirty": self.base.dirty if self.base else None,
+            "head_dirty": self.head.dirty if self.head else None,
             "judged": sum(counts.get(v, 0) for v in compare.JUDGED),
             "not_judged": counts.get(compare.NOT_JUDGED, 0),
             "counts": counts,
@@ -115,12 +117,14 @@ class Outcome:
             return ""
         return f"base {self.base.label}  vs  head {self.head.label}  on {self.head.machine}"
 
-    def render(self, fmt: str = "text") -> str:
-        """Environment differences, then the table with its title and footer (summary, message)."""
+    def render(self, fmt: str = "text", message: bool = True) -> str:
+        """Environment differences, then the table with its title and footer (summary, and the
+        message unless `message` is False: a caller that prints it elsewhere, once)."""
+        said = self.message if message else ""
         if fmt == "markdown":
-            footer = f"**{self.summary()}**" + (f"\n\n{self.message}" if self.message else "")
+            footer = f"**{self.summary()}**" + (f"\n\n{said}" if said else "")
         else:
-            footer = self.summary() + (f"\n{self.message}" if self.message else "")
+            footer = self.summary() + (f"\n{said}" if said else "")
         env = ""
         unknown = [r for r in self.rows if r.verdict == compare.UNKNOWN]
         if unknown:
@@ -131,7 +135,7 @@ class Outcome:
             )
         if self.env_diff:
             env += (
-                "environment differences (from each run's fingerprint):\n"
+                "environment differences (from each run's fingerprint and record):\n"
                 + render(["setting", "base", "head"], self.env_diff, fmt)
                 + "\n"
             )
@@ -240,6 +244,9 @@ def run_gate(
                 "run compared with itself cannot fail; name two runs"
             )
         base = load(base_file)
+        provenance.refuse_dirty_sides(
+            [("base", base.dirty, base_spec), ("head", head.dirty, head_spec)]
+        )
         same_runner(base, head)
         why = not_comparable(base, head)
         if why and not allow_env_change:
@@ -254,9 +261,8 @@ def run_gate(
             unknown = [o for o in only if not any(compare.selects(o, n) for n in known)]
             if unknown:
                 raise BadInput(
-                    f"--bench {', '.join(unknown)} matches no benchmark of "
-                    f"{base.path} or {head.path}; a regex is searched in the full names "
-                    "(list them with `harness bench --list`)"
+                    f"--bench {', '.join(map(repr, unknown))} matches no benchmark of "
+                    f"{base.path} or {head.path}; {compare.could_match(known)}"
                 )
     except BadInput as exc:
         return Outcome(exits.BAD_INPUT, [], message=str(exc))
@@ -303,4 +309,21 @@ def run_gate(
             f"DRIFT_ALLOWANCE: these ratios move that much between identical runs) hide smaller "
             f"timing changes for: {', '.join(built_in)} (counters are still exact)"
         )
+    dirty = dirty_note(base, head)
+    if dirty:
+        message = (message + "\n" if message else "") + dirty
     return Outcome(code, rows, base, head, message, environment_differences(base, head))
+
+
+def dirty_note(base: ResultSet, head: ResultSet) -> str:
+    """What a comparison with a run of uncommitted code says (it still judges every row)."""
+    sides = [side for side, rs in (("base", base), ("head", head)) if rs.dirty]
+    if not sides:
+        return ""
+    which = " and ".join(sides)
+    return (
+        f"note: {which} measured a working tree that differed from its commit (marked dirty "
+        f"above): {'their' if len(sides) > 1 else 'its'} figures are of uncommitted code, not "
+        f"of the commit named; the rows are judged all the same "
+        f"({settings.REFUSE_DIRTY.name}=1 refuses such runs)"
+    )

@@ -55,10 +55,16 @@ import pathlib
 import re
 import statistics
 
-from harness.core import exits, records
+from harness.core import exits, provenance, records
 from harness.core.exits import BadInput
 from harness.verdict import functions, gpurows, metrics, operators
-from harness.verdict.compare import DEFAULT_THRESHOLD, central, mann_whitney_p
+from harness.verdict.compare import (
+    DEFAULT_THRESHOLD,
+    central,
+    could_match,
+    mann_whitney_p,
+    selects,
+)
 from harness.verdict.results import (
     ResultSet,
     environment_differences,
@@ -334,11 +340,10 @@ def select(names: list[str], patterns: list[str] | None) -> list[str]:
             rx = re.compile(pat)
         except re.error as exc:
             raise BadInput(f"--bench {pat!r}: not a regular expression ({exc})") from None
-        hit = [n for n in names if rx.search(n)]
+        hit = [n for n in names if rx.search(n) or selects(pat, n)]
         if not hit:
             raise BadInput(
-                f"--bench {pat!r} matches no benchmark in the runs; names look like "
-                + ", ".join(sorted(names)[:5])
+                f"--bench {pat!r} matches no benchmark in the runs; {could_match(names)}"
             )
         picked.update(hit)
     return sorted(picked)
@@ -351,6 +356,12 @@ class History:
     steps: list[Step]
     not_judged: dict[str, str]
     min_side: int = MIN_SIDE
+    # runs that measured a working tree differing from their commit (harness.core.provenance)
+    dirty: list[str] = dataclasses.field(default_factory=list)
+
+    def shown(self, run_id: str) -> str:
+        """A run id, marked where its run measured uncommitted code."""
+        return f"{run_id} (dirty)" if run_id in self.dirty else run_id
 
     @property
     def code(self) -> int:
@@ -512,7 +523,15 @@ def detect(
                 continue
             explain(step, points, idx, f["last_before"], loader)
             steps.append(step)
-    return History(machine, len(runs), steps, not_judged, min_side)
+    dirty = [r.run_id for r in runs if provenance.of_record(r.meta)]
+    for step in steps:
+        marked = [r for r in (step.last_before, step.run_id) if r in dirty]
+        if marked:
+            step.explanation.append(
+                f"{' and '.join(marked)} measured a working tree that differed from its commit "
+                "(dirty): the step may come from uncommitted code rather than the commit"
+            )
+    return History(machine, len(runs), steps, not_judged, min_side, dirty)
 
 
 # ---- rendering ----
@@ -528,7 +547,7 @@ def table(h: History, fmt: str = "text") -> str:
     rows = [
         (
             s.benchmark,
-            f"{s.run_id} (#{s.position})",
+            f"{h.shown(s.run_id)} (#{s.position})",
             s.status + (" (acknowledged)" if s.acknowledged else ""),
             f"{s.size:+.1%}",
             _fmt(s.before),
@@ -557,7 +576,7 @@ def table(h: History, fmt: str = "text") -> str:
 def explanations(h: History, fmt: str = "text") -> list[str]:
     lines = []
     for s in h.steps:
-        head = f"{s.benchmark} at {s.run_id} (last run before: {s.last_before}):"
+        head = f"{s.benchmark} at {h.shown(s.run_id)} (last run before: {h.shown(s.last_before)}):"
         lines.append(f"### {head}" if fmt == "markdown" else head)
         env = ", ".join(f"{k} {b} -> {a}" for k, b, a in s.environment) or "none (same fingerprint)"
         lines.append(f"- environment differences: {env}")
@@ -575,6 +594,11 @@ def render_text(h: History) -> str:
         f"{sum(s.acknowledged is not None for s in h.steps)} acknowledged "
         f"(a step needs {h.min_side} runs on each side)"
     ]
+    if h.dirty:
+        out.append(
+            f"{len(h.dirty)} of {h.runs} runs measured a working tree that differed from its "
+            f"commit (dirty): {', '.join(h.dirty[:8])}{' ...' if len(h.dirty) > 8 else ''}"
+        )
     if h.steps:
         out += [table(h).rstrip(), ""] + explanations(h)
     if h.not_judged:
@@ -594,7 +618,7 @@ def render_markdown(h: History) -> str:
         f"{len(new)} new step(s) over {h.runs} runs (a step needs {h.min_side} runs on each side).",
         "",
     ]
-    sub = History(h.machine, h.runs, new, {}, h.min_side)
+    sub = History(h.machine, h.runs, new, {}, h.min_side, h.dirty)
     lines += [table(sub, "markdown"), ""] + explanations(sub, "markdown") + [""]
     return "\n".join(lines)
 
@@ -609,4 +633,5 @@ def as_json(h: History) -> dict:
         "exit_code": h.code,
         "steps": [s.as_json() for s in h.steps],
         "not_judged": h.not_judged,
+        "dirty_runs": h.dirty,
     }

@@ -1,9 +1,11 @@
 """`harness report`: a Markdown summary and PNG plots of one result set, plus one benchmark's
 history over all stored commits of a machine.
 
-Plots (matplotlib, Agg): per suite the key speedups as ratios with 1 marked
-(fusion: compiled/eager time; transfer: pinned/pageable and uint8/float32 copy time; amp:
-AMP/fp32 step time; dataloader: samples/s with N workers over 0 workers), and the history
+Plots (matplotlib, Agg): per suite the run holds, its ratio rows with 1 marked (fusion:
+compiled/eager time; transfer: pinned/pageable and uint8/float32 copy time; amp: AMP/fp32 step
+time; models: channels_last/contiguous and compiled/eager per model; dataloader: samples/s with N
+workers over 0 workers; a project's own modules: their paired time ratios); a suite the run does
+not hold gets no section, one without ratio rows (instructions, canary) none either. The history
 of `--history NAME` (every run a point: median, bars from the 25th to the 75th percentile of
 samples; a change of torch version between runs, read from their fingerprints, is marked).
 """
@@ -43,7 +45,21 @@ SUITES = {
         "advice / habit time (no_grad, inference_mode, set_to_none, loss summed on device)",
         "lower is better; < 1: the advice is faster",
     ),
+    "models": (
+        "time ratio per model (channels_last/contiguous, compiled/eager, cudnn.benchmark on/off)",
+        "lower is better; < 1: the first side is faster",
+    ),
 }
+# any other suite's ratio rows (a project's own modules): paired time ratios, named A_over_B
+OTHER = (
+    "paired time ratio (the row's first side over its second)",
+    "lower is better; < 1: the first side is faster",
+)
+
+
+def suite_labels(suite: str) -> tuple[str, str]:
+    """(what the ratios are, how to read them) for a suite's plot and table."""
+    return SUITES.get(suite, OTHER)
 
 
 @dataclasses.dataclass
@@ -63,15 +79,28 @@ def _short(name: str) -> str:
     return name.replace("track_", "")
 
 
+def held_suites(rs: ResultSet) -> list[str]:
+    """The suites this run holds rows of: the harness's in SUITES order, then the others."""
+    held = {name.split(".", 1)[0] for name in rs.entries}
+    return [x for x in SUITES if x in held] + sorted(held - set(SUITES))
+
+
 def speedups(rs: ResultSet) -> dict[str, list[Bar]]:
-    """Suite -> bars: every 'ratio' benchmark of the suite, and the dataloader workers scaling."""
-    out: dict[str, list[Bar]] = {s: [] for s in SUITES}
+    """Suite -> bars, for every suite the run holds: each 'ratio' row of the suite that has a
+    value, and the dataloader workers scaling. A suite that holds no ratio row at all (the
+    instructions, the canary) is left out; one whose ratio rows all failed or were n/a here
+    keeps an empty list."""
+    held = held_suites(rs)
+    with_ratios = {n.split(".", 1)[0] for n, e in rs.entries.items() if e.unit == "ratio"}
+    out: dict[str, list[Bar]] = {
+        x: [] for x in held if x in with_ratios or (x == "dataloader" and x in held)
+    }
     for name, e in sorted(rs.entries.items()):
         suite = name.split(".", 1)[0]
         if suite in out and e.unit == "ratio" and _ok(e.value):
             out[suite].append(Bar(_short(name), e.value, gpurows.label(rs.facts.get(name))))
     for label, value in workers_scaling(rs):
-        out["dataloader"].append(
+        out.setdefault("dataloader", []).append(
             Bar(label.replace(" samples/s", "").replace("pin=", "pin_memory="), value)
         )
     return out
@@ -83,7 +112,7 @@ def plot_speedups(suite: str, bars: list[Bar], path: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    xlabel, hint = SUITES[suite]
+    xlabel, hint = suite_labels(suite)
     fig, ax = plt.subplots(figsize=(8, 1.8 + 0.45 * len(bars)))
     ys = range(len(bars))
     ax.barh(list(ys), [b.value for b in bars], color="tab:blue")
@@ -265,13 +294,7 @@ def sanity_section(rs: ResultSet) -> list[str]:
         "GPU generation, CPU), not a failure."
     )
     lines.append("")
-    return lines + [
-        render(
-            ["ratio", "case", "measured", "published range (time ratio)", "verdict", "source"],
-            found,
-            "markdown",
-        )
-    ]
+    return lines + [render(list(bands.HEADERS), found, "markdown"), ""]
 
 
 def advice_section(rs: ResultSet) -> list[str]:
@@ -279,13 +302,25 @@ def advice_section(rs: ResultSet) -> list[str]:
     from harness.verdict import advice
 
     result = advice.advise(rs)
-    return [
-        "## Advice: what each tip is worth on this machine",
-        "",
-        advice.header(result),
-        "",
-        render(advice.HEADERS, advice.rows(result), "markdown"),
+    # a tip whose suite the run did not hold is one line below the table, not a row each
+    held = set(held_suites(rs))
+    absent = [
+        tip
+        for tip in result.tips
+        if tip.suite not in held and not (tip.needs_cuda and result.run["device"] != "cuda")
     ]
+    names = {tip.name for tip in absent}
+    result.lines = [line for line in result.lines if line.tip not in names]
+    lines = ["## Advice: what each tip is worth on this machine", "", advice.header(result), ""]
+    if result.lines:
+        lines += [render(advice.HEADERS, advice.rows(result), "markdown").rstrip("\n"), ""]
+    if absent:
+        suites = sorted({tip.suite for tip in absent})
+        lines.append(
+            f"Not in this run: {', '.join(tip.name for tip in absent)} (the suites "
+            f"{', '.join(suites)}: `harness bench --suite NAME` measures them)."
+        )
+    return lines
 
 
 SEED_CLAIM = (
@@ -383,10 +418,10 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     lines = [f"# Benchmark report: {rs.commit[:8]} on {rs.machine}", "", f"Source: `{rs.path}`", ""]
     for suite, bars in speedups(rs).items():
-        xlabel, hint = SUITES[suite]
+        xlabel, hint = suite_labels(suite)
         lines += [f"## {suite}: {xlabel}", ""]
         if not bars:
-            lines += ["No results for this suite in this set (not run, failed or n/a here).", ""]
+            lines += ["Its ratio rows have no value in this run (failed, or n/a here).", ""]
             continue
         png = out / f"speedups-{suite}.png"
         plot_speedups(suite, bars, png)
@@ -400,7 +435,8 @@ def write_report(
                 ("left", "right") + (("left",) if with_facts else ()),
             )
         ]
-    lines += bandwidth_section(rs)
+    if "fusion" in held_suites(rs):
+        lines += bandwidth_section(rs)
     lines += device_section(rs)
     lines += sanity_section(rs)
     lines += advice_section(rs)

@@ -16,7 +16,7 @@ import math
 import os
 import pathlib
 
-from harness.core import records, settings
+from harness.core import provenance, records, settings
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.verdict.resultset import Entry, ResultSet  # noqa: F401 (results.Entry, results.ResultSet)
@@ -103,6 +103,7 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
     rs.instructions = records.read_instructions(folder)
     rs.not_counted = records.read_not_counted(folder)
     rs.facts = records.read_row_facts(folder)
+    rs.dirty = provenance.of_record(rec.meta) if rec else None
     return rs
 
 
@@ -411,7 +412,19 @@ def not_comparable(base: ResultSet, head: ResultSet) -> list[str]:
 
 
 def environment_differences(base: ResultSet, head: ResultSet) -> list[tuple[str, str, str]]:
-    """(setting, base value, head value) for every fingerprint setting that differs."""
+    """(setting, base value, head value) for every fingerprint setting that differs, and the
+    working tree where either side measured uncommitted code (harness.core.provenance)."""
+    return _fingerprint_rows(base, head) + _tree_rows(base, head)
+
+
+def _tree_rows(base: ResultSet, head: ResultSet) -> list[tuple[str, str, str]]:
+    def state(rs: ResultSet) -> str:
+        return {True: "dirty (uncommitted changes)", False: "clean"}.get(rs.dirty, "not recorded")
+
+    return [("working tree", state(base), state(head))] if base.dirty or head.dirty else []
+
+
+def _fingerprint_rows(base: ResultSet, head: ResultSet) -> list[tuple[str, str, str]]:
     fb, fh = fingerprint_of(base), fingerprint_of(head)
     if fb is None or fh is None:
         missing = [side for side, fp in (("base", fb), ("head", fh)) if fp is None]

@@ -45,7 +45,10 @@ class ResultSet:
     # timing rows' device facts (GPU/host time, busy fraction, ATen share), from the run record
     # (records.read_row_facts)
     facts: dict[str, dict] = dataclasses.field(default_factory=dict)
+    # the run measured a working tree that differed from its commit (run.json's "dirty",
+    # harness.core.provenance); None: not recorded (an older run, a bare result file)
+    dirty: bool | None = None
 
     @property
     def label(self) -> str:
-        return f"{self.commit[:8]} ({self.path})"
+        return f"{self.commit[:8]}{' (dirty)' if self.dirty else ''} ({self.path})"

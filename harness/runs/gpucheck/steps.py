@@ -408,7 +408,7 @@ def step_report(ctx) -> dict:
     md = write_report(rs, ctx.out / "report", run_dir(ctx, "A"))
     device = bands.device_of(rs)
     rows = [
-        dict(zip(("ratio", "case", "measured", "published", "verdict", "source"), r))
+        dict(zip(("ratio", "case", "measured", "figure", "published", "verdict", "source"), r))
         for r in bands.rows(bands.measured(rs), device)
     ]
     text = md.read_text()
