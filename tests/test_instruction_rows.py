@@ -232,3 +232,21 @@ def test_a_skipped_or_failed_instruction_row_shows_its_reason_in_the_gate(tmp_pa
     out = capsys.readouterr().out
     assert "skipped on both sides: big is not counted: too big" in out
     assert "benchmark failed on both sides: the counting child (crashy_inference" in out
+
+
+def test_calibrate_knows_a_projects_instruction_keys(tmp_path, monkeypatch, capsys, clean_registry):
+    """`harness calibrate --extra-instructions --workload KEY` checks KEY against the rows the
+    project's benchmark processes will have: its models' and its modules' (which import its
+    own modules), not the zoo's."""
+    import sys
+
+    from harness.runs import calibrate
+
+    project = tmp_path / "proj"
+    assert main(["init", str(project)]) == exits.PASS
+    monkeypatch.setitem(sys.modules, "models", None)  # the project's, imported below, then gone
+    del sys.modules["models"]
+    keys = calibrate.instruction_keys(project)
+    assert keys == ["tiny_cnn_inference", "tiny_cnn_training_step", "tiny_cnn.forward"]
+    assert "cannot import" not in capsys.readouterr().err
+    assert str(project) not in sys.path  # put back

@@ -301,6 +301,8 @@ def _instruction_trials(args, project, root, machine, work, threshold) -> dict:
         mode="quick",
         machine=machine,
         suites=("instructions",),
+        # the instruction rows alone (a project's own modules come along in its benchmark folder)
+        benches=(r"^instructions\.",),
         env=((instructions.SELECT_ENV, names),),
     )
     slowed = {

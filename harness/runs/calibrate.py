@@ -83,12 +83,16 @@ def instruction_keys(project: pathlib.Path) -> list[str]:
     """The instructions suite's row keys in `project` (its models' and its benchmark modules'
     rows in a project of its own), as its benchmark processes will see them."""
     import os
+    import sys
     from unittest import mock
 
     from harness.core.project import suites
     from harness.measure.workloads import instructions
 
-    with mock.patch.dict(os.environ, suites(project).environment()):
+    env = suites(project).environment()
+    # its benchmark modules import its own modules (`from models import ...`), as there
+    path = [p for p in env.get("ASV_PYTHONPATH", "").split(os.pathsep) if p]
+    with mock.patch.dict(os.environ, env), mock.patch.object(sys, "path", path + sys.path):
         return instructions.keys()
 
 
