@@ -7,6 +7,7 @@ what the gate says of rows it does not judge. The counts themselves: test_instru
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 import pytest
@@ -250,3 +251,39 @@ def test_calibrate_knows_a_projects_instruction_keys(tmp_path, monkeypatch, caps
     assert keys == ["tiny_cnn_inference", "tiny_cnn_training_step", "tiny_cnn.forward"]
     assert "cannot import" not in capsys.readouterr().err
     assert str(project) not in sys.path  # put back
+
+
+def test_bench_prints_the_runs_instruction_rows_and_why_a_row_has_none(tmp_path):
+    import json
+
+    from harness.core import records
+    from harness.verdict.results import load
+    from harness.verdict.summary import summary_table
+
+    counted, opted, failed = ROW("mine_inference"), ROW("big_inference"), ROW("bad_inference")
+    units = {r: "instructions" for r in (counted, opted, failed)}
+    path = write_set(
+        tmp_path / "r", "a" * 40, {counted: 12345.0, opted: float("nan"), failed: None}, units=units
+    )
+    (tmp_path / "r" / records.INSTRUCTIONS).mkdir()
+    (tmp_path / "r" / records.INSTRUCTIONS / "instructions.InstructionsPerCall.json").write_text(
+        json.dumps(
+            {
+                "rows": {counted: {"per_call": 12345.0, "what": "mine (small): inference_mode"}},
+                "not_counted": {opted: "big is not counted: too big"},
+                "failed": {failed: "the counting child (bad_inference, layout 0) crashed"},
+            }
+        )
+    )
+    out = summary_table(load(path))
+    assert "instructions per call" in out
+    assert re.search(r"mine_inference\s+12,345\s+mine \(small\): inference_mode", out)
+    assert re.search(r"big_inference\s+n/a\s+big is not counted: too big", out)
+    assert re.search(r"bad_inference\s+failed\s+the counting child", out)
+    # no valgrind here: one reason for every row, said once
+    nothing = write_set(tmp_path / "s", "a" * 40, {opted: float("nan")}, units=units)
+    (tmp_path / "s" / records.INSTRUCTIONS).mkdir()
+    (tmp_path / "s" / records.INSTRUCTIONS / "i.json").write_text(
+        json.dumps({"rows": {}, "not_counted": {opted: "valgrind not found on PATH: install"}})
+    )
+    assert "1 rows n/a: valgrind not found on PATH: install" in summary_table(load(nothing))

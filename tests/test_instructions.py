@@ -218,14 +218,17 @@ def test_explanation_ranks_by_self_delta_and_marks_one_sided_functions():
     )
 
 
-def test_rows_are_na_with_the_install_command_without_valgrind(monkeypatch):
+def test_rows_are_na_with_the_install_command_without_valgrind(monkeypatch, tmp_path):
     monkeypatch.setattr(instructions.shutil, "which", lambda name: None)
+    monkeypatch.setenv(instructions.RECORD_ENV, str(tmp_path))
     assert "apt-get install valgrind" in instructions.unavailable()
     counts = instructions.count_rows(
         [instructions.Target(ROW, "harness.measure.workloads.instructions", "mlp_inference")]
     )
     with pytest.raises(NotApplicable, match="valgrind not found on PATH"):
         instructions.row_value(counts, ROW)
+    # the run record says it too: bench's table and the gate's note show the command
+    assert "apt-get install valgrind" in records.read_not_counted(tmp_path)[ROW]
     with pytest.raises(NotApplicable, match="not selected"):
         instructions.row_value(
             counts, "instructions.InstructionsPerCall.track_instructions('other')"

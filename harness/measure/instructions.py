@@ -629,10 +629,11 @@ def count_rows(targets: list[Target]) -> dict:
     (no valgrind here, not selected) or {"failed": why}; see row_value."""
     try:
         counted = count(targets, log=lambda msg: print(msg, file=sys.stderr))
-    except Unavailable as exc:
-        return {t.row: {"n/a": str(exc)} for t in targets}
-    except RuntimeError as exc:
-        return {t.row: {"failed": str(exc)} for t in targets}
+    except (Unavailable, RuntimeError) as exc:
+        # every row says why, in the run record too (bench's table, the gate's notes)
+        key = "not_counted" if isinstance(exc, Unavailable) else "failed"
+        _keep({"schema": SCHEMA, "rows": {}, key: {t.row: str(exc) for t in targets}}, targets)
+        return {t.row: {"n/a" if key == "not_counted" else "failed": str(exc)} for t in targets}
     return {
         **counted.rows,
         **{row: {"failed": why} for row, why in counted.failed.items()},

@@ -279,10 +279,14 @@ def summary_table(rs: ResultSet) -> str:
     counts = instruction_rows(rs)
     if counts:
         out = "" if out == NONE_SUMMARISED else out
-        out += ("\n\n" if out else "") + (
-            "instructions per call (callgrind: judged on any runner, docs/instructions.md)\n"
-            + render(["row", "instructions", "note"], counts).rstrip("\n")
-        )
+        head = "instructions per call (callgrind: judged on any runner, docs/instructions.md)"
+        whys = {note for _, value, note in counts if value == "n/a"}
+        if len(whys) == 1 and all(value == "n/a" for _, value, _ in counts):
+            # one reason for every row (no valgrind here): said once, with its command
+            table = f"{len(counts)} rows n/a: {whys.pop()}"
+        else:
+            table = render(["row", "instructions", "note"], counts).rstrip("\n")
+        out += ("\n\n" if out else "") + head + "\n" + table
     return out
 
 
