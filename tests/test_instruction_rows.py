@@ -289,3 +289,24 @@ def test_bench_prints_the_runs_instruction_rows_and_why_a_row_has_none(tmp_path)
         json.dumps({"rows": {}, "not_counted": {opted: "valgrind not found on PATH: install"}})
     )
     assert "1 rows n/a: valgrind not found on PATH: install" in summary_table(load(nothing))
+
+
+def test_calibrates_extra_work_for_a_compile_row_runs_inside_each_compile(tmp_path, monkeypatch):
+    """The proof of a compile row puts its extra work inside the compile (a dynamo compile-start
+    callback the row's call registers after its reset), once per compile, never in a clean one.
+    Here with dynamo's eager backend: the same calls, without inductor's seconds."""
+    import functools
+
+    import torch
+
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
+    w = wl.workload("mlp_compile")
+    compile_once = w.build(tmp_path)
+    ran = []
+    slowed = w.inject(compile_once, lambda: ran.append("work"))
+    slowed()
+    assert ran == ["work"]
+    slowed()
+    assert ran == ["work", "work"]  # every call is a fresh compile, with its extra work
+    compile_once()
+    assert ran == ["work", "work"] and not wl._INSIDE_COMPILE  # a clean compile has none

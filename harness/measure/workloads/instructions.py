@@ -139,7 +139,9 @@ def _compile(name: str) -> Callable[[Path], Callable[[], object]]:
         caches.mkdir(exist_ok=True)
 
         def compile_once():
-            torch._dynamo.reset()
+            torch._dynamo.reset()  # which also drops dynamo's compile callbacks
+            for work in _INSIDE_COMPILE:  # calibrate's extra work (inside_compile), if any
+                _on_compile_start(work)
             # kept until the run's scratch is removed: deleting it would be counted too
             with fresh_cache(dir=caches, delete=False), torch.no_grad():
                 return torch.compile(model)(*inputs)
@@ -149,20 +151,27 @@ def _compile(name: str) -> Callable[[Path], Callable[[], object]]:
     return build
 
 
-def inside_compile(fn: Callable[[], object], work: Callable[[], None]) -> Callable[[], object]:
-    """calibrate's extra work placed inside the compile itself: a dynamo compile-start callback
-    (it runs in dynamo's compile session, before tracing), not in the compiled model's calls."""
+# calibrate's extra work for a compile row, registered by the compile itself after its reset
+_INSIDE_COMPILE: list[Callable[[], None]] = []
+
+
+def _on_compile_start(work: Callable[[], None]) -> None:
     from torch._dynamo.callback import callback_handler
 
-    def slowed():
-        def start(args) -> None:
-            work()
+    callback_handler.register_start_callback(lambda args: work())
 
-        callback_handler.register_start_callback(start)
+
+def inside_compile(fn: Callable[[], object], work: Callable[[], None]) -> Callable[[], object]:
+    """calibrate's extra work placed inside the compile itself: a dynamo compile-start callback
+    (it runs in dynamo's compile session, before tracing), not in the compiled model's calls.
+    The compile row's own call registers it after its reset (which drops every callback)."""
+
+    def slowed():
+        _INSIDE_COMPILE.append(work)
         try:
             return fn()
         finally:
-            callback_handler.remove_start_callback(start)
+            _INSIDE_COMPILE.remove(work)
 
     return slowed
 
