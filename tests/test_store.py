@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 
 import pytest
 from store_support import (
@@ -297,13 +298,37 @@ def test_remotes_that_fail_exit_5_in_one_line_with_nothing_local_changed(tmp_pat
     # a rejection that is not a race (a hook, a protected ref) is reported, not retried
     bare = bare_repo(tmp_path / "history.git")
     hook = bare / "hooks" / "pre-receive"
-    hook.write_text('#!/bin/sh\necho tried >> "$GIT_DIR/tries"\necho protected >&2\nexit 1\n')
+    # (its message may say anything, a race's words included: only git's own status counts)
+    hook.write_text(
+        '#!/bin/sh\necho tried >> "$GIT_DIR/tries"\n'
+        "echo 'protected: no non-fast-forward updates here' >&2\nexit 1\n"
+    )
     hook.chmod(0o755)
     code, out, err = store(capsys, "push", url(bare), a)
     assert code == 5 and "pre-receive hook declined" in err and "another runner" not in err
     assert (bare / "tries").read_text() == "tried\n"
     assert git(bare, "for-each-ref") == ""
     assert files_of(a) == before
+
+
+def test_a_server_that_cannot_write_the_ref_is_not_taken_for_a_race(tmp_path, capsys):
+    # git says "failed to update ref" both when two pushes meet at the ref's lock and when the
+    # server cannot write it at all (permissions, a lock file left behind): only the first moves
+    # the tip, so a push stops after a few refusals instead of retrying for the whole window
+    bare = bare_repo(tmp_path / "history.git")
+    a = tmp_path / "a" / "results"
+    write_record(a, 1)
+    assert store(capsys, "push", url(bare), a)[0] == 0
+    tip = git(bare, "rev-parse", REF)
+    write_record(a, 2)
+    (bare / (REF + ".lock")).write_text("")  # a server-side git killed mid-update left it
+    started = time.monotonic()
+    code, out, err = store(capsys, "push", url(bare), a)
+    assert code == 5 and time.monotonic() - started < 15  # the retry window here is 20 s
+    last = err.strip().splitlines()[-1]
+    assert "failed to update ref" in last and "not another runner's push" in last
+    assert f"stayed at {tip[:8]}" in last and "nothing was pushed" in last
+    assert git(bare, "rev-parse", REF) == tip and len(history_runs(bare)) == 1
 
 
 def test_a_ref_that_is_not_a_results_history_is_refused(tmp_path, capsys):
@@ -390,6 +415,28 @@ def test_gate_pull_takes_the_newest_clean_nightly_of_the_machine_in_heads_mode(
     assert [r.run_id for r in records.list_runs(pr) if r.label == "nightly"] == [fast.run_id]
     # without --pull, `nightly` names the newest nightly run kept here
     assert main(["gate", "nightly", "latest", *args]) == 1
+    # a history with no clean nightly is said, never stood in for by a nightly run kept here
+    only_dirty = bare_repo(tmp_path / "dirty-only.git")
+    assert store(capsys, "push", url(only_dirty), fleet, dirty.run_id)[0] == 0
+    monkeypatch.setenv(settings.STORE_REMOTE.name, url(only_dirty))
+    assert main(["gate", "nightly", "latest", "--pull", *args]) == 3
+    err = capsys.readouterr().err
+    assert f"holds no clean nightly run of {MACHINE} in fast mode" in err
+    assert [r.run_id for r in records.list_runs(pr) if r.label == "nightly"] == [fast.run_id]
+
+
+def test_a_pull_that_matches_nothing_says_what_the_history_holds(tmp_path, capsys):
+    bare = bare_repo(tmp_path / "history.git")
+    a = tmp_path / "a" / "results"
+    write_record(a, 1)
+    write_record(a, 2)
+    assert store(capsys, "push", url(bare), a)[0] == 0
+    code, out, _ = store(capsys, "pull", url(bare), tmp_path / "b", "--machine", "typo-cpu")
+    assert code == 0
+    assert out == (
+        f"harness store: no run in {REF} at {url(bare)} matches the selection (--machine "
+        f"typo-cpu); it holds {MACHINE} (2 runs)\n"
+    )
 
 
 def test_nightly_pull_brings_the_nights_before_so_that_history_sees_a_step(

@@ -154,6 +154,11 @@ def pull_for_gate(args) -> tuple[str, str]:
             got = options.pull_first(
                 args, [machine], last=1, label="nightly", mode=mode, clean=True
             )
-            if got:
-                names[i] = str(records.runs_dir(root) / got[-1][0] / got[-1][1])
+            if not got:  # never a local stand-in: the reference asked for is the history's
+                raise BadInput(
+                    f"gate --pull {name}: the results history holds no clean nightly run of "
+                    f"{machine}{f' in {mode} mode' if mode else ''}; gate against `baseline` "
+                    "(committed) until a nightly has pushed one (`harness store push`)"
+                )
+            names[i] = str(records.runs_dir(root) / got[-1][0] / got[-1][1])
     return names[0], names[1]

@@ -52,7 +52,9 @@ _CONFIG = (
     "fetch.writeCommitGraph=false",
     "advice.detachedHead=false",
 )
-# rejections that mean another runner moved the ref first (fetch, re-apply, retry)
+# rejections that may mean another runner moved the ref first (fetch, re-apply, retry); a
+# server that cannot write the ref at all says "failed to update ref" too: the store tells the
+# two apart by whether the history's tip moved
 _RACE = re.compile(
     r"fetch first|non-fast-forward|cannot lock ref|failed to lock|failed to update ref|"
     r"incorrect old value|stale info|but expected",
@@ -309,10 +311,10 @@ class Repo:
         if done.returncode == 0 and not mine.startswith("!"):
             return PushOutcome(True)
         reason = mine.rsplit("\t", 1)[-1] if mine else git_error(done.stderr)
-        race = bool(_RACE.search(reason)) or bool(
-            _RACE.search(done.stderr.decode(errors="replace"))
-        )
-        return PushOutcome(False, race=race, reason=reason or git_error(done.stderr))
+        # git's own status reason says whether it was a race; without one, git's own lines do
+        # (never the server's `remote:` lines: a hook may print anything)
+        said = reason if mine else _own_lines(done.stderr)
+        return PushOutcome(False, race=bool(_RACE.search(said)), reason=reason)
 
     # ---- objects and trees ----
 
@@ -417,6 +419,11 @@ class Repo:
     def commit(self, tree: str, parent: str | None, message: str) -> str:
         args = ["commit-tree", "--no-gpg-sign", tree] + (["-p", parent] if parent else [])
         return self.git(*args, input=message.encode()).stdout.decode().strip()
+
+
+def _own_lines(stderr: bytes) -> str:
+    lines = stderr.decode(errors="replace").splitlines()
+    return "\n".join(line for line in lines if not line.startswith("remote:"))
 
 
 def git_error(stderr: bytes) -> str:

@@ -36,6 +36,7 @@ from harness.core.gitrepo import Repo, git_tree_oid, project_remote
 RUNS, MANIFESTS, PRUNED, MARKER = "runs", "manifests", "pruned", "store.json"
 SCHEMA = 1
 DEFAULT_LAST = 30  # a bare pull: this machine's newest 30 runs
+STALLS = 3  # refusals in a row with the tip unmoved that end a push: not a race
 PUSHED_KINDS = ("bench", "nightly")  # pushed without being named (clean runs only)
 _BATCH = 64  # run.json blobs fetched at once while selecting by mode or cleanliness
 
@@ -124,11 +125,22 @@ class Change:
 def commit_and_push(repo: Repo, make) -> tuple[Snapshot, Change | None, str | None, int]:
     """Fetch the tip, `make(snapshot)` a Change (None: nothing to do), commit it on the tip and
     push; when another runner pushed first, fetch and make it again after a backoff, until
-    $HARNESS_STORE_RETRY_S runs out. Returns (snapshot, change, commit, retries)."""
+    $HARNESS_STORE_RETRY_S runs out. A rejection that reads like a race but leaves the tip
+    where it was (no permission to write the ref, a lock left on the server) is not one: after
+    STALLS of those in a row it fails. Returns (snapshot, change, commit, retries)."""
     deadline = time.monotonic() + settings.STORE_RETRY_S.get()
-    retries = 0
+    retries = stalls = 0
+    refused: tuple[str | None, str] | None = None  # (the tip pushed onto, why) of the last try
     while True:
         snap = Snapshot.load(repo, repo.fetch_tip())
+        if refused is not None:
+            stalls = stalls + 1 if snap.tip == refused[0] else 0
+            if stalls >= STALLS:
+                raise RunnerFailed(
+                    f"{refused[1]}, {stalls + 1} times while the history's tip stayed at "
+                    f"{(snap.tip or 'nothing')[:8]}: not another runner's push (no permission "
+                    "to write the ref, or a lock or hook on the server)"
+                )
         change = make(snap)
         if change is None:
             return snap, None, None, retries
@@ -147,12 +159,13 @@ def commit_and_push(repo: Repo, make) -> tuple[Snapshot, Change | None, str | No
                 f"{outcome.reason}: other runners kept pushing first for "
                 f"{settings.STORE_RETRY_S.get():g} s (${settings.STORE_RETRY_S.name})"
             )
+        refused = (snap.tip, outcome.reason)
         retries += 1
         # full jitter, so that runners that lost together do not come back together
         pause = random.uniform(0, min(5.0, 0.1 * 2**retries))
         print(
-            f"harness store: another runner pushed first ({outcome.reason}); fetching and "
-            f"applying again in {pause:.2f} s",
+            f"harness store: push refused ({outcome.reason}), another runner may have pushed "
+            f"first; fetching and applying again in {pause:.2f} s",
             file=sys.stderr,
         )
         time.sleep(pause)
@@ -377,6 +390,19 @@ class Selection:
     mode: str | None = None
     clean: bool = False
 
+    def describe(self) -> str:
+        """The selection in the pull command's words."""
+        parts = [f"--machine {m}" for m in self.machines] or ["every machine"]
+        parts += list(self.runs)
+        if self.since:
+            parts.append(f"--since {self.since}")
+        for flag, value in (("--label", self.label), ("--mode", self.mode)):
+            if value:
+                parts.append(f"{flag} {value}")
+        if self.clean:
+            parts.append("--clean")
+        return " ".join(parts)
+
 
 def since_key(text: str) -> str:
     """`--since DATE` (2026-11-30, 2026-11-30T12:00, ...) as the run-id prefix it compares to."""
@@ -488,6 +514,14 @@ def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: Pu
         return
     snap = Snapshot.load(repo, tip)
     chosen = select(repo, snap, sel)
+    if not chosen:  # said, so that a reader never compares against nothing unawares
+        held = ", ".join(f"{m} ({len(snap.run_ids(m))} runs)" for m in snap.machines())
+        print(
+            f"harness store: no run in {repo.ref} at {repo.remote} matches the selection "
+            f"({sel.describe()}); it holds {held or 'no run'}",
+            file=out,
+        )
+        return
     todo = []
     for key in chosen:
         here = records.runs_dir(root) / key[0] / key[1]
