@@ -4,6 +4,7 @@ resolver, one scale table."""
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 
@@ -56,6 +57,25 @@ def test_internal_error_is_70_never_0_or_1(monkeypatch, capsys):
     assert cli.main(["env"]) == exits.INTERNAL
     err = capsys.readouterr().err
     assert "ZeroDivisionError" in err and "internal error" in err
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly_not_as_an_internal_error():
+    # `harness advise latest | head -1`: the pipe closes while the command still prints
+    flood = (
+        "import sys\n"
+        "from harness import cli\n"
+        "from harness.commands import env\n"
+        "env.run = lambda args: [print('x' * 80) for _ in range(100_000)]\n"
+        "sys.exit(cli.main(['env']))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", flood], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    proc.stdout.read(10)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == exits.PIPE_CLOSED
+    assert "Traceback" not in err and "internal error" not in err
 
 
 def test_project_is_found_from_the_working_directory(tmp_path, monkeypatch):

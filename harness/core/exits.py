@@ -19,6 +19,7 @@ UNDECIDED = 6  # no row was judged, or ab rows were left UNKNOWN: not a pass
 INTERNAL = 70  # an unexpected exception
 INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
 TERMINATED = 143  # SIGTERM (128 + SIGTERM): a CI timeout or a cancelled job
+PIPE_CLOSED = 141  # the reader of stdout went away (`| head`), as SIGPIPE ends other programs
 
 MEANING = {
     PASS: "pass",
@@ -31,6 +32,7 @@ MEANING = {
     INTERNAL: "internal error",
     INTERRUPTED: "interrupted (Ctrl-C)",
     TERMINATED: "terminated (SIGTERM)",
+    PIPE_CLOSED: "output pipe closed",
 }
 
 
@@ -74,6 +76,12 @@ def guarded(name: str, fn) -> int:
         code = getattr(exc, "exit_code", INTERRUPTED)
         print(f"{name}: {MEANING[code]}", file=sys.stderr)
         return code
+    except BrokenPipeError:
+        # not an error of ours: stop quietly, and keep Python's exit-time flush from failing too
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return PIPE_CLOSED
     except SystemExit as exc:  # --help and --version exit 0 through argparse
         return exc.code if isinstance(exc.code, int) else INTERNAL
     except Exception:
