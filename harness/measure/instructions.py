@@ -188,20 +188,29 @@ def unavailable() -> str | None:
 def workload_of(target: Target):
     """The target's workload: from its source's INSTRUCTION_WORKLOADS dict, or its
     `workload(name)` function (the harness's own rows, built from the model registry)."""
-    from harness.measure.workloads.instructions import load_module
+    from harness.measure.workloads.instructions import TABLE, InstructionWorkload, load_module
 
     module = load_module(target.source)
-    table = getattr(module, "INSTRUCTION_WORKLOADS", None)
+    table = getattr(module, TABLE, None)
     if table is None and callable(getattr(module, "workload", None)):
         return module.workload(target.workload)
+    if table is None:
+        raise KeyError(f"{target.source} defines no {TABLE} table")
+    how = "(a dict of name -> harness.instructions.InstructionWorkload: docs/own-project.md)"
     if not isinstance(table, dict):
-        raise KeyError(f"{target.source} defines no INSTRUCTION_WORKLOADS table")
+        raise TypeError(f"{target.source}: {TABLE} is a {type(table).__name__}, not a dict {how}")
     if target.workload not in table:
         raise KeyError(
             f"unknown instruction workload {target.workload!r} in {target.source}; "
-            f"known: {', '.join(table)}"
+            f"known: {', '.join(map(str, table))}"
         )
-    return table[target.workload]
+    found = table[target.workload]
+    if not isinstance(found, InstructionWorkload):
+        raise TypeError(
+            f"{target.source}: {TABLE}[{target.workload!r}] is a {type(found).__name__}, not "
+            f"an InstructionWorkload {how}"
+        )
+    return found
 
 
 def selected(targets: list[Target]) -> list[Target]:
@@ -441,16 +450,14 @@ def _plans(targets: list[Target]) -> tuple[list[tuple[Target, object]], dict, di
     todo, failed, not_counted = [], {}, {}
     for t in targets:
         try:
-            w = planned(workload_of(t))
+            w = workload_of(t)
+            if w.skip or (w.full_only and not settings.FULL.get()):
+                # before its plan: an opted-out model is not run at all, not even natively
+                not_counted[t.row] = w.skip or w.full_only
+                continue
+            todo.append((t, planned(w)))
         except Exception as exc:
             failed[t.row] = f"{type(exc).__name__}: {exc}"
-            continue
-        if w.skip:
-            not_counted[t.row] = w.skip
-        elif w.full_only and not settings.FULL.get():
-            not_counted[t.row] = w.full_only
-        else:
-            todo.append((t, w))
     return todo, failed, not_counted
 
 
