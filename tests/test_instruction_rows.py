@@ -219,18 +219,43 @@ def test_the_gate_names_what_would_judge_a_row_it_does_not_judge():
             compare.NOT_JUDGED,
             "raw time: no calibrated noise band",
         ),
+        compare.Row(
+            "models.Inference.track_inference_time('tiny', False, True)",  # channels_last
+            "seconds",
+            1.0,
+            1.0,
+            1.0,
+            compare.NOT_JUDGED,
+            "raw time: no calibrated noise band",
+        ),
+        compare.Row(
+            "models.Inference.track_inference_time('mine', False, False)",
+            "seconds",
+            1.0,
+            1.0,
+            1.0,
+            compare.NOT_JUDGED,
+            "raw time: no calibrated noise band",
+        ),
         compare.Row(ROW("tiny_inference"), "instructions", 1.0, 1.0, 1.0, compare.OK, "x"),
         compare.Row(ROW("mlp_compile"), "instructions", 1.0, 1.0, 1.0, compare.OK, "x"),
         compare.Row("x.Y.track_ratio", "ratio", 1.0, 1.0, 1.0, compare.OK, "paired"),
     ]
-    notes = [r.note for r in instead.annotate(rows, compare.NOT_JUDGED)]
+    # both sides hold mine_inference, which a --bench selection left out of the rows
+    held = {r.name for r in rows} | {ROW("mine_inference")}
+    notes = [r.note for r in instead.annotate(rows, compare.NOT_JUDGED, held)]
     assert notes[0] == (
         "raw time: no calibrated noise band; judged instead by its instruction row "
         f"'tiny_inference' (ok), or {instead.OTHERS}"
     )
     assert "'other_training_step' (instructions suite, not in this run)" in notes[1]
-    assert "compile instructions ('mlp_compile' ok)" in notes[2]
-    assert notes[3:] == ["x", "x", "paired"]  # judged rows keep their notes
+    # the pointwise chain's compile is no model's: mlp_compile counts another program
+    assert notes[2] == f"raw time: no calibrated noise band; judged instead by {instead.OTHERS}"
+    # the instruction row counts the model as built (contiguous), not in channels_last
+    assert notes[3] == notes[2]
+    assert "its instruction row 'mine_inference' (not selected by --bench)" in notes[4]
+    assert notes[5:] == ["x", "x", "paired"]  # judged rows keep their notes
+    assert instead.compile_key("fusion.X.track_compile_time('mlp')") == "mlp_compile"
 
 
 def test_a_skipped_or_failed_instruction_row_shows_its_reason_in_the_gate(tmp_path, capsys):

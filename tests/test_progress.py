@@ -55,6 +55,43 @@ def test_one_line_per_benchmark_with_its_result_and_what_is_left():
     assert p.failed == ["transfer.PinnedOverPageable.track_pinned_over_pageable"]
 
 
+# asv 0.6's tables of values without ± (bytes, instructions), as a project's run printed them
+TABLES = """\
+[10.00%] ··· instructions.InstructionsPerCall.track_instructions                           ok
+[10.00%] ··· ========================= ===========
+                      workload
+             ------------------------- -----------
+                 tiny_cnn_inference      846043.1
+               tiny_cnn_training_step   2676419.7
+                  tiny_cnn.forward        failed
+             ========================= ===========
+
+[60.00%] ··· models.PeakMemory.track_peak_memory                                          ok
+[60.00%] ··· =========== ======= ======
+             --          channels_last
+             ----------- --------------
+                model     False   True
+             =========== ======= ======
+               tiny_cnn    289k   289k
+              tiny_text   97.2k   n/a
+             =========== ======= ======
+
+[60.00%] ···· For parameters: 'tiny_text', True
+              asv: skipped: NotApplicable('channels_last applies to 4-d image inputs')
+"""
+
+
+def test_values_without_a_spread_are_values_and_parameter_labels_are_not():
+    out = io.StringIO()
+    p = Progress(out)
+    for line in TABLES.splitlines():
+        p.feed(line)
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert "track_instructions  ok: 2 values, 1 FAILED" in lines[0]
+    assert "track_peak_memory  ok: 3 values, 1 n/a" in lines[1]
+
+
 def test_a_benchmark_with_every_case_skipped_says_why():
     out = io.StringIO()
     p = Progress(out)

@@ -144,6 +144,17 @@ def test_a_run_of_an_edited_project_is_marked_dirty_in_its_header_and_record(
     assert "1 judged (1 ok)" in out
     data = json.loads(gate_json.read_text())
     assert (data["base_dirty"], data["head_dirty"]) == (False, True)
+    # the report and the advice of that run say so too
+    args = ["--results-dir", str(root), "--project", str(proj)]
+    assert main(["report", dirty.record.run_id, "--out", str(tmp_path / "rep"), *args]) == 0
+    report = (tmp_path / "rep" / "report.md").read_text()
+    assert report.startswith(f"# Benchmark report: {sha[:8]} (dirty) on m-cpu")
+    assert "differed from its commit (uncommitted changes)" in report
+    capsys.readouterr()
+    assert main(["advise", dirty.record.run_id, *args]) == 0
+    assert f"run {dirty.record.run_id} of a dirty tree" in capsys.readouterr().out
+    main(["advise", clean.record.run_id, *args])
+    assert "dirty" not in capsys.readouterr().out
     # refused with the setting, before anything is compared
     monkeypatch.setenv(settings.REFUSE_DIRTY.name, "on")
     assert main(["gate", clean.record.run_id, dirty.record.run_id, "--results-dir", str(root)]) == 3

@@ -42,7 +42,7 @@ def run(args) -> int:
         "next:\n"
         f"  {here}pytest --accept          record the goldens (then review expect/)\n"
         f'  {git}git add -A && git commit -m "harness project"   (runs are filed by commit)\n'
-        "  harness bench --quick    the project's benchmarks and the models suite\n"
+        "  harness bench --quick    the project's benchmarks, the models and instructions suites\n"
         "  harness gate <run> latest   two runs compared (exit 1 on a regression)",
         file=sys.stdout,
     )

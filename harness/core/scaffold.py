@@ -297,7 +297,8 @@ ASV_CONF_TEXT = """\
 {
     // Written by `harness init`: asv's configuration of this project (the key
     // "@MARKER@" tells the harness so). Run the benchmarks through `harness bench`: it
-    // runs the modules in benchmarks/ and the harness's models suite over models.py's models
+    // runs the modules in benchmarks/ and the harness's models and instructions suites over
+    // models.py's models
     // (`--suite NAME` runs another of the harness's suites), files each run under results/runs/,
     // and `harness gate` judges two runs.
     "version": 1,
@@ -337,7 +338,7 @@ every front end, and `golden.check_graph` of any module), benchmarks in `benchma
 ```bash
 pytest                                # compare every graph with its golden in expect/
 pytest --accept                       # record new or changed goldens, then `git diff expect/`
-harness bench --quick                 # benchmarks/ and the models suite; a run record in results/
+harness bench --quick                 # benchmarks/, the models and instructions suites: a run record
 harness bench --quick --suite fusion  # one of the harness's own suites
 harness gate <run> latest             # exit 1 on a regression between two runs
 harness history                       # steps in each benchmark's run history

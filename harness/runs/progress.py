@@ -32,6 +32,12 @@ _FLOAT = re.compile(r"\d+\.\d{5,}")  # asv prints every digit of a value
 _SETUP = re.compile(r"^\[\s*\d+(?:\.\d+)?%\] ·+ Setting up (?P<key>\S+)\s+(?:ok|failed)\s*$")
 _BENCHMARKING = re.compile(r"^\[\s*\d+(?:\.\d+)?%\] ·+ Benchmarking ")
 _REASON = re.compile(r"asv: skipped: NotApplicable\((?P<q>['\"])(?P<why>.*)(?P=q)\)")
+# a parameterised benchmark's table: its top rule (on the result's own line) gives the columns;
+# its data rows come after the dashed rule (and, where asv pivots the last parameter into
+# columns, after the rule below the second header row)
+_TABLE_TOP = re.compile(r"^\[\s*\d+(?:\.\d+)?%\] ·+ =")
+_RULE = re.compile(r"=+")
+_CELL = re.compile(r"\S+")
 
 
 class Progress:
@@ -109,14 +115,31 @@ class Progress:
                 "failed": 0,
                 "values": 0,
                 "why": None,
+                "columns": None,  # (start, end) of each column of its table
+                "rules": 0,  # '=' rules seen
+                "pivoted": False,  # a header row spanning the last parameter's columns
+                "labels": None,  # how many columns hold parameter values (not results)
             }
             return
         if self._open is None:
             return
-        cells = line.split()
-        if line.lstrip().startswith(("=", "--", "[")) or not cells:
-            return
         b = self._open
+        if _TABLE_TOP.match(line):
+            b["columns"] = [m.span() for m in _RULE.finditer(line)]
+            b["rules"] = 1
+            return
+        cells = line.split()
+        if not cells or line.lstrip().startswith("["):
+            return
+        if cells[0].startswith("="):
+            b["rules"] += 1
+            return
+        if set("".join(cells)) == {"-"}:  # below the first header row: one group per label
+            b["labels"] = len(cells) - 1
+            return
+        if cells[0] == "--":
+            b["pivoted"] = True
+            return
         if "For parameters" in line or "asv:" in line:
             why = _REASON.search(line)
             if why and b["why"] is None:
@@ -124,8 +147,23 @@ class Progress:
             # the cases skipped as n/a (the table also shows n/a for cases --bench left out)
             b["na"] += "asv: skipped" in line
             return
-        b["failed"] += cells.count("failed")
-        b["values"] += sum("±" in c for c in cells)
+        self._count_cells(b, line)
+
+    @staticmethod
+    def _count_cells(b: dict, line: str) -> None:
+        """A result cell of a table's data row: a value (with ± or not: a count, bytes,
+        instructions), failed, or n/a. Outside a table asv's layout is not known: cells with
+        ± are values."""
+        data_row = b["rules"] == (2 if b["pivoted"] else 1)
+        if b["columns"] and b["labels"] and data_row and b["labels"] < len(b["columns"]):
+            edge = b["columns"][b["labels"] - 1][1]  # where the parameter columns end
+            results = [m[0] for m in _CELL.finditer(line) if m.start() >= edge]
+        elif b["labels"] is None:
+            results = [c for c in line.split() if "±" in c or c == "failed"]
+        else:
+            return  # a header row
+        b["failed"] += results.count("failed")
+        b["values"] += sum(c not in ("failed", "n/a") for c in results)
 
     def _plan(self) -> None:
         if self._planner is None or self.planned is not None:
@@ -139,8 +177,8 @@ class Progress:
             shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
             print(
                 f"harness bench: no recorded duration for {len(unknown)} of {len(self.planned)} "
-                f"benchmarks ({shown}): time left leaves them out (`harness durations RUN` "
-                "records them for the next run)",
+                f"benchmarks ({shown}): the time left shown counts them apart, as of unknown "
+                "duration (`harness durations RUN` records them for the next run)",
                 file=self.out,
                 flush=True,
             )

@@ -398,6 +398,7 @@ def run_info(rs: ResultSet) -> dict:
         "cpu": fp.get("cpu"),
         "gpu": fp.get("gpu"),
         "sizes": fp.get("sizes"),  # HARNESS_SIZES of the run (canonical text), None without
+        "dirty": bool(rs.dirty),  # measured a working tree that differed from its commit
     }
 
 
@@ -557,6 +558,7 @@ def header(advice: Advice) -> str:
         f"{', ' + r['gpu'] if r['gpu'] else ''}; torch {r['torch'] or '?'}; "
         f"{_threads(r['threads'])}; "
         f"{mode} run {r['run_id'] or r['path']}"
+        f"{' of a dirty tree (uncommitted changes)' if r.get('dirty') else ''}"
         f"{'; sizes overridden: ' + r['sizes'] if r.get('sizes') else ''}).\n"
         f"Each ratio is advice / the habit it replaces, time ratios of paired rounds: "
         f"< 1 saves time. Verdict: the {advice.confidence:.0%} order-statistic interval of the "

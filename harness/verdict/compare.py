@@ -374,7 +374,7 @@ def selects(pattern: str, name: str) -> bool:
     return rx.search(name) is not None or (bare != name and rx.search(bare) is not None)
 
 
-def could_match(names, limit: int = 8) -> str:
+def could_match(names, limit: int = 30) -> str:
     """What a --bench pattern that matched nothing could have matched, in forms a pattern can
     use: each benchmark's name without parameters (selects all its cases) with one full case
     name (selects that case exactly), `limit` benchmarks at most."""
@@ -455,4 +455,4 @@ def compare(
                 card=card,
             )
         )
-    return instead.annotate(rows, NOT_JUDGED)
+    return instead.annotate(rows, NOT_JUDGED, set(base.entries) & set(head.entries))

@@ -3,7 +3,8 @@
 A raw or reference-normalised time on a shared runner is shown, not judged, until a noise band
 is calibrated (harness.verdict.compare). Three things judge the same question instead:
 - the same model's instruction row (instructions suite: `<model>_inference`,
-  `<model>_training_step`, and for compile times `<model>_compile`), judged on any runner;
+  `<model>_training_step` for its default set-up, and for a model's compile time
+  `<model>_compile`), judged on any runner;
 - `harness calibrate` on a dedicated runner, whose narrow noise band makes the raw time judged;
 - `harness ab BASE HEAD`, which alternates both sides' processes and judges raw times from the
   per-pair ratios.
@@ -28,43 +29,41 @@ OTHERS = "`harness calibrate` (a dedicated runner) or `harness ab` (interleaved 
 
 
 def instruction_key(name: str) -> str | None:
-    """The instruction key that counts what a timing row times, where there is one."""
+    """The instruction key that counts what a timing row times, where there is one: a model's
+    inference or training step in its default set-up (an instruction row counts the model as
+    built, contiguous: a row timing another layout or setting has none)."""
     suffix = _BY_BENCHMARK.get(name.split("(")[0])
     m = _FIRST_PARAM.search(name)
-    if suffix and m:
+    if suffix and m and "True" not in name[m.end() :]:
         return f"{m['model']}_{suffix}"
     return None
 
 
-def annotate(rows: list, not_judged: str) -> list:
+def compile_key(name: str) -> str | None:
+    """A compile-time row's compile instruction key, where it compiles a model (its first
+    parameter); the fusion suite's programs (a pointwise chain, a block) have none."""
+    m = _FIRST_PARAM.search(name)
+    return f"{m['model']}_compile" if m and _COMPILE_TIME.search(name) else None
+
+
+def annotate(rows: list, not_judged: str, held: set[str] = frozenset()) -> list:
     """Every row whose verdict is `not_judged` (harness.verdict.compare.Row), its note extended
-    with what would judge it (in place; returned)."""
+    with what would judge it (in place; returned). `held`: the rows both sides hold, including
+    those a --bench selection left out of `rows`."""
     by_name = {r.name: r for r in rows}
-    compiles = sorted(
-        r.name for r in rows if r.name.startswith("instructions.") and "_compile'" in r.name
-    )
     for row in rows:
         # the raw and reference-normalised rules' rows (a GPU-time row's note says its own why)
         if row.verdict != not_judged or "noise band" not in row.note.split(";")[0]:
             continue
-        key = instruction_key(row.name)
         options = []
-        if key:
-            other = by_name.get(INSTRUCTION_ROW.format(key=key))
-            options.append(
-                f"its instruction row '{key}'"
-                + (f" ({other.verdict})" if other else " (instructions suite, not in this run)")
-            )
-        elif _COMPILE_TIME.search(row.name):
-            options.append(
-                "compile instructions ("
-                + (
-                    ", ".join(f"{_key(n)} {by_name[n].verdict}" for n in compiles)
-                    if compiles
-                    else "the instructions suite's <model>_compile rows, not in this run"
-                )
-                + ")"
-            )
+        key = instruction_key(row.name) or compile_key(row.name)
+        other = INSTRUCTION_ROW.format(key=key) if key else None
+        if other in by_name:
+            options.append(f"its instruction row '{key}' ({by_name[other].verdict})")
+        elif other in held:
+            options.append(f"its instruction row '{key}' (not selected by --bench)")
+        elif key and not compile_key(row.name):  # every model has these two rows
+            options.append(f"its instruction row '{key}' (instructions suite, not in this run)")
         options.append(OTHERS)
         said = "; judged instead by " + ", or ".join(options)
         label = f"; {row.device}" if row.device else ""
@@ -73,8 +72,3 @@ def annotate(rows: list, not_judged: str) -> list:
         else:
             row.note += said
     return rows
-
-
-def _key(name: str) -> str:
-    m = re.search(r"\('([^']*)'\)", name)
-    return f"'{m[1]}'" if m else name

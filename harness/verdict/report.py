@@ -416,7 +416,18 @@ def write_report(
 ) -> pathlib.Path:
     """Write report.md and its PNGs into `out`; returns the Markdown path."""
     out.mkdir(parents=True, exist_ok=True)
-    lines = [f"# Benchmark report: {rs.commit[:8]} on {rs.machine}", "", f"Source: `{rs.path}`", ""]
+    dirty = " (dirty)" if rs.dirty else ""
+    lines = [
+        f"# Benchmark report: {rs.commit[:8]}{dirty} on {rs.machine}",
+        "",
+        f"Source: `{rs.path}`",
+    ]
+    if rs.dirty:
+        lines.append(
+            "\nThe run measured a working tree that differed from its commit (uncommitted "
+            "changes): these figures are not the commit's."
+        )
+    lines.append("")
     for suite, bars in speedups(rs).items():
         xlabel, hint = suite_labels(suite)
         lines += [f"## {suite}: {xlabel}", ""]
