@@ -338,7 +338,7 @@ every front end, and `golden.check_graph` of any module), benchmarks in `benchma
 ```bash
 pytest                                # compare every graph with its golden in expect/
 pytest --accept                       # record new or changed goldens, then `git diff expect/`
-harness bench --quick                 # benchmarks/, the models and instructions suites: a run record
+harness bench --quick                 # benchmarks/, the models and instructions suites
 harness bench --quick --suite fusion  # one of the harness's own suites
 harness gate <run> latest             # exit 1 on a regression between two runs
 harness history                       # steps in each benchmark's run history
