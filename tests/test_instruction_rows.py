@@ -360,3 +360,20 @@ def test_calibrates_extra_work_for_a_compile_row_runs_inside_each_compile(tmp_pa
     assert ran == ["work", "work"]  # every call is a fresh compile, with its extra work
     compile_once()
     assert ran == ["work", "work"] and not wl._INSIDE_COMPILE  # a clean compile has none
+
+
+@pytest.mark.slow  # two inductor compiles, natively
+def test_every_counted_compile_is_a_real_one(tmp_path, clean_registry):
+    """A compile row's call compiles from nothing each time: dynamo reset, inductor's and the
+    FX graph cache fresh (a warm cache would skip lowering and code generation)."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    compile_once = wl.workload("mlp_compile").build(tmp_path)
+    counters.clear()
+    for n in (1, 2):
+        out = compile_once()
+        assert counters["inductor"]["fxgraph_cache_miss"] == n
+        assert counters["inductor"]["fxgraph_cache_hit"] == 0
+    assert isinstance(out, torch.Tensor)
+    assert len(list((tmp_path / wl.COMPILE_CACHES).iterdir())) == 2  # a cache folder each

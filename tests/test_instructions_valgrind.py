@@ -130,7 +130,8 @@ from harness.measure.workloads import instructions as wl
 from harness.measure.workloads import instructions as wl
 keys = sys.argv[1:]
 counted = instructions.count([instructions.Target(wl.row(k), wl.SOURCE, k, k) for k in keys])
-print(json.dumps({"rows": counted.rows, "failed": counted.failed}))
+rows = counted.record["rows"]
+print(json.dumps({"rows": counted.rows, "failed": counted.failed, "summaries": rows}))
 """
 
 
@@ -149,21 +150,35 @@ def _count_in_project(project, keys):
     )
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not out["failed"], out["failed"]
-    return out["rows"]
+    return out
 
 
 def test_registering_a_second_model_leaves_the_first_models_counts(tmp_path):
     """A user adds a model to their models module: the first model's counts stay (the counting
-    process's state before a child starts does not depend on the registry, and the child looks
-    its row up by key)."""
+    process's state before a child starts does not depend on the registry, the child looks its
+    row up by key, and its calls allocate from a malloc arena of their own). The second model's
+    compile row is counted in the same process: a real compile, counted alone."""
+    import platform
+
     project = tmp_path / "proj"
     project.mkdir()
     (project / "pytest.ini").write_text("[pytest]\nharness_models = models.py\n")
     (project / "models.py").write_text(FIRST)
     keys = ["first_inference", "first_training_step"]
-    before = _count_in_project(project, keys)
+    before = _count_in_project(project, keys)["rows"]
     (project / "models.py").write_text(FIRST + SECOND)
-    after = _count_in_project(project, keys)
+    counted = _count_in_project(project, keys + ["second_compile"])
+    after = counted["rows"]
     for key in keys:
         row = wl.row(key)
         assert after[row] == pytest.approx(before[row], rel=0.001), (key, before, after)
+    compile_row = counted["summaries"][wl.row("second_compile")]
+    # dynamo, AOTAutograd and inductor's lowering and code generation of a small conv net:
+    # hundreds of millions of instructions (a compile served from a cache would be a fraction)
+    assert compile_row["per_call"] > 2e8, compile_row["per_call"]
+    assert "C++ compiler not counted" in compile_row["what"]
+    assert compile_row["tolerance"] == wl.COMPILE_TOLERANCE
+    facts = compile_row["fingerprint"]
+    assert facts["inductor_vec_isa"] not in ("", "none")  # what inductor picked under valgrind
+    if platform.machine() == "x86_64":
+        assert facts["inductor_march"] == "haswell"
