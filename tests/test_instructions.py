@@ -237,6 +237,22 @@ def test_rows_are_na_with_the_install_command_without_valgrind(monkeypatch, tmp_
         instructions.row_value({ROW: {"failed": "boom"}}, ROW)
 
 
+def test_rows_are_na_with_the_install_command_without_a_c_compiler(monkeypatch, tmp_path):
+    real = instructions.shutil.which
+    monkeypatch.setattr(
+        instructions.shutil, "which", lambda name: None if name in ("gcc", "cc") else real(name)
+    )
+    if real("valgrind") is None:
+        pytest.skip("valgrind is not installed here: its own message comes first")
+    monkeypatch.setenv(instructions.RECORD_ENV, str(tmp_path))
+    counts = instructions.count_rows(
+        [instructions.Target(ROW, "harness.measure.workloads.instructions", "mlp_inference")]
+    )
+    with pytest.raises(NotApplicable, match=r"no C compiler \(gcc\).*`apt-get install gcc`"):
+        instructions.row_value(counts, ROW)
+    assert "apt-get install gcc" in records.read_not_counted(tmp_path)[ROW]
+
+
 def test_selection_by_key_and_by_the_runs_bench_regexes_and_unknown_workloads(monkeypatch):
     def target(key):
         return instructions.Target(wl.row(key), wl.SOURCE, key, key)
