@@ -297,6 +297,14 @@ def test_failed_and_missing_exit_2(tmp_path, capsys):
     )
     code, out, _ = run_cli(capsys, b, h)
     assert code == 2 and verdicts(out) == {"a.time": "ok", "gone.k": "MISSING", "new.k": "MISSING"}
+    # a benchmark whose suite the other run did not hold (a --suite selection) says so
+    from harness.verdict.results import load
+
+    base, head = load(b), load(h)
+    head.suites = ("a",)
+    notes = {r.name: r.note for r in compare.compare(base, head)}
+    assert notes["gone.k"] == "not in head: suite gone was not run there (its run held a)"
+    assert notes["new.k"] == f"not in base ({base.path})"  # unknown there: the file is named
     b, h = pair(tmp_path / "f", {"a.k": 3}, {"a.k": None})
     code, out, _ = run_cli(capsys, b, h)
     assert code == 2 and "FAILED" in out and "failed on head" in out

@@ -415,7 +415,13 @@ def compare(
         b, h = base.entries.get(name), head.entries.get(name)
         if b is None or h is None:
             e = b or h
-            side = "head" if b else "base"
+            side, lacking = ("head", head) if b else ("base", base)
+            suite = name.split(".", 1)[0]
+            why = (
+                f": suite {suite} was not run there (its run held {', '.join(lacking.suites)})"
+                if lacking.suites is not None and suite not in lacking.suites
+                else f" ({lacking.path})"
+            )
             rows.append(
                 Row(
                     name,
@@ -424,7 +430,7 @@ def compare(
                     central(h) if h else None,
                     None,
                     MISSING,
-                    f"not in {side} ({(head if b else base).path})",
+                    f"not in {side}{why}",
                 )
             )
             continue

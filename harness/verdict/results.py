@@ -104,6 +104,8 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
     rs.not_counted = records.read_not_counted(folder)
     rs.facts = records.read_row_facts(folder)
     rs.dirty = provenance.of_record(rec.meta) if rec else None
+    suites = rec.meta.get("suites") if rec else None
+    rs.suites = tuple(suites) if isinstance(suites, list) else None
     return rs
 
 

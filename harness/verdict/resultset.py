@@ -48,6 +48,8 @@ class ResultSet:
     # the run measured a working tree that differed from its commit (run.json's "dirty",
     # harness.core.provenance); None: not recorded (an older run, a bare result file)
     dirty: bool | None = None
+    # the suites the run held (run.json's "suites"); None: not recorded
+    suites: tuple[str, ...] | None = None
 
     @property
     def label(self) -> str:
