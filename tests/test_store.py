@@ -256,6 +256,12 @@ def test_prune_on_the_history_is_a_new_commit_and_pruned_runs_are_not_pushed_aga
     runs = [write_record(a, i) for i in range(1, 5)]
     assert store(capsys, "push", url(bare), a)[0] == 0
     tip = git(bare, "rev-parse", REF)
+    # where the history is: named as store push and pull name it, or by the settings
+    named = ["prune", "--store", "--keep", "2", "--remote", url(bare), "--ref", REF]
+    capsys.readouterr()
+    assert main([*named, "--results-dir", str(a)]) == 0
+    assert "dry run: 2 run(s) would be pruned" in capsys.readouterr().out
+    assert main(["prune", "--remote", url(bare), "--results-dir", str(a)]) == 3  # not --store
     monkeypatch.setenv(settings.STORE_REMOTE.name, url(bare))
     prune = ["prune", "--store", "--keep", "2", "--results-dir", str(a)]
     capsys.readouterr()

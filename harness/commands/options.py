@@ -83,6 +83,24 @@ def machine_name(args) -> str:
     return default()
 
 
+def store_location(parser) -> None:
+    """--remote and --ref: where the results history in git lives (harness.core.store)."""
+    from harness.core import settings
+
+    parser.add_argument(
+        "--remote",
+        metavar="NAME|URL",
+        help="a git remote of the project or any git URL (default "
+        f"${settings.STORE_REMOTE.name}, else origin)",
+    )
+    parser.add_argument(
+        "--ref",
+        metavar="REF",
+        help=f"the ref holding the history (default ${settings.STORE_REF.name}, else "
+        f"{settings.STORE_REF.default})",
+    )
+
+
 def pull(parser, what: str) -> None:
     parser.add_argument(
         "--pull",

@@ -17,15 +17,14 @@ def add_arguments(parser):
         metavar="DAYS",
         help="only runs that started more than DAYS days ago",
     )
-    from harness.core import settings
-
     parser.add_argument(
         "--store",
         action="store_true",
         help="prune the results history in git instead (a new commit that removes the runs and "
-        "keeps them from being pushed again; local records are left alone; "
-        f"${settings.STORE_REMOTE.name}, ${settings.STORE_REF.name})",
+        "keeps them from being pushed again; local records are left alone; where: --remote, "
+        "--ref)",
     )
+    options.store_location(parser)
     parser.add_argument(
         "--yes",
         action="store_true",
@@ -41,10 +40,12 @@ def run(args) -> int:
     if args.keep is not None and args.keep < 1:
         raise BadInput("--keep must be at least 1 (use --older-than to age runs out)")
     root = results_root(args.results_dir)
+    if (args.remote or args.ref) and not args.store:
+        raise BadInput("--remote and --ref name the results history: they go with --store")
     if args.store:
         from harness.core import store
 
-        repo = store.open_repo(root)
+        repo = store.open_repo(root, args.remote, args.ref)
         store.prune(root, repo, args.keep, args.older_than, args.machine, args.yes)
         return 0
     left = records.unfinished(root, args.machine)

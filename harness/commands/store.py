@@ -6,20 +6,7 @@ from harness.commands import options
 
 
 def _where(parser) -> None:
-    from harness.core import settings
-
-    parser.add_argument(
-        "--remote",
-        metavar="NAME|URL",
-        help="a git remote of the project or any git URL (default "
-        f"${settings.STORE_REMOTE.name}, else origin)",
-    )
-    parser.add_argument(
-        "--ref",
-        metavar="REF",
-        help=f"the ref holding the history (default ${settings.STORE_REF.name}, else "
-        f"{settings.STORE_REF.default})",
-    )
+    options.store_location(parser)
     options.results_dir(parser)
     parser.add_argument(
         "--dry-run", action="store_true", help="say what would move; push or pull nothing"
