@@ -10,6 +10,7 @@ imported before any pytester run.
 """
 
 import dataclasses
+import os
 import pathlib
 import subprocess
 
@@ -24,6 +25,17 @@ def _torch_lazy_modules_outlive_pytester(request):
         import torch._dynamo.repro.after_aot  # noqa: F401
         import torch._dynamo.repro.after_dynamo  # noqa: F401
     yield
+
+
+@pytest.fixture(autouse=True)
+def _environment_outlives_no_test():
+    # `--project` sets HARNESS_PROJECT in os.environ for the processes a command starts; in a
+    # test's in-process main() that would point every later test in the worker at its project.
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture

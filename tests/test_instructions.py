@@ -202,14 +202,29 @@ def test_a_count_without_its_fingerprint_is_not_compared(tmp_path, capsys):
 
 
 def test_explanation_ranks_by_self_delta_and_marks_one_sided_functions():
-    b, h = summary(100_000, 40_000), summary(110_000, 40_000)
+    b, h = summary(100_000, 40_000), summary(120_000, 50_000)
     h["functions"].insert(
         0,
         {"function": "libc.so.6:memcpy", "group": "other", "self": 10_000.0, "inclusive": 10_000.0},
     )
+    # base lists every function it ran (functions_total): memcpy was not called there
+    b["functions_total"] = len(b["functions"])
     ch = functions.changes(b, h)
-    assert ch[0].function == "libc.so.6:memcpy" and ch[0].partial and ch[0].delta == 10_000
-    assert functions.explain(b, h) == "memcpy +10k/call (new), outside one side's top functions"
+    assert ch[0].function == "libc.so.6:memcpy" and not ch[0].partial and ch[0].delta == 10_000
+    add = "at::native::add_kernel +10k/call (+25.0%)"
+    assert functions.explain(b, h) == f"memcpy +10k/call (new); {add}"
+    # a list cut at 30k: memcpy may have run just below it on base; what is sure ranks it
+    b["functions_total"] = 900
+    ch = functions.changes(b, h)
+    assert [functions.short_name(c.function) for c in ch[:2]] == [add.split()[0], "memcpy"]
+    assert ch[1].partial and ch[1].sure == 0 and ch[1].delta == 10_000
+    assert functions.explain(b, h, top=2) == (
+        f"{add}; memcpy +0..+10k/call (outside base's top functions)"
+    )
+    h["functions"][0]["self"] = 45_000.0  # its sure part, 15k, now the largest
+    assert functions.explain(b, h, top=1) == (
+        "memcpy +15k..+45k/call (outside base's top functions)"
+    )
     assert (
         functions.short_name(
             "libtorch_cpu.so:void at::native::(anonymous namespace)::f<float>(int)"

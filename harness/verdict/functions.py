@@ -4,7 +4,8 @@ Each side's run record keeps, per instruction row, the top functions by self (ex
 per call and each library group's self count (harness.measure.instructions). Self counts are
 the ones to rank: inclusive counts put the interpreter loop and the dispatcher on top of every
 change with the same delta. A function in one side's top list only is compared with 0 on the
-other side, and marked so (it may sit just below that side's cut).
+other side, and marked so: it may sit just below that side's cut, so its change lies between
+what is sure (its count less that cut) and its whole count, and it ranks by what is sure.
 """
 
 from __future__ import annotations
@@ -29,18 +30,31 @@ COMPARABLE_KEYS = (
 class Change:
     function: str
     group: str
-    base: float  # self instructions per call
+    base: float  # self instructions per call (0 where it is not in that side's list)
     head: float
-    partial: bool  # in one side's top list only
+    partial: bool  # in one side's top list only, and that list was cut
+    cut: float = 0.0  # where partial: the smallest count in the other side's list
 
     @property
     def delta(self) -> float:
         return self.head - self.base
 
+    @property
+    def sure(self) -> float:
+        """The part of the change the lists prove: all of it, or for a partial one its count
+        less the other side's cut (0 where it may not have moved at all)."""
+        if not self.partial:
+            return self.delta
+        return max(0.0, abs(self.delta) - self.cut) * (1 if self.delta > 0 else -1)
+
     def text(self) -> str:
+        name = short_name(self.function)
+        if self.partial:
+            side = "base" if self.head else "head"
+            near, far = sorted((self.sure, self.delta), key=abs)
+            return f"{name} {_compact(near)}..{_compact(far)}/call (outside {side}'s top functions)"
         rel = f" ({self.delta / self.base:+.1%})" if self.base else " (new)"
-        mark = "" if not self.partial else ", outside one side's top functions"
-        return f"{short_name(self.function)} {_compact(self.delta)}/call{rel}{mark}"
+        return f"{name} {_compact(self.delta)}/call{rel}"
 
 
 def short_name(function: str) -> str:
@@ -102,23 +116,37 @@ def layout_error(base: dict | None, head: dict | None) -> float | None:
     return sum(parts) ** 0.5
 
 
+def _cut(side: dict) -> float:
+    """The smallest self count a side's list holds where the list was cut (a function missing
+    from it may sit anywhere below), else 0: missing means not called."""
+    listed = side.get("functions") or []
+    whole = side.get("functions_total")
+    if not listed or (whole is not None and whole <= len(listed)):
+        return 0.0
+    return min(float(f["self"]) for f in listed)
+
+
 def changes(base: dict, head: dict) -> list[Change]:
-    """Every function in either side's top list, largest |self delta| first."""
+    """Every function in either side's top list, largest sure |self delta| first (all of a
+    change both lists show; for one list only, the part its cut proves)."""
     b = {f["function"]: f for f in base.get("functions") or []}
     h = {f["function"]: f for f in head.get("functions") or []}
+    cuts = {"base": _cut(base), "head": _cut(head)}
     out = []
     for name in set(b) | set(h):
         fb, fh = b.get(name), h.get(name)
+        missing = "base" if fb is None else "head" if fh is None else None
         out.append(
             Change(
                 name,
                 (fb or fh).get("group", "other"),
                 float(fb["self"]) if fb else 0.0,
                 float(fh["self"]) if fh else 0.0,
-                fb is None or fh is None,
+                bool(missing) and cuts[missing] > 0,
+                cuts[missing] if missing else 0.0,
             )
         )
-    return sorted(out, key=lambda c: (-abs(c.delta), c.function))
+    return sorted(out, key=lambda c: (-abs(c.sure), -abs(c.delta), c.function))
 
 
 def group_changes(base: dict, head: dict) -> list[tuple[str, float, float]]:
