@@ -258,6 +258,44 @@ def test_the_gate_names_what_would_judge_a_row_it_does_not_judge():
     assert instead.compile_key("fusion.X.track_compile_time('mlp')") == "mlp_compile"
 
 
+def test_a_project_workload_names_the_timing_rows_it_judges():
+    from harness.measure import instructions
+    from harness.measure.workloads.instructions import InstructionWorkload
+
+    def build(folder):
+        return lambda: None
+
+    w = InstructionWorkload("forward", build, times="Inference.track_forward_time")
+    assert w.times == ("Inference.track_forward_time",)
+    with pytest.raises(TypeError, match="'forward': times must name timing rows"):
+        InstructionWorkload("forward", build, times=(len,))
+    # kept in the row's summary under the module's asv name
+    assert instructions._timing_rows("/p/benchmarks/mine.py", w.times) == [
+        "mine.Inference.track_forward_time"
+    ]
+    # the gate reads it from either side's summaries; the head's declaration wins
+    base = {ROW("mine.old"): {"workload": "mine.old", "times": ["mine.A.track_t"]}}
+    head = {
+        ROW("mine.fwd"): {"workload": "mine.fwd", "times": ["mine.A.track_t", "mine.B.track_u"]},
+        ROW("mlp_inference"): {"workload": "mlp_inference"},
+    }
+    own = instead.declared(base, head)
+    assert own == {"mine.A.track_t": "mine.fwd", "mine.B.track_u": "mine.fwd"}
+    raw = "raw time: no calibrated noise band"
+    rows = [
+        compare.Row("mine.A.track_t", "seconds", 1.0, 1.0, 1.0, compare.NOT_JUDGED, raw),
+        compare.Row("mine.B.track_u('x', 2)", "seconds", 1.0, 1.0, 1.0, compare.NOT_JUDGED, raw),
+        compare.Row("mine.C.track_v", "seconds", 1.0, 1.0, 1.0, compare.NOT_JUDGED, raw),
+        compare.Row(ROW("mine.fwd"), "instructions", 1.0, 1.02, 1.02, compare.REGRESSION, "x"),
+    ]
+    notes = [r.note for r in instead.annotate(rows, compare.NOT_JUDGED, own=own)]
+    assert notes[0] == (
+        f"{raw}; judged instead by its instruction row 'mine.fwd' (REGRESSION), or {instead.OTHERS}"
+    )
+    assert "its instruction row 'mine.fwd' (REGRESSION)" in notes[1]  # every case of it
+    assert notes[2] == f"{raw}; judged instead by {instead.OTHERS}"  # declared by none
+
+
 def test_a_skipped_or_failed_instruction_row_shows_its_reason_in_the_gate(tmp_path, capsys):
     import json
 

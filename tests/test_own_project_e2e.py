@@ -187,5 +187,11 @@ def test_a_new_project_from_a_wheel(venv, tmp_path):
                 rf"track_instructions\('{re.escape(key)}'\).*\bok\b.*instructions:", gate.stdout
             ), key
         assert "judged instead by its instruction row 'tiny_cnn_inference' (ok)" in gate.stdout
+        # the example module's own timing row: its workload says it times the same call
+        assert re.search(
+            r"tiny_cnn\.Inference\.track_forward_time .*judged instead by its instruction row "
+            r"'tiny_cnn\.forward' \(ok\)",
+            gate.stdout,
+        ), gate.stdout
         assert "tiny_cnn_training_step" in ran.stdout  # bench's table of instruction rows
     assert run(["git", "status", "--porcelain"], proj, env).stdout == "", "runs stay out of git"

@@ -425,6 +425,13 @@ def _plan(out: Path, jobs: list[dict], sources: dict[str, str]) -> None:
     write_atomic(out / "plan.json", plan.ljust(max(PLAN_BYTES, len(plan))))
 
 
+def _timing_rows(source: str, times) -> list[str]:
+    """A workload's `times` as asv names: "Class.track_x" of module benchmarks/m.py is
+    "m.Class.track_x"."""
+    module = Path(source).stem if source.endswith(".py") else source.rsplit(".", 1)[-1]
+    return [f"{module}.{t}" for t in times]
+
+
 def _job(i: int, t: Target, w) -> dict:
     return {
         "index": i,
@@ -606,6 +613,7 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
             summary.update(
                 **({"what": w.what} if w.what else {}),
                 **({"tolerance": w.tolerance} if w.tolerance else {}),
+                **({"times": _timing_rows(job["source"], w.times)} if w.times else {}),
             )
             rows[job["row"]] = summary["per_call"]
             summaries[job["row"]] = summary

@@ -461,4 +461,5 @@ def compare(
                 card=card,
             )
         )
-    return instead.annotate(rows, NOT_JUDGED, set(base.entries) & set(head.entries))
+    own = instead.declared(base.instructions, head.instructions)
+    return instead.annotate(rows, NOT_JUDGED, set(base.entries) & set(head.entries), own)

@@ -76,6 +76,18 @@ class InstructionWorkload:
     # calls, warmup, layouts and cost computed when the row is counted (a model's, from its
     # FLOPs: model_plan), not when the table is listed
     plan: Callable[[], dict] | None = None
+    # the timing rows of the same module that time this call ("Class.track_method", every case
+    # of it): the gate's note on them, not judged on a shared runner, names this row instead
+    times: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if isinstance(self.times, str):  # times="Inference.track_forward_time": one row
+            object.__setattr__(self, "times", (self.times,))
+        if not all(isinstance(t, str) for t in self.times):
+            raise TypeError(
+                f"instruction workload {self.name!r}: times must name timing rows as strings, "
+                f"'Class.track_method'; got {self.times!r}"
+            )
 
 
 # ---- models: inference, training step, compile ----
