@@ -107,7 +107,7 @@ def test_rows_not_counted_here_say_why_and_start_no_valgrind(clean_registry, mon
     assert [t.key for t, _ in todo] == ["mlp_inference"] and not failed
     assert not_counted[ROW("big_inference")] == "big is not counted: too big"
     assert not_counted[ROW("alexnet_compile")] == (
-        "full runs only: a compile costs 377-486 s under valgrind on a busy 2-core runner"
+        "full runs only: a compile costs 178-486 s under valgrind on a busy 2-core runner"
     )
     monkeypatch.setenv(settings.FULL.name, "1")
     todo, _, not_counted = instructions._plans(targets)
