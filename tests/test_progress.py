@@ -240,7 +240,40 @@ def test_what_is_left_comes_from_recorded_durations_at_this_runs_pace():
     # a project's first run: nothing recorded for its own benchmarks; said once, never guessed
     lines = _fed({names[0]: 10.0, names[1]: None, names[2]: None}, [10.0, 20.0, 30.0])
     assert lines[0].startswith("harness bench: no recorded duration for 2 of 3 benchmarks")
-    assert "`harness durations RUN` records them" in lines[0]
+    assert "the next run of this machine estimates them from this one" in lines[0]
     assert lines[1].endswith("10 s, 2 left of unknown duration"), lines
     lines = _fed({names[0]: None, names[1]: 20.0, names[2]: None}, [10.0, 20.0, 30.0])
     assert lines[1].endswith("10 s, ~20 s left + 1 of unknown duration"), lines
+
+
+def test_a_second_run_estimates_from_the_newest_run_of_its_machine_and_mode(tmp_path, monkeypatch):
+    import json
+    import pathlib
+
+    from test_gate_support import write_set
+
+    from harness.core import records
+    from harness.runs import shard
+
+    root = tmp_path / "results"
+    for i, (quick, mode) in enumerate([(True, "fast"), (True, "fast"), (False, "full")]):
+        commit = f"{i:040x}"
+        meta = {"commit": commit, "machine": "m", "quick": quick, "mode": mode}
+        with records.writing(root, "m", f"20261201T00{i}000Z-{commit[:8]}", meta) as d:
+            write_set(d / "asv", commit, {"mine.A.track_x": [1.0]}, machine="m")
+    read = []
+    monkeypatch.setattr(shard, "durations_of", lambda f: read.append(f) or {"mine.A.track_x": 7.0})
+    # the newest quick run (the second), not the full one after it; no run of a mode: nothing
+    assert bench.last_run_durations(root, "m", "quick") == {"mine.A.track_x": 7.0}
+    assert records.record_of(read[-1]).run_id.startswith("20261201T001000Z")
+    assert bench.last_run_durations(root, "m", "fast") == {}
+    assert bench.last_run_durations(root, "other", "quick") == {}
+    # what asv selected this run: the project's own benchmark, recorded in no durations file
+    staging = tmp_path / "staging"
+    (staging / "asv").mkdir(parents=True)
+    listed = {"mine.A.track_x": {"name": "mine.A.track_x", "params": []}}
+    (staging / "asv" / "benchmarks.json").write_text(json.dumps(listed))
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    args = (repo, staging, (r"^mine\.",), "quick")
+    assert bench.planned_durations(*args) == {"mine.A.track_x": None}
+    assert bench.planned_durations(*args, (root, "m")) == {"mine.A.track_x": 7.0}

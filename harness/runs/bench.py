@@ -193,10 +193,12 @@ def check_models(project: Path) -> None:
 
 
 def planned_durations(
-    project: Path, staging: Path, benches: tuple[str, ...], mode: str
+    project: Path, staging: Path, benches: tuple[str, ...], mode: str, earlier=None
 ) -> dict[str, float | None]:
     """{benchmark: its recorded seconds, or None} for what this run's asv selected (read once
-    asv has written the run's benchmarks.json), for the progress lines' estimate."""
+    asv has written the run's benchmarks.json), for the progress lines' estimate. `earlier`:
+    (results root, machine) whose newest run of this mode fills what no durations file records
+    (a project's second run estimates from its first)."""
     import json
     import re
 
@@ -211,7 +213,22 @@ def planned_durations(
         and "name" in b
         and any(re.search(r, c) for r in benches for c in shard.case_names(b))
     ]
+    if earlier and any(name not in durations for name in chosen):
+        durations = {**last_run_durations(*earlier, mode), **durations}
     return {name: durations.get(name) for name in sorted(chosen)}
+
+
+def last_run_durations(root: Path, machine: str, mode: str) -> dict[str, float]:
+    """The seconds per benchmark asv measured in the newest complete run of `machine` in `mode`
+    ({} where there is none)."""
+    from harness.runs import shard
+
+    for rec in reversed(records.list_runs(root, machine)):
+        if shard.mode_of(bool(rec.meta.get("quick")), rec.meta.get("mode") == "full") != mode:
+            continue
+        files = rec.result_files()
+        return shard.durations_of(files[-1]) if files else {}
+    return {}
 
 
 def checked_size_overrides():
@@ -291,7 +308,10 @@ def run(
             None
             if verbose
             else Progress(
-                out, planned=lambda: planned_durations(project, staging, benches, spec.mode)
+                out,
+                planned=lambda: planned_durations(
+                    project, staging, benches, spec.mode, (root, spec.machine)
+                ),
             )
         )
         with open(staging / records.ASV_LOG, "w", encoding="utf-8") as log:

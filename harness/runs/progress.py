@@ -178,7 +178,8 @@ class Progress:
             print(
                 f"harness bench: no recorded duration for {len(unknown)} of {len(self.planned)} "
                 f"benchmarks ({shown}): the time left shown counts them apart, as of unknown "
-                "duration (`harness durations RUN` records them for the next run)",
+                "duration (the next run of this machine estimates them from this one; "
+                "`harness durations RUN` records them for every runner)",
                 file=self.out,
                 flush=True,
             )
