@@ -305,6 +305,15 @@ def test_failed_and_missing_exit_2(tmp_path, capsys):
     notes = {r.name: r.note for r in compare.compare(base, head)}
     assert notes["gone.k"] == "not in head: suite gone was not run there (its run held a)"
     assert notes["new.k"] == f"not in base ({base.path})"  # unknown there: the file is named
+    # ... or that its run's --bench selection left out
+    base.benches = ("a.time", "^other$")
+    notes = {r.name: r.note for r in compare.compare(base, head)}
+    assert notes["new.k"] == (
+        "not in base: not selected there (its run was restricted to --bench 'a.time' "
+        "--bench '^other$')"
+    )
+    base.benches = ("k$",)  # it would have selected new.k: the file is named
+    assert {r.name: r.note for r in compare.compare(base, head)}["new.k"].endswith(f"({base.path})")
     b, h = pair(tmp_path / "f", {"a.k": 3}, {"a.k": None})
     code, out, _ = run_cli(capsys, b, h)
     assert code == 2 and "FAILED" in out and "failed on head" in out

@@ -5,6 +5,7 @@ turns the mark into a refusal."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 
@@ -120,12 +121,13 @@ def test_a_run_of_an_edited_project_is_marked_dirty_in_its_header_and_record(
     assert clean.record.meta["dirty"] is False
     with open(proj / "models.py", "a") as f:  # an edit not committed
         f.write("\n# tuned\n")
-    dirty = bench.run(proj, root, spec, sha=sha)
+    dirty = bench.run(proj, root, dataclasses.replace(spec, benches=("track_ops",)), sha=sha)
     out = capsys.readouterr().out
     assert f"commit {sha[:8]}, run {clean.record.run_id}" in out
     assert f"commit {sha[:8]} (dirty), run {dirty.record.run_id}" in out
     meta = json.loads((dirty.record.path / records.RUN_JSON).read_text())
     assert meta["dirty"] is True and meta["commit"] == sha
+    assert meta["benches"] == ["track_ops"] and "benches" not in clean.record.meta
     assert meta["worktree"]["changed"] == ["models.py"] and meta["worktree"]["diff_sha256"]
     assert bench.report(dirty, root) == exits.PASS
     assert "the run is marked dirty" in capsys.readouterr().out

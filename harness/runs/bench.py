@@ -278,6 +278,7 @@ def run(
         "started": run_id.split("-")[0],
         "label": spec.label or "",
         "suites": names,
+        **({"benches": list(spec.benches)} if spec.benches else {}),  # --bench, as given
         "mode": "full" if spec.full else "fast",
         "quick": spec.quick,
         "launch_method": method,

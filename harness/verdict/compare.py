@@ -417,11 +417,15 @@ def compare(
             e = b or h
             side, lacking = ("head", head) if b else ("base", base)
             suite = name.split(".", 1)[0]
-            why = (
-                f": suite {suite} was not run there (its run held {', '.join(lacking.suites)})"
-                if lacking.suites is not None and suite not in lacking.suites
-                else f" ({lacking.path})"
-            )
+            if lacking.suites is not None and suite not in lacking.suites:
+                why = (
+                    f": suite {suite} was not run there (its run held {', '.join(lacking.suites)})"
+                )
+            elif lacking.benches and not any(selects(p, name) for p in lacking.benches):
+                shown = " ".join(f"--bench {p!r}" for p in lacking.benches)
+                why = f": not selected there (its run was restricted to {shown})"
+            else:
+                why = f" ({lacking.path})"
             rows.append(
                 Row(
                     name,

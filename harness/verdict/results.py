@@ -106,6 +106,8 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
     rs.dirty = provenance.of_record(rec.meta) if rec else None
     suites = rec.meta.get("suites") if rec else None
     rs.suites = tuple(suites) if isinstance(suites, list) else None
+    benches = rec.meta.get("benches") if rec else None
+    rs.benches = tuple(map(str, benches)) if isinstance(benches, list) and benches else None
     return rs
 
 

@@ -50,6 +50,8 @@ class ResultSet:
     dirty: bool | None = None
     # the suites the run held (run.json's "suites"); None: not recorded
     suites: tuple[str, ...] | None = None
+    # the --bench patterns the run was restricted to (run.json's "benches"); None: all
+    benches: tuple[str, ...] | None = None
 
     @property
     def label(self) -> str:
