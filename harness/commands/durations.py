@@ -46,7 +46,7 @@ def run(args) -> int:
                 f"{spec!r} ({f}) has no run record saying how it ran (quick/fast/full); "
                 "name a run `harness bench` wrote"
             )
-        mode = shard.mode_of(bool(meta.get("quick")), meta.get("mode") == "full")
+        mode = shard.mode_of_record(meta)
         by_mode.setdefault(mode, {}).update(shard.durations_of(f))
         sources.setdefault(mode, []).append(f"{rec.machine}/{rec.run_id}")
     for mode, measured in sorted(by_mode.items()):

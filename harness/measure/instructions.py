@@ -426,10 +426,9 @@ def _plan(out: Path, jobs: list[dict], sources: dict[str, str]) -> None:
 
 
 def _timing_rows(source: str, times) -> list[str]:
-    """A workload's `times` as asv names: "Class.track_x" of module benchmarks/m.py is
-    "m.Class.track_x"."""
-    module = Path(source).stem if source.endswith(".py") else source.rsplit(".", 1)[-1]
-    return [f"{module}.{t}" for t in times]
+    """A project module's workload's `times` as asv names: "Class.track_x" of
+    benchmarks/m.py is "m.Class.track_x" (its asv suite is the file's stem)."""
+    return [f"{Path(source).stem}.{t}" for t in times]
 
 
 def _job(i: int, t: Target, w) -> dict:

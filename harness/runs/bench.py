@@ -193,7 +193,11 @@ def check_models(project: Path) -> None:
 
 
 def planned_durations(
-    project: Path, staging: Path, benches: tuple[str, ...], mode: str, earlier=None
+    project: Path,
+    staging: Path,
+    benches: tuple[str, ...],
+    mode: str,
+    earlier: tuple[Path, str] | None = None,
 ) -> dict[str, float | None]:
     """{benchmark: its recorded seconds, or None} for what this run's asv selected (read once
     asv has written the run's benchmarks.json), for the progress lines' estimate. `earlier`:
@@ -224,7 +228,7 @@ def last_run_durations(root: Path, machine: str, mode: str) -> dict[str, float]:
     from harness.runs import shard
 
     for rec in reversed(records.list_runs(root, machine)):
-        if shard.mode_of(bool(rec.meta.get("quick")), rec.meta.get("mode") == "full") != mode:
+        if shard.mode_of_record(rec.meta) != mode:
             continue
         files = rec.result_files()
         return shard.durations_of(files[-1]) if files else {}

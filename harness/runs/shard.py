@@ -52,6 +52,11 @@ def mode_of(quick: bool, full: bool) -> str:
     return "full" if full else ("quick" if quick else "fast")
 
 
+def mode_of_record(meta: dict) -> str:
+    """mode_of() for a run record's run.json (harness.runs.bench writes "quick" and "mode")."""
+    return mode_of(bool(meta.get("quick")), meta.get("mode") == "full")
+
+
 # ---- discovery ----
 
 

@@ -32,8 +32,13 @@ class Change:
     group: str
     base: float  # self instructions per call (0 where it is not in that side's list)
     head: float
-    partial: bool  # in one side's top list only, and that list was cut
-    cut: float = 0.0  # where partial: the smallest count in the other side's list
+    # in one side's top list only: the smallest count in the other side's list where that list
+    # was cut (0: in both lists, or the other side listed every function it ran)
+    cut: float = 0.0
+
+    @property
+    def partial(self) -> bool:
+        return self.cut > 0
 
     @property
     def delta(self) -> float:
@@ -142,7 +147,6 @@ def changes(base: dict, head: dict) -> list[Change]:
                 (fb or fh).get("group", "other"),
                 float(fb["self"]) if fb else 0.0,
                 float(fh["self"]) if fh else 0.0,
-                bool(missing) and cuts[missing] > 0,
                 cuts[missing] if missing else 0.0,
             )
         )
