@@ -309,7 +309,7 @@ def test_failed_and_missing_exit_2(tmp_path, capsys):
     base.benches = ("a.time", "^other$")
     notes = {r.name: r.note for r in compare.compare(base, head)}
     assert notes["new.k"] == (
-        "not in base: not selected there (its run was restricted to --bench 'a.time' "
+        "not in base: not selected there (its run was restricted to --bench a.time "
         "--bench '^other$')"
     )
     base.benches = ("k$",)  # it would have selected new.k: the file is named

@@ -282,7 +282,8 @@ def run(
         "started": run_id.split("-")[0],
         "label": spec.label or "",
         "suites": names,
-        **({"benches": list(spec.benches)} if spec.benches else {}),  # --bench, as given
+        # the --bench regexes asv was given (a benchmark name expanded to its anchored regex)
+        **({"benches": list(spec.benches)} if spec.benches else {}),
         "mode": "full" if spec.full else "fast",
         "quick": spec.quick,
         "launch_method": method,

@@ -53,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import shlex
 import statistics
 
 from harness.verdict import functions, gpurows, instead, metrics
@@ -422,7 +423,7 @@ def compare(
                     f": suite {suite} was not run there (its run held {', '.join(lacking.suites)})"
                 )
             elif lacking.benches and not any(selects(p, name) for p in lacking.benches):
-                shown = " ".join(f"--bench {p!r}" for p in lacking.benches)
+                shown = " ".join(f"--bench {shlex.quote(p)}" for p in lacking.benches)
                 why = f": not selected there (its run was restricted to {shown})"
             else:
                 why = f" ({lacking.path})"
