@@ -69,8 +69,8 @@ def test_canary(bench):
 
     if bench.device.type != "cpu":
         pytest.skip("the canary chain is a CPU benchmark (one thread), as in asv")
-    x = canary._setup()
-    bench(lambda: lambda: canary.chain(x))
+    x, more = canary._setup(), canary.extra()
+    bench(lambda: lambda: canary.chain(x, more))
 
 
 @pytest.mark.parametrize("mode", ["eager", "compiled"])

@@ -216,7 +216,7 @@ def test_a_bench_regex_matching_nothing_is_bad_input_naming_what_it_could_match(
 
 EXTRA_OP = "    y = y.sqrt()  # bisect test: the regression\n"
 BREAK = "    raise RuntimeError('bisect test: a broken commit')\n"
-CHAIN_RETURN = "    if _extra():\n"
+CHAIN_RETURN = "    if extra:\n"
 
 
 @pytest.fixture

@@ -266,3 +266,39 @@ def test_under_ab_a_raw_time_fills_the_window_one_fastest_call_per_quarter_secon
     assert calls[-1] - calls[1] >= 0.55
     monkeypatch.delenv("HARNESS_PAIRED_WINDOW_S")
     assert len(timing.measure(call, "cpu", warmup=1, samples=5)) == 5  # outside ab: per call
+
+
+def _canary():
+    suites = os.path.join(os.path.dirname(os.path.dirname(__file__)), "suites")
+    import importlib
+    import sys
+
+    if suites not in sys.path:
+        sys.path.insert(0, suites)
+    return importlib.import_module("benchmarks.canary")
+
+
+@pytest.mark.parametrize("extra", ["0", "1"])
+def test_the_canarys_paired_sides_are_the_same_calls_but_the_injected_op(monkeypatch, extra):
+    """Its paired row holds only while both timed sides are like work: the switch is read once
+    in setup, never during a timed call (an environment lookup there moved the clean row by 6%
+    between processes), and only the switch adds an op to the chain."""
+    from harness.core import settings
+
+    monkeypatch.setenv("HARNESS_CANARY_EXTRA", extra)
+    reads = []
+    real = settings.Setting.get
+
+    def counted(self, environ=None):
+        reads.append(self.name)
+        return real(self, environ)
+
+    monkeypatch.setattr(settings.Setting, "get", counted)
+    bench = _canary().Canary()
+    bench.setup()
+    assert reads.count("HARNESS_CANARY_EXTRA") == 1
+    del reads[:]
+    bench.fn(), bench.reference()
+    assert reads == []  # the timed calls read no setting
+    ops = timing.ops_per_call(bench.fn), timing.ops_per_call(bench.reference)
+    assert ops[0] == ops[1] + (extra == "1") and ops[1] >= 10
