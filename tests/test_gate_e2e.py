@@ -1,7 +1,7 @@
 """End to end: real asv runs of the canary; the injected extra op is caught, clean vs clean passes.
 
 Three asv runs of suites/benchmarks/canary.py (~10-25 s each on two shared cores): A clean,
-B with HARNESS_CANARY_EXTRA=1 (one more op, ~30% more time), C clean. The 10-trial version
+B with HARNESS_CANARY_EXTRA=1 (one more op, ~20% more time), C clean. The 10-trial version
 of this is `harness calibrate --trials 10` (see the README).
 """
 
@@ -52,7 +52,7 @@ def test_injected_extra_op_is_flagged(runs, capsys, tmp_path):
     assert code == 1, out
     ops = next(line for line in out.splitlines() if line.startswith("canary.Canary.track_ops"))
     assert "REGRESSION" in ops and "exact: +1 ops" in ops
-    # the ~30% slower chain is caught on the paired timing row too, not only by the counter
+    # the ~20% slower chain is caught on the paired timing row too, not only by the counter
     paired = next(line for line in out.splitlines() if line.startswith(PAIRED))
     assert "REGRESSION" in paired and "paired ratio" in paired, paired
     print(paired)  # the margin (pytest -rP shows it)
