@@ -69,7 +69,7 @@ def test_canary(bench):
 
     if bench.device.type != "cpu":
         pytest.skip("the canary chain is a CPU benchmark (one thread), as in asv")
-    x, more = canary._setup(), canary.extra()
+    x, more = canary._setup(), canary.injected()
     bench(lambda: lambda: canary.chain(x, more))
 
 

@@ -3,7 +3,6 @@ CPU through `python -m torch.distributed.run`, a hanging launch killed with ever
 started, torchrun failures and bad input as clear errors. Each launch costs a few seconds
 (torchrun's agent imports torch), so the real DDP launch runs once per module."""
 
-import importlib
 import inspect
 import math
 import os
@@ -11,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_workloads import suite_module
 
 from harness.core import processes
 from harness.core.exits import BadInput, RunnerFailed
@@ -77,17 +77,11 @@ def test_ddp_workload_runs_with_world_size_2_on_cpu(ddp_result):
     assert _live_children() == [], "the launch left processes behind"
 
 
-def _suite():
-    if str(SUITES) not in sys.path:
-        sys.path.insert(0, str(SUITES))
-    return importlib.import_module("benchmarks.distributed")
-
-
 @pytest.mark.slow
 def test_every_suite_row_reads_the_launch_result(ddp_result):
     """The asv rows as asv calls them (setup(cache, *params), then the track_ method), on one
     launch's result: known units, finite samples, DataParallel n/a with its reason on CPU."""
-    suite = _suite()
+    suite = suite_module("distributed")
     cache = {str(suite.MAIN_WORLD_SIZE): ddp_result}
     ran, skipped = [], []
     for cname, cls in vars(suite).items():

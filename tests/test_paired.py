@@ -268,21 +268,13 @@ def test_under_ab_a_raw_time_fills_the_window_one_fastest_call_per_quarter_secon
     assert len(timing.measure(call, "cpu", warmup=1, samples=5)) == 5  # outside ab: per call
 
 
-def _canary():
-    suites = os.path.join(os.path.dirname(os.path.dirname(__file__)), "suites")
-    import importlib
-    import sys
-
-    if suites not in sys.path:
-        sys.path.insert(0, suites)
-    return importlib.import_module("benchmarks.canary")
-
-
 @pytest.mark.parametrize("extra", ["0", "1"])
 def test_the_canarys_paired_sides_are_the_same_calls_but_the_injected_op(monkeypatch, extra):
     """Its paired row holds only while both timed sides are like work: the switch is read once
     in setup, never during a timed call (an environment lookup there moved the clean row by 6%
     between processes), and only the switch adds an op to the chain."""
+    from test_workloads import suite_module
+
     from harness.core import settings
 
     monkeypatch.setenv("HARNESS_CANARY_EXTRA", extra)
@@ -294,7 +286,7 @@ def test_the_canarys_paired_sides_are_the_same_calls_but_the_injected_op(monkeyp
         return real(self, environ)
 
     monkeypatch.setattr(settings.Setting, "get", counted)
-    bench = _canary().Canary()
+    bench = suite_module("canary").Canary()
     bench.setup()
     assert reads.count("HARNESS_CANARY_EXTRA") == 1
     del reads[:]

@@ -23,7 +23,8 @@ SUITES = Path(__file__).resolve().parents[1] / "suites"
 PREFIXES = ("track_", "time_", "peakmem_", "mem_", "timeraw_")
 
 
-def _suite(area):
+def suite_module(area):
+    """suites/benchmarks/<area>.py, imported as asv imports it."""
     if str(SUITES) not in sys.path:
         sys.path.insert(0, str(SUITES))
     return importlib.import_module(f"benchmarks.{area}")
@@ -31,7 +32,7 @@ def _suite(area):
 
 def _benchmarks():
     for area in AREAS:
-        module = _suite(area)
+        module = suite_module(area)
         for cname, cls in vars(module).items():
             if (
                 cname.startswith("_")

@@ -31,10 +31,10 @@ BUDGET_S = 2.0
 INSTRUCTIONS_ROW = "canary.Canary.track_instructions"
 
 
-def extra() -> bool:
-    """The switch, read once per setup, never inside the timed chain: an environment lookup
-    there makes the paired row's two sides unlike work (docs/measurements.md, "The canary's
-    clean row")."""
+def injected() -> bool:
+    """Whether the regression is switched on: read once per setup, never inside the timed
+    chain, where an environment lookup makes the paired row's two sides unlike work
+    (docs/measurements.md, "The canary's clean row")."""
     from harness.core import settings
 
     return settings.CANARY_EXTRA.get()
@@ -62,7 +62,7 @@ def _setup():
 
 
 def _instruction_call(folder):
-    x, more = _setup(), extra()
+    x, more = _setup(), injected()
     return lambda: chain(x, more)
 
 
@@ -75,7 +75,7 @@ class Canary:
 
     def setup(self):
         self.x = _setup()
-        more = extra()
+        more = injected()
         # both sides read the same input: a copy at another address moved the clean row's
         # level between processes twice as much (docs/measurements.md)
         self.fn = lambda: chain(self.x, more)
