@@ -11,6 +11,7 @@ from harness.commands import options
 def add_arguments(parser):
     from harness.verdict.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD
     from harness.verdict.metrics import INSTRUCTION_TOLERANCE
+    from harness.verdict.noise import DEFAULT_LAST
 
     parser.add_argument(
         "base", help="result file, directory, commit, `latest` or `baseline[:MACHINE]`"
@@ -61,6 +62,22 @@ def add_arguments(parser):
         help="compare runs from another machine name, device model or CPU thread "
         "count anyway (normally exit 3)",
     )
+    parser.add_argument(
+        "--no-history-noise",
+        action="store_false",
+        dest="history_noise",
+        help="judge statistical rows without their noise between runs learned from the "
+        "machine's history (default: with it, where the history holds enough clean runs of "
+        "HEAD's mode; docs/gate.md)",
+    )
+    parser.add_argument(
+        "--history-last",
+        type=int,
+        default=DEFAULT_LAST,
+        metavar="N",
+        help=f"learn each row's noise from the machine's newest N clean runs (default "
+        f"{DEFAULT_LAST}; with --pull, that many are pulled)",
+    )
     options.require_gpu(parser)
     options.pull(
         parser,
@@ -72,10 +89,16 @@ def add_arguments(parser):
 def run(args) -> int:
     from harness.commands.store import pull_for_gate
     from harness.core import exits
+    from harness.core.exits import BadInput
     from harness.core.files import write_atomic
     from harness.verdict.gate import run_gate
+    from harness.verdict.noise import MIN_RUNS
 
     options.check_gpu(args)
+    if args.history_last < MIN_RUNS:
+        raise BadInput(
+            f"--history-last {args.history_last}: a noise needs at least {MIN_RUNS} runs"
+        )
     base, head = pull_for_gate(args) if args.pull else (args.base, args.head)
     out = run_gate(
         base,
@@ -88,6 +111,8 @@ def run(args) -> int:
         only=args.bench,
         allow_env_change=args.allow_env_change,
         instruction_tolerance=args.instruction_tolerance,
+        history=args.history_noise,
+        history_last=args.history_last,
     )
     bad = out.code == exits.BAD_INPUT
     # bad input is said once, on stderr; the table only where rows were compared at all

@@ -83,6 +83,10 @@ class Row:
     p: float | None = None
     threshold: float | None = None
     device: str = ""  # `busy NN%` / `ATen share NN%` (gpurows.label), also at the end of the note
+    # where a judged statistical row's threshold came from: "history", "band", "drift",
+    # "default" (the gate's --threshold); "" for other rows
+    basis: str = ""
+    history_runs: int = 0  # the runs of the machine's history its noise was learned from
 
 
 def central(e: Entry) -> float | None:
@@ -139,6 +143,7 @@ def significance(
 
 
 SKIPPED_BOTH = "skipped on both sides"
+UNCALIBRATED = "no calibrated noise band"
 
 
 def _not_counted(info: tuple[dict | None, dict | None]) -> str:
@@ -214,20 +219,30 @@ def compare_entry(
     info: tuple[dict | None, dict | None] = (None, None),
     facts: tuple[dict | None, dict | None] = (None, None),
     card: str | None = None,
+    learned=None,
+    unlearned: str = "",
 ) -> Row:
     """One row's verdict; `band` is the row's calibrated noise band (None: not calibrated);
+    `learned`: its noise between runs from the machine's history (harness.verdict.noise.RowNoise;
+    None: not known), `unlearned`: why the history does not know it;
     `info`: an instruction row's stored summaries (base, head) from the run records; `facts`:
     the row's device facts (base, head) from the run records; `card`: why the two runs' GPUs
     cannot judge GPU-time rows (harness.verdict.gpurows.card_difference), or None. The row's
     `busy NN%` / `ATen share NN%` label goes into its note."""
-    row = _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, facts, card)
+    row = _compare_entry(
+        b, h, threshold, alpha, band, instruction_tolerance, info, facts, card, learned
+    )
+    if unlearned and row.note.endswith(UNCALIBRATED):
+        row.note += f", and {unlearned}"
     row.device = gpurows.label(facts[1] or facts[0])
     if row.device:
         row.note = f"{row.note}; {row.device}" if row.note else row.device
     return row
 
 
-def _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, facts, card) -> Row:
+def _compare_entry(
+    b, h, threshold, alpha, band, instruction_tolerance, info, facts, card, learned
+) -> Row:
     name = h.name
     try:
         metrics.kind_of(b.unit)
@@ -291,12 +306,13 @@ def _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, fa
 
     if kind.kind == metrics.TIMING and gpurows.is_gpu(facts[0]) and gpurows.is_gpu(facts[1]):
         return _gpu_time(name, h.unit, bv, hv, ratio, worse, facts, card)
+    if learned is not None:
+        return _statistical(b, h, kind, threshold, alpha, band, learned)
+    drift = None
     # raw times and throughputs: only below a calibrated noise band
     if kind.raw:
         if band is None:
-            return _not_judged(
-                name, h.unit, bv, hv, ratio, f"{kind.label}: no calibrated noise band"
-            )
+            return _not_judged(name, h.unit, bv, hv, ratio, f"{kind.label}: {UNCALIBRATED}")
         if band >= threshold:
             return _not_judged(
                 name,
@@ -309,13 +325,57 @@ def _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, fa
         why = f"{kind.label}, noise band {band:.1%}"
     elif kind.kind == metrics.NORMALISED and band is None:
         # reference-normalised: only with a calibrated band (see the module docstring)
-        return _not_judged(name, h.unit, bv, hv, ratio, f"{kind.label}: no calibrated noise band")
+        return _not_judged(name, h.unit, bv, hv, ratio, f"{kind.label}: {UNCALIBRATED}")
     else:
         drift = metrics.drift_allowance(name) if kind.kind == metrics.RATIO else None
         why = kind.label if band is None else f"{kind.label}, noise band {band:.1%}"
         if drift is not None:
             why += f", drift allowance {drift:.0%}"
         threshold = max(threshold, band or 0.0, drift or 0.0)
+    basis = "default"
+    if band is not None and band >= threshold:
+        basis = "band"
+    elif kind.kind == metrics.RATIO and drift is not None and drift >= threshold:
+        basis = "drift"
+    return _judge(b, h, kind, threshold, alpha, why, basis)
+
+
+# what each basis of a threshold is called in a row's note
+BASES = {
+    "default": "the gate's --threshold",
+    "band": "calibrated noise band",
+    "drift": "built-in drift allowance",
+}
+
+
+def _statistical(b, h, kind, threshold, alpha, band, learned) -> Row:
+    """A statistical row whose noise between runs the machine's history knows: judged at the
+    largest of the gate's threshold, its built-in drift allowance, its calibrated band and its
+    history threshold; not judged where that passes the cap (harness.verdict.noise)."""
+    name, bv, hv = h.name, central(b), central(h)
+    ratio = _ratio(bv, hv)
+    if learned.too_noisy:
+        return _not_judged(name, h.unit, bv, hv, ratio, f"{kind.label}: {learned.not_judged()}")
+    drift = metrics.drift_allowance(name) if kind.kind == metrics.RATIO else None
+    bases = [
+        (threshold, "default", BASES["default"]),
+        (band or 0.0, "band", f"{BASES['band']} {band or 0:.1%}"),
+        (drift or 0.0, "drift", f"{BASES['drift']} {drift or 0:.0%}"),
+        (learned.threshold, "history", learned.source()),
+    ]
+    limit, basis, source = max(bases, key=lambda t: t[0])
+    if limit > learned.threshold and limit > threshold:
+        source += f"; history of {learned.runs} runs: +-{learned.moves:.1%} between runs"
+    row = _judge(b, h, kind, limit, alpha, kind.label, basis, source)
+    row.history_runs = learned.runs
+    return row
+
+
+def _judge(b, h, kind, threshold, alpha, why, basis, source=None) -> Row:
+    """A statistical row's verdict: significant within the runs and beyond `threshold`."""
+    name, bv, hv = h.name, central(b), central(h)
+    ratio = _ratio(bv, hv)
+    worse = _worse(ratio, kind.higher_is_better)
     if not (b.samples and h.samples):
         side = (
             "either side" if not (b.samples or h.samples) else ("base" if not b.samples else "head")
@@ -331,7 +391,7 @@ def _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, fa
     significant, p, how = significance(b.samples, h.samples, alpha)
     beyond = worse > 1 + threshold
     better = worse < 1 / (1 + threshold)
-    note = f"{why}: {how}, threshold {threshold:.1%}"
+    note = f"{why}: {how}, threshold {threshold:.1%} ({source or BASES[basis]})"
     verdict = OK
     if significant and beyond:
         verdict = REGRESSION
@@ -339,7 +399,7 @@ def _compare_entry(b, h, threshold, alpha, band, instruction_tolerance, info, fa
         verdict = IMPROVED
     elif beyond:
         note += " (beyond threshold, not significant)"
-    return Row(name, h.unit, bv, hv, ratio, verdict, note, p=p, threshold=threshold)
+    return Row(name, h.unit, bv, hv, ratio, verdict, note, p=p, threshold=threshold, basis=basis)
 
 
 def _gpu_time(name, unit, bv, hv, ratio, worse, facts, card) -> Row:
@@ -404,8 +464,11 @@ def compare(
     noise: dict[str, float] | None = None,
     only: list[str] | None = None,
     instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE,
+    learned=None,
 ) -> list[Row]:
-    """One Row per benchmark in either set (or in `only`), sorted by name."""
+    """One Row per benchmark in either set (or in `only`), sorted by name. `learned`: row ->
+    its noise between runs from the machine's history (harness.verdict.noise.RowNoise), or a
+    function giving why a statistical row has none (`learned.why(name)`)."""
     noise = noise or {}
     card = gpurows.card_difference(fingerprint_of(base), fingerprint_of(head))
     names = sorted(set(base.entries) | set(head.entries))
@@ -464,6 +527,8 @@ def compare(
                 info=(_info(base, name), _info(head, name)),
                 facts=(base.facts.get(name), head.facts.get(name)),
                 card=card,
+                learned=learned.get(name) if learned is not None else None,
+                unlearned=learned.why(name) if learned is not None else "",
             )
         )
     own = instead.declared(base.instructions, head.instructions)

@@ -29,7 +29,7 @@ import re
 from harness.core import exits, provenance, settings
 from harness.core.table import render
 from harness.core.units import format_ratio, format_value
-from harness.verdict import between, compare, metrics
+from harness.verdict import between, compare, metrics, noise
 from harness.verdict.results import (
     BadInput,
     ResultSet,
@@ -84,6 +84,8 @@ class Outcome:
     head: ResultSet | None = None
     message: str = ""
     env_diff: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    # what the machine's history said of each row's noise between runs (None: not used)
+    learned: noise.Learned | None = None
 
     def summary(self) -> str:
         """One line that leads with how many rows were judged and how many were not, and why:
@@ -102,7 +104,9 @@ class Outcome:
             "base_dirty": self.base.dirty if self.base else None,
             "head_dirty": self.head.dirty if self.head else None,
             "judged": sum(counts.get(v, 0) for v in compare.JUDGED),
+            "judged_by_history": by_history(self.rows),
             "not_judged": counts.get(compare.NOT_JUDGED, 0),
+            "history": self.learned.as_json() if self.learned else None,
             "counts": counts,
             "message": self.message,
             "environment_differences": [
@@ -126,6 +130,8 @@ class Outcome:
         else:
             footer = self.summary() + (f"\n{said}" if said else "")
         env = ""
+        if self.learned is not None:
+            env += "\n".join(self.learned.header()) + "\n\n"
         unknown = [r for r in self.rows if r.verdict == compare.UNKNOWN]
         if unknown:
             items = "\n".join(f"  {r.name}: {r.note}" for r in unknown)
@@ -160,9 +166,18 @@ def verdict_counts(rows: list[compare.Row]) -> dict[str, int]:
     return counts
 
 
+def by_history(rows: list[compare.Row]) -> int:
+    """Judged rows whose threshold took their noise from the history into account."""
+    return sum(r.verdict in compare.JUDGED and r.history_runs > 0 for r in rows)
+
+
 def _reason(note: str) -> str:
     """A not-judged row's reason without its figures, to count rows by reason."""
-    return re.sub(r"\d+(\.\d+)?%", "N%", note.split(";")[0]).strip()
+    note = note.split(";")[0].split(":")
+    note = ":".join(note[:2]) if len(note) > 1 else note[0]
+    note = re.sub(r"\(history: \d+ runs\)", "", note)
+    note = re.sub(r", and the history holds \d+ .*", ", too few runs in the history", note)
+    return re.sub(r"[+-]*\d+(\.\d+)?%", "N%", note).strip()
 
 
 def tally(rows: list[compare.Row]) -> str:
@@ -170,10 +185,10 @@ def tally(rows: list[compare.Row]) -> str:
     3 skipped`: judged rows first, then the rest with their reasons."""
     counts = verdict_counts(rows)
     judged = {v: counts[v] for v in compare.JUDGED if v in counts}
-    parts = [
-        f"{sum(judged.values())} judged"
-        + (f" ({', '.join(f'{n} {v}' for v, n in judged.items())})" if judged else "")
-    ]
+    learned = by_history(rows)
+    details = [f"{n} {v}" for v, n in judged.items()]
+    details += [f"{learned} by history noise"] if learned else []
+    parts = [f"{sum(judged.values())} judged" + (f" ({', '.join(details)})" if details else "")]
     if compare.UNKNOWN in counts:
         parts.append(f"{counts[compare.UNKNOWN]} UNKNOWN (more pairs or a quieter runner decide)")
     not_judged = [r for r in rows if r.verdict == compare.NOT_JUDGED]
@@ -228,11 +243,15 @@ def run_gate(
     allow_env_change: bool = False,
     instruction_tolerance: float = metrics.INSTRUCTION_TOLERANCE,
     ab_threshold: float = between.DEFAULT_THRESHOLD,
+    history: bool = True,
+    history_last: int = noise.DEFAULT_LAST,
 ) -> Outcome:
     """Resolve, load and compare; bad input comes back as an Outcome with code 3, not raised.
     Two sides of one `harness ab` run (the head record keeps the per-pair values, naming its
     base) get their raw and normalised rows judged across processes (harness.verdict.between),
-    SAME / DIFFERENT / UNKNOWN within +-ab_threshold."""
+    SAME / DIFFERENT / UNKNOWN within +-ab_threshold. `history`: judge statistical rows with
+    their noise between runs learned from the machine's newest `history_last` clean runs
+    (harness.verdict.noise) where it has enough of them."""
     try:
         root = results_root(root)
         head_file = resolve(head_spec, root, machine)
@@ -255,7 +274,7 @@ def run_gate(
                 "timings do not compare across these (--allow-env-change to compare anyway)"
             )
         npath = pathlib.Path(noise_file) if noise_file else noise_path(root, head.machine)
-        noise = load_noise(npath)
+        bands = load_noise(npath)
         if only:
             known = set(base.entries) | set(head.entries)
             unknown = [o for o in only if not any(compare.selects(o, n) for n in known)]
@@ -264,10 +283,14 @@ def run_gate(
                     f"--bench {', '.join(map(repr, unknown))} matches no benchmark of "
                     f"{base.path} or {head.path}; {compare.could_match(known)}"
                 )
+        pairs = ab_pairs(base, head)
+        # the two sides of an ab run are judged across their pairs, not by the history
+        learned = learn(root, base, head, history_last) if history and pairs is None else None
     except BadInput as exc:
         return Outcome(exits.BAD_INPUT, [], message=str(exc))
-    rows = compare.compare(base, head, threshold, alpha, noise, only, instruction_tolerance)
-    pairs = ab_pairs(base, head)
+    rows = compare.compare(
+        base, head, threshold, alpha, bands, only, instruction_tolerance, learned=learned
+    )
     if pairs is not None:
         rows = between.judge(rows, pairs, ab_threshold)
     code = exit_code(rows)
@@ -312,7 +335,22 @@ def run_gate(
     dirty = dirty_note(base, head)
     if dirty:
         message = (message + "\n" if message else "") + dirty
-    return Outcome(code, rows, base, head, message, environment_differences(base, head))
+    return Outcome(code, rows, base, head, message, environment_differences(base, head), learned)
+
+
+def learn(root, base: ResultSet, head: ResultSet, last: int) -> noise.Learned | None:
+    """The noise between runs of head's machine, from its history in head's mode (never the two
+    runs judged), and each side's state against it; None for runs outside run records."""
+    from harness.core import records
+
+    rh, rb = records.record_of(head.path), records.record_of(base.path)
+    if head.runner != "asv" or rh is None:
+        return None
+    exclude = frozenset(str(r.path) for r in (rb, rh) if r) | {r.run_id for r in (rb, rh) if r}
+    want = noise.Wanted(head.machine, rh.meta.get("mode"), head, exclude, last)
+    names = {n for n in set(base.entries) & set(head.entries)}
+    hist = noise.learn(root, want, only=names)
+    return noise.Learned(hist, (hist.state(base), hist.state(head)))
 
 
 def dirty_note(base: ResultSet, head: ResultSet) -> str:

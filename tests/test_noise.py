@@ -1,0 +1,216 @@
+"""Each row's noise between runs, learned from the machine's history (harness.verdict.noise),
+and the gate that uses it."""
+
+import json
+import math
+import random
+
+import pytest
+
+from harness.cli import main
+from harness.core import records
+from harness.verdict import noise
+from harness.verdict.gate import run_gate
+from tests.test_gate_support import write_set
+
+RAW = "models.Inference.track_inference_time"
+RATIO = "fusion.PointwiseChain.track_compiled_over_eager"
+STEP = "models.TrainingStep.track_step_time"
+UNITS = {RAW: "seconds", RATIO: "ratio", STEP: "seconds"}
+
+
+def levels(n, sd, level=1.0, seed=0):
+    """n runs' central values drawn around `level` with a relative sd between runs."""
+    rng = random.Random(seed)
+    return [level * math.exp(rng.gauss(0, sd)) for _ in range(n)]
+
+
+# ---- the estimator ----
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_spread_of_a_steady_series_is_its_sd_between_runs(seed):
+    s = noise.spread(levels(30, 0.04, seed=seed))
+    assert s.runs == 30 and s.segments == 1
+    assert 0.025 < s.sigma < 0.06
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_real_step_does_not_widen_the_spread(seed):
+    """A 20% slowdown from night k on is a step, not noise: the estimate stays within 20% of the
+    same history without it."""
+    steady = levels(30, 0.02, seed=seed)
+    stepped = [v * (1.2 if i >= 18 else 1.0) for i, v in enumerate(steady)]
+    plain, split = noise.spread(steady), noise.spread(stepped)
+    assert split.segments == 2
+    assert abs(split.sigma / plain.sigma - 1) < 0.2
+    # without segmentation the step would have more than doubled it
+    logs = [math.log(v) for v in stepped]
+    pooled = noise.shamos([b - a for i, a in enumerate(logs) for b in logs[i + 1 :]])
+    assert pooled > 2 * plain.sigma
+
+
+def test_one_extreme_run_cannot_widen_the_spread_enough_to_hide_a_regression():
+    """A hostile or swapping run (x100, or x0.01) moves the estimate by a few percent, not more:
+    it is in n - 1 of the n(n - 1)/2 pairs."""
+    base = levels(20, 0.03, seed=3)
+    plain = noise.spread(base).sigma
+    for extreme in (100.0, 0.01, 1e9):
+        hostile = base[:10] + [extreme] + base[10:]
+        assert noise.spread(hostile).sigma < 1.25 * plain
+    # even three such runs of thirty leave the threshold far below the cap
+    many = base + [1e6, 1e-6, 1e6]
+    assert noise.threshold_of(noise.spread(many).sigma) < 2 * noise.threshold_of(plain)
+
+
+def test_too_few_runs_teach_nothing():
+    assert noise.spread([1.0, 1.1, 0.9, 1.0]) is None
+    assert noise.spread([1.0, 1.1, 0.9, 1.0, 1.05]) is not None
+    assert noise.spread([1.0, 0.0, -1.0, float("nan"), 1.0, 1.0]) is None
+
+
+def test_threshold_widens_with_a_noisier_run_and_says_what_it_catches():
+    t = noise.threshold_of(0.02)
+    assert t == pytest.approx(math.expm1(noise.MULTIPLE * 0.02 * math.sqrt(2)))
+    assert noise.threshold_of(0.02, (1.0, 2.0)) > t
+    assert noise.smallest_caught(0.02) > t
+
+
+# ---- the gate with it ----
+
+
+def write_runs(root, series, machine="m1-cpu", mode="quick", start=0, label=None):
+    """One run record per dict (row -> samples), oldest first; returns their folders."""
+    out = []
+    for i, benches in enumerate(series, start):
+        commit = "c" * 40
+        run_id = f"20261201T{i // 60:02d}{i % 60:02d}00Z-{commit[:8]}-{i:06x}"
+        meta = {"commit": commit, "machine": machine, "mode": mode}
+        if label:
+            meta["label"] = label
+        with records.writing(root, machine, run_id, meta) as d:
+            write_set(d / "asv", commit, benches, machine=machine, units=UNITS)
+            fp = {"torch": "2.14.1", "torch_threads": 1, "cpu": "x", "commit": commit}
+            (d / "fingerprint.json").write_text(json.dumps(fp))
+        out.append(records.runs_dir(root) / machine / run_id)
+    return out
+
+
+def run_of(level_raw, level_ratio, seed, within=0.01):
+    rng = random.Random(seed)
+    return {
+        RAW: [level_raw * math.exp(rng.gauss(0, within)) for _ in range(12)],
+        RATIO: [level_ratio * math.exp(rng.gauss(0, within)) for _ in range(12)],
+        STEP: [level_raw * 3 * math.exp(rng.gauss(0, within)) for _ in range(12)],
+    }
+
+
+def history(root, n=10, sd=0.02, seed=0):
+    raws, ratios = levels(n, sd, 1e-3, seed), levels(n, sd / 4, 0.8, seed + 100)
+    return write_runs(root, [run_of(r, q, seed + i) for i, (r, q) in enumerate(zip(raws, ratios))])
+
+
+def test_raw_times_are_judged_by_their_history_and_the_note_says_so(tmp_path):
+    history(tmp_path)
+    a, b = write_runs(tmp_path, [run_of(1e-3, 0.8, 50), run_of(1.5e-3, 0.8, 51)], start=20)
+    out = run_gate(str(a), str(b), root=tmp_path)
+    raw = next(r for r in out.rows if r.name == RAW)
+    assert raw.verdict == "REGRESSION" and raw.basis == "history"
+    assert "history of 10 runs" in raw.note and "between runs" in raw.note
+    assert out.code == 1 and "by history noise" in out.summary()
+    assert any("noise between runs learned from 10 clean" in line for line in out.learned.header())
+    off = run_gate(str(a), str(b), root=tmp_path, history=False)
+    raw = next(r for r in off.rows if r.name == RAW)
+    assert raw.verdict == "not judged" and "no calibrated noise band" in raw.note
+
+
+def test_a_row_that_moves_too_much_between_runs_is_not_judged_with_the_figure(tmp_path):
+    history(tmp_path, sd=0.2)
+    a, b = write_runs(tmp_path, [run_of(1e-3, 0.8, 50), run_of(1.6e-3, 0.8, 51)], start=20)
+    out = run_gate(str(a), str(b), root=tmp_path)
+    raw = next(r for r in out.rows if r.name == RAW)
+    assert raw.verdict == "not judged"
+    assert "between runs on this machine (history: 10 runs)" in raw.note
+    assert "over the 25% cap" in raw.note
+
+
+def test_with_too_few_runs_a_raw_time_says_how_many_the_history_holds(tmp_path):
+    history(tmp_path, n=3)
+    a, b = write_runs(tmp_path, [run_of(1e-3, 0.8, 50), run_of(1.0e-3, 0.8, 51)], start=20)
+    raw = next(r for r in run_gate(str(a), str(b), root=tmp_path).rows if r.name == RAW)
+    assert raw.verdict == "not judged"
+    assert "the history holds 3 comparable run(s) of it (5 needed)" in raw.note
+
+
+def test_the_judged_runs_dirty_runs_and_other_modes_never_teach_the_noise(tmp_path):
+    history(tmp_path, n=6)
+    write_runs(tmp_path, [run_of(5e-3, 0.8, 7)] * 3, mode="full", start=30)
+    a, b = write_runs(tmp_path, [run_of(1e-3, 0.8, 50), run_of(1.01e-3, 0.8, 51)], start=40)
+    dirty = write_runs(tmp_path, [run_of(9e-3, 0.8, 9)], start=45)[0]
+    meta = json.loads((dirty / "run.json").read_text())
+    (dirty / "run.json").write_text(json.dumps(dict(meta, dirty=True)))
+    records.write_manifest(dirty, "m1-cpu", dirty.name)
+    out = run_gate(str(a), str(b), root=tmp_path)
+    assert len(out.learned.history.runs) == 6
+    assert a.name not in out.learned.history.runs and b.name not in out.learned.history.runs
+    assert out.learned.history.left_out == {dirty.name: "a dirty tree"}
+
+
+def test_a_record_changed_after_it_was_written_does_not_teach(tmp_path):
+    runs = history(tmp_path, n=6)
+    (runs[2] / "asv.log").write_text("edited")
+    a, b = write_runs(tmp_path, [run_of(1e-3, 0.8, 50), run_of(1.01e-3, 0.8, 51)], start=40)
+    out = run_gate(str(a), str(b), root=tmp_path)
+    assert "not a whole record" in out.learned.history.left_out[runs[2].name]
+    assert len(out.learned.history.runs) == 5
+
+
+def test_a_run_off_for_every_row_at_once_is_named_and_left_out(tmp_path):
+    rng = random.Random(1)
+    series = [run_of(1e-3 * math.exp(rng.gauss(0, 0.02)), 0.8, i) for i in range(9)]
+    series.insert(4, run_of(3e-3, 1.6, 99))  # a machine that was swapping
+    runs = write_runs(tmp_path, series)
+    a, b = write_runs(tmp_path, [run_of(1e-3, 0.8, 50), run_of(1.0e-3, 0.8, 51)], start=40)
+    out = run_gate(str(a), str(b), root=tmp_path)
+    assert "an outlier for most rows at once" in out.learned.history.left_out[runs[4].name]
+    assert runs[4].name in "\n".join(out.learned.header())
+
+
+def test_a_noisier_head_is_said_so_and_widens_its_thresholds(tmp_path):
+    history(tmp_path)
+    a = write_runs(tmp_path, [run_of(1e-3, 0.8, 50)], start=40)[0]
+    b = write_runs(tmp_path, [run_of(1e-3, 0.8, 51, within=0.05)], start=41)[0]
+    out = run_gate(str(a), str(b), root=tmp_path)
+    head = out.learned.states[1]
+    assert head.noisier and head.within > 3
+    said = "\n".join(out.learned.header())
+    assert "head was measured in a noisier state than its history" in said
+    c = write_runs(tmp_path, [run_of(1e-3, 0.8, 52)], start=42)[0]
+    calm = run_gate(str(a), str(c), root=tmp_path)
+    assert not calm.learned.states[1].noisier and calm.learned.states[1].within < 1.5
+    usual = next(r for r in calm.rows if r.name == RAW)
+    # five times noisier within the run: its rows would need thresholds past the cap
+    too = next(r for r in out.rows if r.name == RAW)
+    assert too.verdict == "not judged" and "noisier than its history" in too.note
+    # twice: judged, at a threshold widened for it
+    d = write_runs(tmp_path, [run_of(1e-3, 0.8, 53, within=0.02)], start=43)[0]
+    twice = run_gate(str(a), str(d), root=tmp_path)
+    wide = next(r for r in twice.rows if r.name == RAW)
+    assert twice.learned.states[1].noisier
+    assert "widened x" in wide.note and wide.threshold > 1.3 * usual.threshold
+
+
+def test_the_cli_option_switches_it_off_and_json_says_how_many_rows_it_judged(tmp_path, capsys):
+    history(tmp_path)
+    a, b = write_runs(tmp_path, [run_of(1e-3, 0.8, 50), run_of(1.0e-3, 0.8, 51)], start=40)
+    js = tmp_path / "gate.json"
+    code = main(["gate", str(a), str(b), "--results-dir", str(tmp_path), "--json", str(js)])
+    out = capsys.readouterr().out
+    data = json.loads(js.read_text())
+    assert code == 0 and data["judged_by_history"] == 3 and data["history"]["runs"]
+    assert "3 by history noise" in out
+    code = main(["gate", str(a), str(b), "--results-dir", str(tmp_path), "--no-history-noise"])
+    out = capsys.readouterr().out
+    assert "by history noise" not in out and "no calibrated noise band" in out
+    args = ["gate", str(a), str(b), "--results-dir", str(tmp_path), "--history-last", "2"]
+    assert main(args) == 3
