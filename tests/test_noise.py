@@ -214,3 +214,20 @@ def test_the_cli_option_switches_it_off_and_json_says_how_many_rows_it_judged(tm
     assert "by history noise" not in out and "no calibrated noise band" in out
     args = ["gate", str(a), str(b), "--results-dir", str(tmp_path), "--history-last", "2"]
     assert main(args) == 3
+
+
+def test_history_finds_a_raw_time_step_that_stands_out_of_its_noise(tmp_path):
+    """`harness history` (and nightly) judges raw times with the series' own noise: a 30% step
+    over 2% noise between runs is a step; the same series without it is not."""
+    from harness.verdict import history as hist
+
+    raws = levels(16, 0.02, 1e-3, seed=4)
+    stepped = [r * (1.3 if i >= 8 else 1.0) for i, r in enumerate(raws)]
+    write_runs(tmp_path / "a", [run_of(r, 0.8, i) for i, r in enumerate(stepped)])
+    write_runs(tmp_path / "b", [run_of(r, 0.8, i) for i, r in enumerate(raws)])
+    found = hist.detect(tmp_path / "a", "m1-cpu")
+    step = next(s for s in found.steps if s.benchmark == RAW)
+    assert step.status == hist.CONFIRMED and step.position == 9 and step.direction == "worse"
+    assert RAW not in found.not_judged
+    calm = hist.detect(tmp_path / "b", "m1-cpu")
+    assert not [s for s in calm.steps if s.benchmark == RAW] and RAW not in calm.not_judged

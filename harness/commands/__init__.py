@@ -54,6 +54,10 @@ COMMANDS = {
         "harness.commands.history",
         "find steps in each benchmark's run history; exit 1 on a new one",
     ),
+    "noise": (
+        "harness.commands.noise",
+        "each row's noise between runs, learned from the machine's history",
+    ),
     "store": (
         "harness.commands.store",
         "push run records to a results history in git, or pull them from it",

@@ -100,6 +100,8 @@ def run(args) -> int:
             f"--history-last {args.history_last}: a noise needs at least {MIN_RUNS} runs"
         )
     base, head = pull_for_gate(args) if args.pull else (args.base, args.head)
+    if args.pull and args.history_noise:
+        pull_history(args, head)
     out = run_gate(
         base,
         head,
@@ -127,3 +129,21 @@ def run(args) -> int:
 
         write_json_atomic(args.json, out.as_json())
     return out.code
+
+
+def pull_history(args, head: str) -> None:
+    """With --pull: the newest clean runs of HEAD's machine and mode too, which teach each
+    row's noise between runs (a record the history holds but the store refuses is left out of
+    the noise, said on stderr, never read)."""
+    from harness.core import records, store
+    from harness.verdict.results import resolve, results_root
+
+    rec = records.record_of(resolve(head, results_root(args.results_dir), args.machine))
+    if rec is None:
+        return
+    try:
+        options.pull_first(
+            args, [rec.machine], last=args.history_last, mode=rec.meta.get("mode"), clean=True
+        )
+    except store.Refused as exc:
+        print(f"harness gate: the noise is learned without these: {exc}", file=sys.stderr)

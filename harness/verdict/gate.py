@@ -347,7 +347,7 @@ def learn(root, base: ResultSet, head: ResultSet, last: int) -> noise.Learned | 
     if head.runner != "asv" or rh is None:
         return None
     exclude = frozenset(str(r.path) for r in (rb, rh) if r) | {r.run_id for r in (rb, rh) if r}
-    want = noise.Wanted(head.machine, rh.meta.get("mode"), head, exclude, last)
+    want = noise.Wanted(head.machine, noise.mode_of(rh.meta), head, exclude, last)
     names = {n for n in set(base.entries) & set(head.entries)}
     hist = noise.learn(root, want, only=names)
     return noise.Learned(hist, (hist.state(base), hist.state(head)))

@@ -51,6 +51,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
 import pathlib
 import re
 import statistics
@@ -65,6 +66,7 @@ from harness.verdict.compare import (
     mann_whitney_p,
     selects,
 )
+from harness.verdict.noise import CAP, MIN_RUNS, spread, statistical, threshold_of
 from harness.verdict.results import (
     ResultSet,
     environment_differences,
@@ -445,7 +447,7 @@ def detect(
     loader = _Loader()
     by_name, units = series(runs, loader)
     acknowledged = load_acknowledged(root)
-    noise = load_noise(noise_path(root, machine)) if noise_path(root, machine).is_file() else {}
+    bands = load_noise(noise_path(root, machine)) if noise_path(root, machine).is_file() else {}
     steps, not_judged = [], {}
     for name in select(list(by_name), patterns):
         points = by_name[name]
@@ -467,16 +469,28 @@ def detect(
                 not_judged[name] = why
                 continue
             threshold = limit
-        elif kind.raw:
-            band = noise.get(name, noise.get(name.split("(")[0]))
-            if band is None or band >= threshold:
+        elif statistical(units[name]):
+            # the series' own noise between runs, as the gate learns it (harness.verdict.noise)
+            band = bands.get(name, bands.get(name.split("(")[0]))
+            learned = spread([p.value for p in points])
+            limit = threshold_of(learned.sigma) if learned else None
+            if limit is not None and limit > CAP:
+                not_judged[name] = (
+                    f"{kind.label}: moves +-{math.expm1(learned.sigma):.0%} between runs on this "
+                    f"machine (history: {learned.runs} runs): its threshold would be "
+                    f"{limit:.0%}, over the {CAP:.0%} cap"
+                )
+                continue
+            if kind.raw and limit is None and (band is None or band >= threshold):
                 not_judged[name] = f"{kind.label}: " + (
-                    "no calibrated noise band"
+                    f"no calibrated noise band, and {len(points)} run(s) ({MIN_RUNS} teach its "
+                    "noise)"
                     if band is None
                     else f"noise band {band:.0%} >= threshold {threshold:.0%}"
                 )
                 continue
-            threshold = max(threshold, band)
+            drift = metrics.drift_allowance(name) if kind.kind == metrics.RATIO else None
+            threshold = max(threshold, band or 0.0, drift or 0.0, limit or 0.0)
         for f in find_steps([p.value for p in points], counter, threshold, min_side, tolerance):
             idx = f["index"]
             worse = f["size"] < 0 if kind.higher_is_better else f["size"] > 0

@@ -286,9 +286,21 @@ def reference_times(rs: ResultSet) -> dict[str, float]:
     return out
 
 
+MODES = ("quick", "fast", "full", "full-quick")
+
+
+def mode_of(meta: dict) -> str:
+    """A run's mode as its noise knows it: quick runs (one sample of each row) move between
+    runs far more than fast or full ones, so each is a series of its own."""
+    full = meta.get("mode") == "full"
+    if meta.get("quick"):
+        return "full-quick" if full else "quick"
+    return "full" if full else "fast"
+
+
 @dataclasses.dataclass(frozen=True)
 class Wanted:
-    """Which runs a history is learned from: those of `machine` in `mode`, comparable with
+    """Which runs a history is learned from: those of `machine` in `mode` (mode_of), comparable with
     `like`, never the runs in `exclude` (the runs being judged), the newest `last`."""
 
     machine: str
@@ -315,7 +327,7 @@ def candidates(root, want: Wanted) -> tuple[list[records.RunRecord], dict[str, s
             continue  # a run being judged is never its own history (and is not "left out")
         if f"{rec.machine}/{rec.run_id}" in merged or rec.meta.get("shard"):
             continue  # counted through its merged record
-        if want.mode and rec.meta.get("mode") != want.mode:
+        if want.mode and mode_of(rec.meta) != want.mode:
             continue  # another mode is another series, not a left-out run
         if store.kind_of(rec.meta) not in store.PUSHED_KINDS:
             reason = f"a {store.kind_of(rec.meta)} run"
@@ -479,3 +491,51 @@ class Learned:
                 for side, st in zip(("base", "head"), self.states)
             ],
         }
+
+
+# ---- the table `harness noise` shows ----
+
+HEADER = ("benchmark", "kind", "runs", "levels", "between runs", "threshold", "catches", "judged")
+
+
+def rows(h: History, names=None) -> list[tuple]:
+    """Per row of the history: its kind, runs, levels, spread (one run from its level),
+    the threshold a gate of two usual runs would use and the smallest change it catches 9 times
+    in 10, and whether the gate judges it."""
+    out = []
+    for name in sorted(names if names is not None else set(h.spreads) | set(h.counts)):
+        unit = h.units.get(name)
+        kind = metrics.kind_of(unit).label if unit else "?"
+        r = h.row(name)
+        if r is None:
+            out.append((name, kind, h.counts.get(name, 0), "", "", "", "", f"no: {h.why(name)}"))
+            continue
+        floor = max(DEFAULT_THRESHOLD, metrics.drift_allowance(name) or 0.0)
+        limit = max(r.threshold, floor)
+        out.append(
+            (
+                name,
+                kind,
+                r.runs,
+                r.segments,
+                f"+-{r.moves:.1%}",
+                f"{limit:.1%}" + ("" if r.threshold >= floor else " (floor)"),
+                f"{max(r.caught, limit):.1%}",
+                f"no: over the {CAP:.0%} cap" if r.too_noisy else "yes",
+            )
+        )
+    return out
+
+
+def as_table_json(h: History, names=None) -> dict:
+    return {
+        "schema": 1,
+        "machine": h.machine,
+        "mode": h.mode,
+        "runs": h.runs,
+        "left_out": h.left_out,
+        "multiple": MULTIPLE,
+        "cap": CAP,
+        "min_runs": MIN_RUNS,
+        "rows": [dict(zip(HEADER, r)) for r in rows(h, names)],
+    }
