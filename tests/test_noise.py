@@ -231,3 +231,42 @@ def test_history_finds_a_raw_time_step_that_stands_out_of_its_noise(tmp_path):
     assert RAW not in found.not_judged
     calm = hist.detect(tmp_path / "b", "m1-cpu")
     assert not [s for s in calm.steps if s.benchmark == RAW] and RAW not in calm.not_judged
+
+
+# ---- the test-only slowdown of named rows (the catch experiment's injection) ----
+
+
+def test_the_slowdown_switch_names_rows_by_regex():
+    from harness.measure import inject
+
+    spec = r"Inference\.track_inference_time\(=0.25;PointwiseChain=0.1"
+    assert inject.fraction_for("models.Inference.track_inference_time('mlp')", spec) == 0.25
+    assert inject.fraction_for("fusion.PointwiseChain.track_compiled_over_eager", spec) == 0.1
+    assert inject.fraction_for("models.Inference.track_inference_time_over_reference", spec) == 0
+    assert inject.fraction_for("anything", "") == 0
+
+
+def test_the_measured_side_is_slowed_by_its_fraction_and_the_other_side_never(monkeypatch):
+    import time
+
+    from harness.measure import inject
+
+    def work():
+        end = time.thread_time() + 0.002
+        while time.thread_time() < end:
+            pass
+
+    monkeypatch.setenv("HARNESS_TEST_SLOWDOWN_ROWS", "fusion.X=0.5")
+    fn, base = inject.measured_side([work, work], row="fusion.X.track_y")
+    assert base is work and fn is not work
+
+    def cpu(f, n=20):
+        t0 = time.thread_time()
+        for _ in range(n):
+            f()
+        return time.thread_time() - t0
+
+    assert 1.35 < cpu(fn) / cpu(work) < 1.7
+    assert inject.measured_side([work], row="other.Row.track")[0] is work
+    monkeypatch.delenv("HARNESS_TEST_SLOWDOWN_ROWS")
+    assert inject.measured_side([work, work], row="fusion.X.track_y")[0] is work

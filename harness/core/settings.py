@@ -304,6 +304,14 @@ TEST_SLOWDOWN_SIDE = Setting(
     "test-only: which side `--slowdown` slows, `all` or `compiled`",
     "tests",
 )
+TEST_SLOWDOWN_ROWS = Setting(
+    "HARNESS_TEST_SLOWDOWN_ROWS",
+    TEXT,
+    "",
+    "test-only: `REGEX=F;...`: rows whose name a REGEX is found in have their measured side "
+    "slowed by F of its CPU time (harness.measure.inject)",
+    "tests",
+)
 TEST_EXTRA_INSTRUCTIONS = Setting(
     "HARNESS_TEST_EXTRA_INSTRUCTIONS",
     FLOAT,

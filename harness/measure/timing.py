@@ -47,7 +47,7 @@ import torch
 
 from harness.core import settings
 from harness.core.env import synchronize
-from harness.measure import gputime
+from harness.measure import gputime, inject
 from harness.measure.activity import quiet_stderr
 
 # fast (default) and full settings for the sampling loop; full_mode() (HARNESS_FULL) picks one.
@@ -103,6 +103,7 @@ def measure(
     than about the code (docs/measurements.md#ab-interleaved-pairs).
     """
     window = settings.PAIRED_WINDOW_S.get()
+    (fn,) = inject.measured_side([fn])  # test-only (HARNESS_TEST_SLOWDOWN_ROWS)
     if torch.device(device).type == "cuda":
         sampling = gpu_sampling([fn], device, warmup, samples, window or budget_s, cache)
         _record_gpu([fn], device, sampling)
@@ -168,6 +169,7 @@ def measure_paired(
     taking turns in each round, one ratio per round; sampling stops once the ratio's median is
     steady or the budget ends.
     """
+    fn, base = inject.measured_side([fn, base])  # test-only (HARNESS_TEST_SLOWDOWN_ROWS)
     if torch.device(device).type == "cuda" and clock != "wall":
         sampling = gpu_sampling(
             [fn, base], device, warmup, samples, budget_s, "auto", series=gpu_ratios
