@@ -270,3 +270,26 @@ def test_the_measured_side_is_slowed_by_its_fraction_and_the_other_side_never(mo
     assert inject.measured_side([work], row="other.Row.track")[0] is work
     monkeypatch.delenv("HARNESS_TEST_SLOWDOWN_ROWS")
     assert inject.measured_side([work, work], row="fusion.X.track_y")[0] is work
+
+
+def test_gate_pull_brings_the_history_that_teaches_the_noise(tmp_path, capsys, monkeypatch):
+    """In a pull request: the base named by run id and the machine's newest clean runs are
+    pulled; the raw time is judged by the noise they teach."""
+    from harness.core import settings
+    from tests.store_support import bare_repo, url
+
+    bare = bare_repo(tmp_path / "history.git")
+    fleet = tmp_path / "fleet"
+    runs = history(fleet, n=8)
+    monkeypatch.setenv(settings.STORE_REMOTE.name, url(bare))
+    assert main(["store", "push", "--results-dir", str(fleet)]) == 0
+    pr = tmp_path / "pr"
+    write_runs(pr, [run_of(1.5e-3, 0.8, 60)], start=50)
+    capsys.readouterr()
+    args = ["--results-dir", str(pr), "--machine", "m1-cpu", "--pull"]
+    code = main(["gate", runs[-1].name, "latest", *args])
+    out = capsys.readouterr().out
+    assert code == 1 and "noise between runs learned from 7 clean" in out
+    raw = next(line for line in out.splitlines() if line.startswith(RAW + " "))
+    assert "REGRESSION" in raw and "history of 7 runs" in raw
+    assert len(records.list_runs(pr)) == 9
