@@ -173,11 +173,14 @@ def by_history(rows: list[compare.Row]) -> int:
 
 def _reason(note: str) -> str:
     """A not-judged row's reason without its figures, to count rows by reason."""
-    note = note.split(";")[0].split(":")
-    note = ":".join(note[:2]) if len(note) > 1 else note[0]
-    note = re.sub(r"\(history: \d+ runs\)", "", note)
-    note = re.sub(r", and the history holds \d+ .*", ", too few runs in the history", note)
-    return re.sub(r"[+-]*\d+(\.\d+)?%", "N%", note).strip()
+    first = note.split(";")[0]
+    kind = first.split(":")[0]
+    if "between runs on this machine" in first:
+        noisier = ", a run noisier than its history" if "noisier than its history" in note else ""
+        return f"{kind}: moves more than the cap between runs{noisier}"
+    if "comparable run(s) of it" in first:
+        return f"{kind}: no calibrated noise band, too few runs in the history"
+    return re.sub(r"\d+(\.\d+)?%", "N%", first).strip()
 
 
 def tally(rows: list[compare.Row]) -> str:
