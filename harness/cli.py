@@ -25,9 +25,10 @@ def _run(argv: list[str]) -> int:
     name, rest = argv[0], argv[1:]
     module, parser = command_parser(name)
     args = parser.parse_args(rest)
-    from harness.commands.options import apply_project
+    from harness.commands.options import apply_project, check_machine_names
 
     apply_project(args)
+    check_machine_names(args)
     return int(module.run(args) or 0)
 
 

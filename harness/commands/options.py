@@ -35,6 +35,20 @@ def apply_project(args) -> None:
         os.environ[settings.PROJECT.name] = str(project_root(args.project))
 
 
+def check_machine_names(args) -> None:
+    """--machine NAME (and --machines A,B) become folder names in the results and the shared
+    history: each must be a machine name (harness.core.trust), else bad input naming the rule."""
+    from harness.core import trust
+
+    given = getattr(args, "machine", None)
+    names = list(given) if isinstance(given, list) else [given] if given else []
+    several = getattr(args, "machines", None)
+    if isinstance(several, str):
+        names += [m.strip() for m in several.split(",") if m.strip()]
+    for name in names:
+        trust.check_machine(name, "--machine")
+
+
 def load_models() -> None:
     """The project's own models registered beside the built-in zoo (the ini option
     harness_models, HARNESS_MODELS, the harness.models entry points), as `harness models` lists

@@ -214,8 +214,16 @@ def require_gpu() -> str:
 
 
 def machine_name() -> str:
-    """Host name plus GPU model: asv's machine record has no GPU field, so the name carries it."""
+    """Host name plus GPU model: asv's machine record has no GPU field, so the name carries it.
+    Always a machine name by harness.core.trust's rule (it names folders in the results and in
+    the shared history): any other character becomes '-'."""
+    import re
+
+    from harness.core import trust
+
     host = platform.node().split(".")[0] or "machine"
     gpu = gpu_name()
     suffix = gpu.replace(" ", "-") if gpu else "cpu"
-    return f"{host}-{suffix}"
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{host}-{suffix}", flags=re.ASCII)
+    name = re.sub(r"\.{2,}", ".", name).lstrip("._-")[: trust.MAX_NAME]
+    return name if trust.is_machine(name) else "machine"

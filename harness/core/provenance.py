@@ -149,9 +149,19 @@ def merged_meta(metas: list[dict]) -> dict:
     by their hashes."""
     marks = [of_record(m) for m in metas]
     if any(marks):
-        trees = [m.get(WORKTREE) or {} for m, mark in zip(metas, marks) if mark]
-        hashes = sorted({t.get("diff_sha256") for t in trees if t.get("diff_sha256")})
-        changed = sorted({p for t in trees for p in t.get("changed", [])})
+        # what run.json says is input (records.check_meta checked its types): strings only
+        trees = [m.get(WORKTREE) for m, mark in zip(metas, marks) if mark]
+        trees = [t for t in trees if isinstance(t, dict)]
+        hashes = sorted({h for t in trees if isinstance(h := t.get("diff_sha256"), str) and h})
+        changed = sorted(
+            {
+                p
+                for t in trees
+                if isinstance(t.get("changed"), list)
+                for p in t["changed"]
+                if isinstance(p, str)
+            }
+        )
         return {
             DIRTY: True,
             WORKTREE: {

@@ -19,6 +19,14 @@ commit, environment and machine, copied there by `rebuild_view`. The view record
 in `results/asv/.harness-view.json`; a result file found there that the view did not write (the
 old layout, or a hand-made `asv run`) is first imported as a run record, never dropped. Nothing in
 `runs/` is changed by the view.
+
+Records travel between machines (the results history, CI artifacts), so everything here is read
+as input (docs/design.md, "Names in a record are checked"): names through harness.core.trust,
+JSON through trust.load (size, nesting, no links), run.json and the per-row files with their
+types checked. A record listed among a machine's runs that fails is left out with one line
+(`left_out`), the others go on; one named directly, or a file read for a verdict, is bad input
+naming it. Nothing is written, copied or deleted through a symbolic link or outside the results
+root (trust.inside).
 """
 
 from __future__ import annotations
@@ -32,8 +40,10 @@ import os
 import re
 import secrets
 import shutil
+import sys
 from pathlib import Path
 
+from harness.core import trust
 from harness.core.exits import BadInput
 from harness.core.files import write_atomic, write_json_atomic
 
@@ -60,7 +70,10 @@ class RunRecord:
 
     @property
     def machine(self) -> str:
-        return self.meta.get("machine") or self.path.parent.name
+        """run.json's "machine", else the folder the record lies in: both checked when the
+        record was read (check_meta, _why_not_record), so a path built from it stays inside."""
+        m = self.meta.get("machine")
+        return m if isinstance(m, str) and m else self.path.parent.name
 
     @property
     def commit(self) -> str:
@@ -76,7 +89,13 @@ class RunRecord:
 
     def result_files(self) -> list[Path]:
         d = self.asv_dir / self.machine
-        return sorted(p for p in d.glob("*.json") if p.name not in ASV_META) if d.is_dir() else []
+        if not d.is_dir() or d.is_symlink() or self.asv_dir.is_symlink():
+            return []
+        return sorted(
+            p
+            for p in d.glob("*.json")
+            if p.name not in ASV_META and trust.is_part(p.name) and not p.is_symlink()
+        )
 
     def result_file(self) -> Path:
         files = self.result_files()
@@ -115,13 +134,25 @@ def write_ab_pairs(staging: Path, base_run_id: str, values: dict, units: dict) -
 
 
 def read_ab_pairs(run_dir: Path) -> dict | None:
-    """{"base_run", "units", "pairs": {row: [[base, head], ...]}} of an ab head record, or None."""
-    try:
-        data = json.loads((Path(run_dir) / AB_PAIRS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """{"base_run", "units", "pairs": {row: [[base, head], ...]}} of an ab head record, or None
+    when it keeps none (or one of another schema); a damaged file is bad input naming it."""
+    path = Path(run_dir) / AB_PAIRS
+    data = _load(path, "ab pairs file")
+    if data is None or data.get("schema") != _AB_SCHEMA:
         return None
-    if not isinstance(data, dict) or data.get("schema") != _AB_SCHEMA:
-        return None
+    _check_types(data, {"base_run": "run id", "units": "object", "pairs": "object"}, path)
+    for row, pairs in (data.get("pairs") or {}).items():
+        if not (
+            isinstance(pairs, list)
+            and all(
+                isinstance(p, list) and len(p) == 2 and all(_is("number", x) for x in p)
+                for p in pairs
+            )
+        ):
+            raise BadInput(
+                f"{path}: the pairs of row {trust.shown(row)} are not [base, head] numbers; "
+                "refused (rerun the ab run)"
+            )
     return data
 
 
@@ -144,14 +175,52 @@ def write_row_facts(run_dir: Path, row: str, facts: dict) -> None:
     write_json_atomic(row_facts_file(run_dir, row), {"schema": _FACTS_SCHEMA, "row": row, **facts})
 
 
+# the facts readers use (harness.verdict.gpurows, report, advice): their types are checked
+_FACT_KINDS = {
+    "device": "text",
+    "clock_note": "text",
+    "throttles": "texts",
+    **{
+        k: "number"
+        for k in (
+            "busy",
+            "aten_share",
+            "noise",
+            "gpu_s",
+            "host_s",
+            "time_s",
+            "taken",
+            "dropped_throttled",
+            "kept_at_power_cap",
+            "sm_clock_mhz",
+        )
+    },
+}
+
+
 def read_row_facts(run_dir: Path) -> dict[str, dict]:
-    """row -> its facts, for every row a run record keeps facts of (empty when none)."""
+    """row -> its facts, for every row a run record keeps facts of (empty when none). A file
+    of another schema is left out with a line; a damaged one is bad input naming it (the gate
+    judges GPU-time rows by these facts)."""
     out: dict[str, dict] = {}
-    for data in _json_files(Path(run_dir) / ROW_FACTS):
-        if data.get("schema") == _FACTS_SCHEMA and data.get("row"):
-            row = data.pop("row")
-            data.pop("schema")
-            out[row] = data
+    for path, data in _json_files(Path(run_dir) / ROW_FACTS, "row facts file"):
+        if data.get("schema") != _FACTS_SCHEMA:
+            left_out(
+                path, f"row facts of schema {trust.shown(data.get('schema'))}, not {_FACTS_SCHEMA}"
+            )
+            continue
+        row = data.pop("row", None)
+        if not isinstance(row, str) or not row:
+            raise BadInput(f'{path}: row facts name no row ("row" is not a string); refused')
+        data.pop("schema")
+        _check_types(data, _FACT_KINDS, path)
+        sides = data.get("sides")
+        if sides is not None:
+            if not isinstance(sides, list) or not all(isinstance(x, dict) for x in sides):
+                raise BadInput(f"{path}: 'sides' is not a list of objects; refused")
+            for side in sides:
+                _check_types(side, _FACT_KINDS, path)
+        out[row] = data
     return out
 
 
@@ -170,24 +239,127 @@ def workload_of(row: str) -> str | None:
     return m["cls"] + (m["params"] or "") if m else None
 
 
-def _read_table(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+def _read_table(path: Path, what: str, part: str, *, strict: bool = False) -> dict | None:
+    """A run record's op-counts or profiles file, its shape checked (bad input naming it when
+    damaged); None when the record has none, or (unless `strict`) one of another schema."""
+    data = _load(path, what)
+    if data is None:
         return None
-    return data if isinstance(data, dict) and data.get("schema") == _PROFILE_SCHEMA else None
+    if data.get("schema") != _PROFILE_SCHEMA:
+        why = f"{what} of schema {trust.shown(data.get('schema'))}, not {_PROFILE_SCHEMA}"
+        if strict:
+            raise BadInput(f"{path}: {why}; refused")
+        left_out(path, why)
+        return None
+    if not isinstance(data.get(part), dict):
+        raise BadInput(f"{path}: {what} holds no {part!r} object; refused")
+    check = _check_op_count if part == "rows" else _check_profile
+    for key, entry in data[part].items():
+        if not isinstance(entry, dict):
+            raise BadInput(f"{path}: entry {trust.shown(key)} is not an object; refused")
+        check(entry, f"{path}: entry {trust.shown(key)}")
+    if part == "workloads":
+        _check_types(data, {"skipped": "object"}, path)
+    return data
+
+
+def _check_op_count(entry: dict, where: str) -> None:
+    """{"unit", "total", "counts": {operator: count}} or {"error": text}."""
+    _check_types(entry, {"unit": "text", "total": "number", "error": "text"}, where)
+    counts = entry.get("counts")
+    if counts is not None and not (
+        isinstance(counts, dict)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in counts.values())
+    ):
+        raise BadInput(f"{where}: 'counts' are not whole numbers per operator; refused")
+
+
+def _check_profile(entry: dict, where: str) -> None:
+    """{label: SUMMARY | {"error": text}} or {"error": text} (harness.measure.profiles)."""
+    for label, summary in entry.items():
+        if label == "error":
+            _check_types(entry, {"error": "text"}, where)
+            continue
+        if not isinstance(summary, dict):
+            raise BadInput(f"{where}: target {trust.shown(label)} is not an object; refused")
+        here = f"{where}, target {trust.shown(label)}"
+        if "error" in summary:
+            _check_types(summary, {"error": "text"}, here)
+            continue
+        totals = {"self_cpu_us": "number", "self_cuda_us": "number", "device": "text"}
+        _check_types(summary, {**totals, "ops": "objects"}, here)
+        _require(summary, ("self_cpu_us", "self_cuda_us", "ops"), here)
+        for op in summary["ops"]:
+            kinds = {"name": "text", "calls": "number", "self_cpu_us": "number"}
+            _check_types(op, {**kinds, "self_cuda_us": "number"}, here)
+            _require(op, tuple(kinds), here)
 
 
 def read_op_counts(run_dir: Path) -> dict | None:
     """ROW -> {"unit", "total", "counts"} of a run record, or None when it stores none."""
-    data = _read_table(Path(run_dir) / OP_COUNTS)
-    return data.get("rows") if data and isinstance(data.get("rows"), dict) else None
+    data = _read_table(Path(run_dir) / OP_COUNTS, "op counts file", "rows")
+    return data["rows"] if data else None
 
 
 def read_profiles(run_dir: Path) -> dict | None:
     """The run's profiles.json (harness.measure.profiles), or None when it stores none."""
-    data = _read_table(Path(run_dir) / PROFILES)
-    return data if data and isinstance(data.get("workloads"), dict) else None
+    return _read_table(Path(run_dir) / PROFILES, "profiles file", "workloads")
+
+
+def read_operator_file(run_dir: Path, name: str) -> dict | None:
+    """The whole OP_COUNTS or PROFILES file of a record, checked, for `harness merge` to join;
+    one of another schema is bad input there (it cannot be joined)."""
+    what, part = {OP_COUNTS: ("op counts file", "rows"), PROFILES: ("profiles file", "workloads")}[
+        name
+    ]
+    return _read_table(Path(run_dir) / name, what, part, strict=True)
+
+
+# an instruction row's summary (harness.measure.callgrind.summarize, measure.instructions): the
+# keys the gate, history and `harness ab` read, and their types
+_SUMMARY_KINDS = {
+    "per_call": "number",
+    "fingerprint": "object",
+    "functions": "objects",
+    "functions_total": "number",
+    "groups": "object",
+    "layouts": "numbers",
+    "tolerance": "number",
+    "what": "text",
+    "workload": "text",
+    "times": "texts",
+}
+_FUNCTION_KINDS = {"function": "text", "group": "text", "self": "number", "inclusive": "number"}
+
+
+def instruction_files(run_dir: Path) -> list[tuple[Path, dict]]:
+    """(path, content) of every instruction-count file of a record (INSTRUCTIONS/<suite>.<Class>
+    .json), each checked: a damaged one is bad input naming it (the gate judges these rows)."""
+    out = []
+    for path, data in _json_files(Path(run_dir) / INSTRUCTIONS, "instruction counts file"):
+        _check_types(
+            data,
+            {
+                "rows": "object",
+                "fingerprint": "object",
+                "not_counted": "object",
+                "failed": "object",
+            },
+            path,
+        )
+        for row, summary in (data.get("rows") or {}).items():
+            here = f"{path}: row {trust.shown(row)}"
+            if not isinstance(summary, dict):
+                raise BadInput(f"{here} is not an object; refused")
+            _check_types(summary, _SUMMARY_KINDS, here)
+            for f in summary.get("functions") or []:
+                _check_types(f, _FUNCTION_KINDS, here)
+                if f.get("function") is None or f.get("self") is None:
+                    raise BadInput(f"{here}: a function entry lacks 'function' or 'self'; refused")
+            if not all(_is("number", v) for v in (summary.get("groups") or {}).values()):
+                raise BadInput(f"{here}: 'groups' are not numbers per group; refused")
+        out.append((path, data))
+    return out
 
 
 def read_instructions(run_dir: Path) -> dict[str, dict]:
@@ -196,13 +368,10 @@ def read_instructions(run_dir: Path) -> dict[str, dict]:
     fingerprint of its valgrind process, and what the row's own count depends on besides (a
     compile row's inductor instruction set), under "fingerprint". Empty when it keeps none."""
     out: dict[str, dict] = {}
-    for data in _json_files(Path(run_dir) / INSTRUCTIONS):
-        if not isinstance(data.get("rows"), dict):
-            continue
-        for row, summary in data["rows"].items():
-            if isinstance(summary, dict):
-                own = summary.get("fingerprint") or {}
-                out[row] = dict(summary, fingerprint={**(data.get("fingerprint") or {}), **own})
+    for _, data in instruction_files(run_dir):
+        for row, summary in (data.get("rows") or {}).items():
+            own = summary.get("fingerprint") or {}
+            out[row] = dict(summary, fingerprint={**(data.get("fingerprint") or {}), **own})
     return out
 
 
@@ -210,24 +379,101 @@ def read_not_counted(run_dir: Path) -> dict[str, str]:
     """Instruction rows a run did not count and why (a model that opted out, a row counted in
     full runs only, a row that failed): row -> reason."""
     out: dict[str, str] = {}
-    for data in _json_files(Path(run_dir) / INSTRUCTIONS):
+    for _, data in instruction_files(run_dir):
         for key in ("not_counted", "failed"):
-            table = data.get(key)
-            if isinstance(table, dict):
-                out.update({str(k): str(v) for k, v in table.items()})
+            out.update({str(k): str(v) for k, v in (data.get(key) or {}).items()})
     return out
 
 
-def _json_files(folder: Path):
-    """The JSON objects of a record's folder of per-row files, in name order; a damaged or
-    foreign file is no row (skipped)."""
+def _json_files(folder: Path, what: str):
+    """(path, JSON object) of each file of a record's folder of per-row files, in name order.
+    A folder or file that is a symbolic link, or a file that is not a JSON object, is bad
+    input naming it."""
+    folder = Path(folder)
+    if folder.is_symlink():
+        raise BadInput(
+            f"{folder}: a symbolic link in a run record; refused (links are not followed)"
+        )
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
-            yield data
+        yield path, trust.load_object(path, what)
+
+
+def _load(path: Path, what: str) -> dict | None:
+    """A JSON object a record keeps (trust.load: size, nesting, links), None when absent."""
+    try:
+        return trust.load_object(path, what)
+    except FileNotFoundError:
+        return None
+
+
+def _is(kind: str, x) -> bool:
+    """Whether `x` is of `kind` (None, absent, is every kind)."""
+    if x is None:
+        return True
+    if kind == "number":
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+    if kind == "numbers":
+        return isinstance(x, list) and all(x is not None and _is("number", i) for i in x)
+    if kind == "text":
+        return isinstance(x, str)
+    if kind == "texts":
+        return isinstance(x, list) and all(isinstance(i, str) for i in x)
+    if kind == "flag":
+        return isinstance(x, bool)
+    if kind == "object":
+        return isinstance(x, dict)
+    if kind == "objects":
+        return isinstance(x, list) and all(isinstance(i, dict) for i in x)
+    if kind == "run id":
+        return trust.is_run_id(x)
+    if kind == "machine name":
+        return trust.is_machine(x)
+    raise ValueError(kind)
+
+
+_KIND_TEXT = {
+    "number": "a number",
+    "numbers": "a list of numbers",
+    "text": "a string",
+    "texts": "a list of strings",
+    "flag": "true or false",
+    "object": "an object",
+    "objects": "a list of objects",
+    "run id": f"a run id ({trust.RUN_ID_RULE})",
+    "machine name": f"a machine name ({trust.MACHINE_RULE})",
+}
+
+
+def _check_types(data: dict, kinds: dict[str, str], where) -> None:
+    """Bad input naming `where` and the key when a key of `data` is not of its kind."""
+    for key, kind in kinds.items():
+        if key in data and not _is(kind, data[key]):
+            named = kind in ("run id", "machine name") and isinstance(data[key], str)
+            got = trust.shown(data[key]) if named else f"a JSON {type(data[key]).__name__}"
+            raise BadInput(
+                f"{where}: {key!r} is not {_KIND_TEXT[kind]} (got {got}); refused (the "
+                "record is damaged or not the harness's)"
+            )
+
+
+def _require(data: dict, keys: tuple[str, ...], where) -> None:
+    missing = [k for k in keys if data.get(k) is None]
+    if missing:
+        raise BadInput(
+            f"{where}: no {', '.join(map(repr, missing))}; refused (the record is damaged)"
+        )
+
+
+_told: set[str] = set()
+
+
+def left_out(path, why: str) -> None:
+    """Say on stderr, once per process, that a record or file was left out and why (the others
+    go on). The name is shown escaped: it may come from elsewhere."""
+    line = f"harness: left out {trust.shown(str(path), 300)}: {why}"
+    if line not in _told:
+        _told.add(line)
+        print(line, file=sys.stderr)
 
 
 def runs_dir(root: Path) -> Path:
@@ -238,42 +484,135 @@ def view_dir(root: Path) -> Path:
     return Path(root) / "asv"
 
 
+_LABEL_MAX = 100  # characters of a run label (a run id stays within trust.MAX_NAME)
+
+
 def new_run_id(commit: str, label: str | None = None, now: datetime.datetime | None = None) -> str:
     """`<UTC start time>-<sha8>-<6 hex>[-label]`: sorts by start time; the random part keeps two
-    runs of one commit started in the same second (two CI jobs, two terminals) apart."""
-    if label and not _LABEL.match(label):
-        raise BadInput(f"run label {label!r} may hold only letters, digits, '_' and '.'")
+    runs of one commit started in the same second (two CI jobs, two terminals) apart. The commit
+    part keeps only ASCII letters and digits (a commit hash read from an asv file may be
+    anything), so the id is always a run id by trust.RUN_ID_RULE."""
+    if label and (not _LABEL.match(label) or len(label) > _LABEL_MAX):
+        raise BadInput(
+            f"run label {trust.shown(label)} may hold only letters, digits, '_' and '.' "
+            f"(at most {_LABEL_MAX})"
+        )
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    return f"{now:%Y%m%dT%H%M%SZ}-{commit[:8]}-{secrets.token_hex(3)}" + (
-        f"-{label}" if label else ""
-    )
+    sha = re.sub(r"[^A-Za-z0-9]", "", commit if isinstance(commit, str) else "")[:8]
+    return f"{now:%Y%m%dT%H%M%SZ}-{sha}-{secrets.token_hex(3)}" + (f"-{label}" if label else "")
+
+
+# run.json keys that code reads, and their types (a key may be absent or null)
+_META_KINDS = {
+    **{
+        k: "text"
+        for k in (
+            "run_id",
+            "commit",
+            "label",
+            "started",
+            "finished",
+            "shard",
+            "mode",
+            "launch_method",
+            "operator_pass",
+            "imported_from",
+            "imported_sha256",
+        )
+    },
+    "machine": "machine name",
+    **{k: "flag" for k in ("quick", "dirty", "complete", "profiled")},
+    "suites": "texts",
+    "benches": "texts",
+    "merged_from": "objects",
+    "worktree": "object",
+    "ab": "object",
+    "bisect": "object",
+}
+_MERGED_FROM_KINDS = {
+    "run_id": "run id",
+    "shard": "text",
+    "cases": "number",
+    "asv_wall_s": "number",
+}
+_WORKTREE_KINDS = {
+    "diff_sha256": "text",
+    "diff_sha256_of_sources": "texts",
+    "changed": "texts",
+    "untracked": "texts",
+    "changed_total": "number",
+    "untracked_total": "number",
+}
+_BISECT_KINDS = {"role": "text", "against": "run id"}
+
+
+def check_meta(meta, where) -> dict:
+    """A run.json's content, its types checked (bad input naming `where` otherwise)."""
+    if not isinstance(meta, dict):
+        raise BadInput(f"{where}: {RUN_JSON} is not a JSON object; refused")
+    _check_types(meta, _META_KINDS, where)
+    for src in meta.get("merged_from") or []:
+        _check_types(src, _MERGED_FROM_KINDS, f"{where}: merged_from")
+    _check_types(meta.get("worktree") or {}, _WORKTREE_KINDS, f"{where}: worktree")
+    _check_types(meta.get("bisect") or {}, _BISECT_KINDS, f"{where}: bisect")
+    return meta
+
+
+def _why_not_record(path: Path, meta: dict) -> str:
+    """Why the record in `path` may not be used under the machine it names ("" when it may):
+    run.json's machine is the folder's where the record lies in runs/<machine>/ or
+    baselines/<machine>/, and without one the folder's name is a machine name."""
+    named, folder = meta.get("machine"), path.parent.name
+    if named:
+        if path.parent.parent.name in ("runs", "baselines") and named != folder:
+            return (
+                f"{RUN_JSON} names machine {trust.shown(named)} but the record lies in "
+                f"{trust.shown(folder)}/"
+            )
+        return ""
+    return trust.why_not_machine(folder)
+
+
+def _load_meta(path: Path) -> dict:
+    """run.json of the record in `path`, checked (trust.load, check_meta, _why_not_record)."""
+    where = Path(path) / RUN_JSON
+    meta = check_meta(trust.load(where, RUN_JSON), where)
+    why = _why_not_record(Path(path), meta)
+    if why:
+        raise BadInput(f"{path}: {why}; refused")
+    return meta
 
 
 def _read_meta(path: Path) -> dict | None:
+    """run.json as a JSON object, None when it is missing or unreadable (check_whole)."""
     try:
-        data = json.loads((path / RUN_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = trust.load(Path(path) / RUN_JSON, RUN_JSON)
+    except (OSError, BadInput):
         return None
     return data if isinstance(data, dict) else None
 
 
 def load_record(path: Path) -> RunRecord:
-    meta = _read_meta(path)
-    if meta is None:
+    path = Path(path)
+    if path.is_symlink():
+        raise BadInput(
+            f"{path}: a symbolic link, not a run record; refused (links are not followed)"
+        )
+    if not (path / RUN_JSON).is_file():
         raise BadInput(
             f"{path} is not a run record (no readable {RUN_JSON}); name a folder under "
             "results/runs/<machine>/"
         )
-    return RunRecord(Path(path), meta)
+    return RunRecord(path, _load_meta(path))
 
 
 def record_of(path: Path) -> RunRecord | None:
-    """The run record a file or folder lies in, if any."""
+    """The run record a file or folder lies in, if any (bad input when its run.json is
+    damaged)."""
     path = Path(path).resolve()
     for d in (path, *path.parents):
         if (d / RUN_JSON).is_file():
-            meta = _read_meta(d)
-            return RunRecord(d, meta) if meta is not None else None
+            return RunRecord(d, _load_meta(d))
     return None
 
 
@@ -289,23 +628,77 @@ def merged_into_others(runs: list[RunRecord]) -> set[str]:
 
 
 def machines(root: Path) -> list[str]:
+    """The machine folders of runs/: a folder that is a symbolic link, or whose name is not a
+    machine name, is left out with a line."""
     d = runs_dir(root)
-    return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
+    if not d.is_dir():
+        return []
+    out = []
+    for p in sorted(d.iterdir()):
+        if p.is_symlink():
+            left_out(p, "a symbolic link in runs/, not followed")
+        elif p.is_dir():
+            why = trust.why_not_machine(p.name)
+            if why:
+                left_out(p, why)
+            else:
+                out.append(p.name)
+    return out
 
 
 def list_runs(root: Path, machine: str | None = None) -> list[RunRecord]:
-    """Every complete run record, oldest first (run ids sort by start time)."""
+    """Every complete run record, oldest first (run ids sort by start time). A record that
+    cannot be used is left out with a line naming it (refused_runs says why), never followed
+    through a link."""
     out = []
     for m in [machine] if machine else machines(root):
-        d = runs_dir(root) / m
-        if not d.is_dir():
-            continue
-        for p in sorted(d.iterdir()):
-            if p.is_dir() and not p.name.startswith("."):
-                meta = _read_meta(p)
-                if meta is not None:
-                    out.append(RunRecord(p, meta))
+        found, refused = _scan(root, m)
+        out += found
+        for path, why in refused:
+            left_out(path, why)
     return sorted(out, key=lambda r: (r.run_id, r.machine))
+
+
+def refused_runs(root: Path, machine: str | None = None) -> list[tuple[Path, str]]:
+    """(folder, why) of every folder under runs/<machine>/ that list_runs leaves out."""
+    out = []
+    for m in [machine] if machine else machines(root):
+        out += _scan(root, m)[1]
+    return out
+
+
+def _scan(root: Path, machine: str) -> tuple[list[RunRecord], list[tuple[Path, str]]]:
+    trust.check_machine(machine, str(runs_dir(root)))
+    d = runs_dir(root) / machine
+    if d.is_symlink():
+        return [], [(d, "a symbolic link in runs/, not followed")]
+    if not d.is_dir():
+        return [], []
+    found, refused = [], []
+    with os.scandir(d) as entries:  # the entries' types without a stat each
+        entries = sorted(entries, key=lambda e: e.name)
+    for entry in entries:
+        p = d / entry.name
+        if entry.name.startswith("."):
+            continue  # a run being written (STAGING), or not the harness's
+        if entry.is_symlink():
+            refused.append((p, "a symbolic link, not a run record (never followed)"))
+            continue
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            meta = _load_meta(p)
+        except FileNotFoundError:
+            continue  # no run.json: not a record
+        except BadInput as exc:
+            refused.append((p, str(exc).removeprefix(f"{p}: ").replace(f"{p}{os.sep}", "")))
+            continue
+        why = trust.why_not_run_id(p.name)
+        if why:
+            refused.append((p, why))
+        else:
+            found.append(RunRecord(p, meta))
+    return found, refused
 
 
 @contextlib.contextmanager
@@ -315,7 +708,10 @@ def writing(root: Path, machine: str, run_id: str, meta: dict):
     A run that saved a result file is kept even when the code inside raised (half a suite is
     still data); a staging folder with no result is removed (the harness made it).
     """
-    final = runs_dir(root) / machine / run_id
+    trust.check_machine(machine, "a run record's machine")
+    trust.check_run_id(run_id, "a run record's id")
+    # inside the results root with no link on the way (runs/ and runs/<machine> included)
+    final = trust.inside(root, f"runs/{machine}/{run_id}")
     if final.exists():
         raise BadInput(f"run record {final} already exists; run records are never overwritten")
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -377,10 +773,10 @@ def write_manifest(folder: Path, machine: str, run_id: str) -> None:
 def read_manifest(folder: Path) -> dict | None:
     """The record's own manifest, or None when it has none (written before manifests existed)."""
     try:
-        data = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+        data = trust.load(Path(folder) / MANIFEST, MANIFEST)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError):
+    except (OSError, BadInput):
         return {}  # there but unreadable: check_whole names it
     return data if isinstance(data, dict) else {}
 
@@ -435,10 +831,17 @@ def check_whole(folder: Path, machine: str, run_id: str, manifest: dict | None =
 
 def copy_record(record: RunRecord, dest_parent: Path) -> Path:
     """A copy of a run record under `dest_parent` (baselines); never replaces an existing copy."""
-    dest = Path(dest_parent) / record.run_id
+    trust.check_run_id(record.run_id, str(record.path))
+    links = trust.links_in(record.path)
+    if links:
+        raise BadInput(
+            f"{record.path}: holds a symbolic link ({links[0]}); refused (a copy would take "
+            "the link's target)"
+        )
+    Path(dest_parent).mkdir(parents=True, exist_ok=True)
+    dest = trust.inside(dest_parent, record.run_id)
     if dest.exists():
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f".staging-{record.run_id}-{os.getpid()}"
     shutil.copytree(record.path, tmp)
     os.rename(tmp, dest)
@@ -466,14 +869,26 @@ def _start_of(result_file: Path) -> datetime.datetime:
     """When an old result's run started: asv's earliest `started_at`, else the file's mtime."""
     stamps = []
     try:
-        data = json.loads(result_file.read_text(encoding="utf-8"))
+        data = trust.load(result_file, "asv result file")
         started = data.get("started_at") if isinstance(data, dict) else None
         if isinstance(started, dict):
-            stamps = [v for v in started.values() if isinstance(v, (int, float))]
-    except (OSError, ValueError):
-        pass
-    seconds = min(stamps) / 1000 if stamps else result_file.stat().st_mtime
-    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+            stamps = [v for v in started.values() if _is("number", v)]
+    except (OSError, BadInput):
+        pass  # the file's own time; loading it names what is wrong
+    try:
+        return datetime.datetime.fromtimestamp(min(stamps) / 1000, datetime.timezone.utc)
+    except (ValueError, OverflowError, OSError):  # none, or out of range
+        return datetime.datetime.fromtimestamp(result_file.stat().st_mtime, datetime.timezone.utc)
+
+
+def _commit_of(result_file: Path) -> str:
+    """The commit an asv result file names (its `commit_hash`), else its name's first part."""
+    try:
+        data = trust.load(result_file, "asv result file")
+    except (OSError, BadInput):
+        data = None
+    commit = data.get("commit_hash") if isinstance(data, dict) else None
+    return commit if isinstance(commit, str) and commit else result_file.name.split("-")[0]
 
 
 def import_result(
@@ -489,16 +904,15 @@ def import_result(
     The source is left where it is. Returns None when that exact file is kept already. `known`:
     the contents kept so far (_known_hashes), read once by a caller importing many files and
     extended here."""
+    trust.check_machine(machine, str(result_file))
+    if result_file.is_symlink():
+        raise BadInput(f"{result_file}: a symbolic link; not imported (links are not followed)")
     known = _known_hashes(root) if known is None else known
     digest = _sha256(result_file)
     if digest in known:
         return None
     known.add(digest)
-    try:
-        commit = json.loads(result_file.read_text(encoding="utf-8")).get("commit_hash") or ""
-    except (ValueError, AttributeError):
-        commit = ""
-    commit = commit if isinstance(commit, str) and commit else result_file.name.split("-")[0]
+    commit = _commit_of(result_file)
     run_id = new_run_id(commit, label, _start_of(result_file))
     while (runs_dir(root) / machine / run_id).exists():
         run_id += "_"
@@ -513,22 +927,96 @@ def import_result(
         dest = staging / "asv" / machine
         dest.mkdir(parents=True)
         shutil.copy2(result_file, dest / result_file.name)
-        machine_json = result_file.parent / "machine.json"
-        if machine_json.is_file():
-            shutil.copy2(machine_json, dest / "machine.json")
-        if benchmarks_json and benchmarks_json.is_file():
-            shutil.copy2(benchmarks_json, staging / "asv" / "benchmarks.json")
-        if fingerprint and fingerprint.is_file():
-            shutil.copy2(fingerprint, staging / FINGERPRINT)
+        # beside it, what it came with: plain files only (a link's target is not copied in)
+        for src, to in (
+            (result_file.parent / "machine.json", dest / "machine.json"),
+            (benchmarks_json, staging / "asv" / "benchmarks.json"),
+            (fingerprint, staging / FINGERPRINT),
+        ):
+            if src and src.is_file() and not src.is_symlink():
+                shutil.copy2(src, to)
     return load_record(runs_dir(root) / machine / run_id)
 
 
-def _manifest(root: Path) -> dict:
+def _view_state(root: Path) -> dict[str, dict]:
+    """The view's own state file (VIEW_MANIFEST), read as input like any other: rel -> entry
+    for entries naming a file the view may hold (`<machine>/<file>.json`, both names checked,
+    "run" a run id or null). Other entries, and a damaged file (read as empty), are ignored
+    with a line: never deleted or written through."""
+    path = view_dir(root) / VIEW_MANIFEST
     try:
-        data = json.loads((view_dir(root) / VIEW_MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = trust.load_object(path, "asv view state file")
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    except BadInput as exc:
+        left_out(path, f"{str(exc).removeprefix(f'{path}: ')} (read as empty)")
+        return {}
+    files = data.get("files")
+    if not isinstance(files, dict):
+        if files is not None:
+            left_out(path, "'files' is not an object (read as empty)")
+        return {}
+    out = {}
+    for rel, entry in files.items():
+        why = _why_not_view_file(rel)
+        if not why and not isinstance(entry, dict):
+            why = "its entry is not an object"
+        if not why and not (entry.get("run") is None or trust.is_run_id(entry.get("run"))):
+            why = trust.why_not_run_id(entry.get("run"))
+        if why:
+            left_out(f"{path}: entry {trust.shown(rel)}", f"{why}; ignored")
+            continue
+        out[rel] = {
+            "run": entry.get("run"),
+            "sha256": entry.get("sha256") if isinstance(entry.get("sha256"), str) else None,
+            "adopted": entry.get("adopted") is True,
+        }
+    return out
+
+
+def _why_not_view_file(rel) -> str:
+    """Why `rel` may not name a result file of the view ("" when it may): `<machine>/<file>`."""
+    parts = rel.split("/") if isinstance(rel, str) else []
+    if len(parts) != 2:
+        return f"{trust.shown(rel)} is not <machine>/<file>.json"
+    machine, name = parts
+    if not trust.is_part(name) or not name.endswith(".json"):
+        return f"file name {trust.shown(name)} is not {trust.PART_RULE}, ending in .json"
+    return trust.why_not_machine(machine)
+
+
+def _result_files_in(folder: Path, label: str) -> list[tuple[Path, str, str]]:
+    """(file, machine, label) of the asv result files in `folder`'s machine folders (the view,
+    results/history/): folders and files that are links, or whose names are not the formats,
+    are left out with a line; so is a file over trust.MAX_FILE_BYTES."""
+    # a results folder that `harness calibrate` wrote keeps the per-row tables of its runs
+    # beside its machine folders (instructions/, row-facts/): those are no machine's results
+    own = {INSTRUCTIONS, ROW_FACTS, "baselines"}
+    out = []
+    for mdir in sorted(folder.iterdir()):
+        if mdir.name in own or mdir.name.startswith("."):
+            continue
+        if mdir.is_symlink():
+            left_out(mdir, "a symbolic link, not followed")
+            continue
+        if not mdir.is_dir():
+            continue
+        why = trust.why_not_machine(mdir.name)
+        if why:
+            left_out(mdir, why)
+            continue
+        for f in sorted(mdir.glob("*.json")):
+            if f.name in ASV_META or f.name.startswith("."):
+                continue
+            if f.is_symlink():
+                left_out(f, "a symbolic link, not followed")
+            elif not trust.is_part(f.name):
+                left_out(f, f"file name is not {trust.PART_RULE}")
+            elif f.is_file() and f.stat().st_size > trust.MAX_FILE_BYTES:
+                left_out(f, f"over the {trust.MAX_FILE_BYTES:,} bytes allowed")
+            elif f.is_file():
+                out.append((f, mdir.name, label))
+    return out
 
 
 def foreign_files(root: Path) -> list[tuple[Path, str, str]]:
@@ -536,28 +1024,16 @@ def foreign_files(root: Path) -> list[tuple[Path, str, str]]:
     the view did not write (old layout, hand-made asv runs) and the old nightly archive in
     results/history/. Reads only: resolving a run name never writes (import_foreign does)."""
     root = Path(root)
-    written = {
-        k: v.get("sha256")
-        for k, v in (_manifest(root).get("files") or {}).items()
-        if isinstance(v, dict)
-    }
+    written = {k: v["sha256"] for k, v in _view_state(root).items()}
     view = view_dir(root)
     candidates = []
-    if view.is_dir():
-        # a results folder that `harness calibrate` wrote keeps the per-row tables of its runs
-        # beside its machine folders (instructions/, row-facts/): those are no machine's results
-        own = {INSTRUCTIONS, ROW_FACTS}
-        for mdir in sorted(p for p in view.iterdir() if p.is_dir() and p.name not in own):
-            for f in sorted(mdir.glob("*.json")):
-                if f.name in ASV_META:
-                    continue
-                rel = f"{mdir.name}/{f.name}"
-                if written.get(rel) != _sha256(f):
-                    candidates.append((f, mdir.name, "imported"))
+    if view.is_dir() and not view.is_symlink():
+        for f, machine, label in _result_files_in(view, "imported"):
+            if written.get(f"{machine}/{f.name}") != _sha256(f):
+                candidates.append((f, machine, label))
     history = root / "history"
-    if history.is_dir():
-        for mdir in sorted(p for p in history.iterdir() if p.is_dir() and p.name != "baselines"):
-            candidates += [(f, mdir.name, "imported.history") for f in sorted(mdir.glob("*.json"))]
+    if history.is_dir() and not history.is_symlink():
+        candidates += _result_files_in(history, "imported.history")
     if candidates:  # the same content kept in a record already is not foreign
         known = _known_hashes(root)
         candidates = [c for c in candidates if _sha256(c[0]) not in known]
@@ -619,11 +1095,7 @@ def named_runs(root: Path, machine: str, *, skip_merged: bool = False) -> list[N
     for f, m, label in foreign_files(root):
         if m != machine:
             continue
-        try:
-            commit = json.loads(f.read_text(encoding="utf-8")).get("commit_hash") or ""
-        except (ValueError, AttributeError, OSError):
-            commit = ""
-        commit = commit if isinstance(commit, str) and commit else f.name.split("-")[0]
+        commit = _commit_of(f)
         out.append(
             Named(
                 f"{_start_of(f):%Y%m%dT%H%M%SZ}-{commit[:8]}-{label}",
@@ -640,9 +1112,26 @@ def foreign_machines(root: Path) -> list[str]:
     return sorted({m for _, m, _ in foreign_files(root)})
 
 
+def _view_input(rec: RunRecord) -> dict:
+    """What the view takes from a record besides its result files: its asv benchmarks.json
+    ({} when none). Bad input when anything under its asv/ is a symbolic link (the view would
+    copy the target) or the file is damaged."""
+    links = trust.links_in(rec.asv_dir) if os.path.lexists(rec.asv_dir) else []
+    if links:
+        raise BadInput(f"holds a symbolic link ({links[0].relative_to(rec.path)})")
+    try:
+        return trust.load_object(rec.asv_dir / "benchmarks.json", "asv benchmarks.json")
+    except FileNotFoundError:
+        return {}
+
+
 def rebuild_view(root: Path) -> Path:
     """Write results/asv/ from the run records: per machine, commit and asv environment the newest
-    run's result file; benchmarks.json the union (newest wins). Returns the view folder."""
+    run's result file; benchmarks.json the union (newest wins). Returns the view folder.
+
+    Every destination is checked to lie inside the results root with no link on the way
+    (trust.inside), its folder taken from the record's checked machine name; a record that
+    cannot be placed so is left out with a line, the rest is built."""
     root = Path(root)
     import_foreign(root)
     view = view_dir(root)
@@ -651,46 +1140,57 @@ def rebuild_view(root: Path) -> Path:
     # oldest first: later runs win, but a shard (part of a run) never hides a whole run or
     # the merged record of its shard set (harness merge)
     for rec in sorted(list_runs(root), key=lambda r: (not r.meta.get("shard"), r.run_id)):
+        try:
+            listed = _view_input(rec)
+        except BadInput as exc:
+            left_out(rec.path, f"{exc}; not in the asv view")
+            continue
         for f in rec.result_files():
             newest[f"{rec.machine}/{f.name}"] = rec
-        bj = rec.asv_dir / "benchmarks.json"
-        if bj.is_file():
-            try:
-                data = json.loads(bj.read_text(encoding="utf-8"))
-                if isinstance(data, dict):
-                    benchmarks.update(data)
-            except ValueError:
-                pass
-    before = _manifest(root).get("files") or {}
+        benchmarks.update(listed)
+    before = _view_state(root)
     files = {}
     for rel, rec in sorted(newest.items()):
         src = rec.asv_dir / rel
-        dest = view / rel
+        try:
+            dest = trust.inside(root, f"asv/{rel}")
+            machine_json = trust.inside(root, f"asv/{rec.machine}/machine.json")
+        except BadInput as exc:
+            left_out(rec.path, f"{exc}; not in the asv view")
+            continue
         data = src.read_bytes()
         # A file that was there before the view ever listed it (the old layout) is adopted, not
         # made: the view may refresh it but never deletes it.
-        adopted = bool(before.get(rel, {}).get("adopted")) if rel in before else dest.is_file()
+        adopted = before[rel]["adopted"] if rel in before else dest.is_file()
         if not dest.is_file() or dest.read_bytes() != data:
             write_atomic(dest, data)
         mj = rec.asv_dir / rec.machine / "machine.json"
         if mj.is_file():
-            write_atomic(view / rec.machine / "machine.json", mj.read_bytes())
+            write_atomic(machine_json, mj.read_bytes())
         files[rel] = {
             "run": rec.run_id,
             "sha256": hashlib.sha256(data).hexdigest(),
             "adopted": adopted,
         }
     if benchmarks:
-        write_json_atomic(view / "benchmarks.json", benchmarks)
+        write_json_atomic(trust.inside(root, "asv/benchmarks.json"), benchmarks)
     # files this view made and no longer holds (their run was pruned) go; adopted ones stay
     for rel, entry in before.items():
-        made = isinstance(entry, dict) and not entry.get("adopted")
-        if rel not in files and made and (view / rel).is_file():
-            (view / rel).unlink()
-        elif rel not in files and not made and (view / rel).is_file():
+        if rel in files:
+            continue
+        try:
+            target = trust.inside(root, f"asv/{rel}")
+        except BadInput as exc:
+            left_out(view / VIEW_MANIFEST, f"{exc}; not removed")
+            continue
+        if not target.is_file():
+            continue
+        if entry["adopted"]:
             files[rel] = dict(entry, run=None)  # listed: never imported twice, never taken as made
+        else:
+            target.unlink()
     if files or view.is_dir():
-        write_json_atomic(view / VIEW_MANIFEST, {"files": files})
+        write_json_atomic(trust.inside(root, f"asv/{VIEW_MANIFEST}"), {"files": files})
     return view
 
 
@@ -702,10 +1202,10 @@ def record_for_view_file(root: Path, path: Path) -> RunRecord | None:
         rel = path.relative_to(view).as_posix()
     except ValueError:
         return None
-    entry = (_manifest(root).get("files") or {}).get(rel)
-    if not isinstance(entry, dict):
+    entry = _view_state(root).get(rel)
+    if not entry or not entry["run"]:
         return None
-    rec_path = runs_dir(root) / rel.split("/")[0] / str(entry.get("run"))
+    rec_path = runs_dir(root) / rel.split("/")[0] / entry["run"]
     return load_record(rec_path) if (rec_path / RUN_JSON).is_file() else None
 
 
@@ -772,26 +1272,42 @@ def unfinished(root: Path, machine: str | None = None) -> list[Unfinished]:
     """Every staging folder under runs/ (or one machine's), oldest name first."""
     out = []
     for m in [machine] if machine else machines(root):
+        trust.check_machine(m, str(runs_dir(root)))
         d = runs_dir(root) / m
+        if d.is_symlink():
+            left_out(d, "a symbolic link in runs/, not followed")
+            continue
         for p in sorted(d.glob(STAGING + "*")) if d.is_dir() else []:
-            tail = p.name.rsplit("-", 1)[-1]
+            if p.is_symlink():  # not a folder the harness made: never removed through
+                left_out(p, "a symbolic link named like a staging folder, not followed")
+                continue
+            run_id, _, tail = p.name.removeprefix(STAGING).rpartition("-")
+            if not trust.is_run_id(run_id):  # STAGING<run id>-<pid> is what the harness makes
+                left_out(p, "named like a staging folder but not one the harness makes; kept")
+                continue
             out.append(Unfinished(p, int(tail) if tail.isdigit() else None))
     return out
 
 
+def _own(path: Path, what: str) -> None:
+    """Bad input unless `path` lies in runs/<machine>/ with no symbolic link from runs/ on."""
+    if path.is_symlink() or path.parent.is_symlink() or path.parent.parent.name != "runs":
+        raise BadInput(
+            f"{path} is not {what} under runs/ (or is reached through a link); not removed"
+        )
+
+
 def remove_unfinished(item: Unfinished) -> None:
     """Delete a staging folder whose writer is gone (only `.staging-*` folders under runs/)."""
-    if (
-        item.running
-        or not item.path.name.startswith(STAGING)
-        or item.path.parent.parent.name != "runs"
-    ):
+    if item.running or not item.path.name.startswith(STAGING):
         raise BadInput(f"{item.path} is not an abandoned staging folder; not removed")
+    _own(item.path, "an abandoned staging folder")
     shutil.rmtree(item.path)
 
 
 def remove(record: RunRecord) -> None:
-    """Delete one run record (only folders holding run.json, under runs/)."""
-    if not (record.path / RUN_JSON).is_file() or record.path.parent.parent.name != "runs":
+    """Delete one run record (only folders holding run.json, under runs/, not through links)."""
+    _own(record.path, "a run record")
+    if not (record.path / RUN_JSON).is_file():
         raise BadInput(f"{record.path} is not a run record under runs/; not removed")
     shutil.rmtree(record.path)

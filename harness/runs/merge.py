@@ -9,6 +9,10 @@ benchmarks.json, their machine.json and a fingerprint, so `asv publish`, `asv co
 a shard, and `harness history` counts the merged record, not its sources again.
 
 Refused (bad input, exit 3), nothing written:
+- a source that is not a run record under its machine's name: its run.json and its asv result
+  file must name the same machine (a checked machine name, harness.core.trust), which is where
+  the merged record goes; a source holding a symbolic link; a damaged result, benchmarks,
+  instruction, op-count or profile file (named);
 - sources of different machines, commits or asv environments, or run in different modes;
 - a benchmark present in two sources (named, with both runs);
 - shards K/N of different splits, one shard twice, or (unless `partial`) a shard missing;
@@ -18,12 +22,11 @@ Refused (bad input, exit 3), nothing written:
 
 from __future__ import annotations
 
-import json
 import pathlib
 import shutil
 import tempfile
 
-from harness.core import provenance, records
+from harness.core import provenance, records, trust
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.verdict.results import (
@@ -51,9 +54,26 @@ def _sources(specs: list[str], root: pathlib.Path, machine: str | None) -> list[
             )
         if rec.path in seen:
             raise BadInput(f"{spec!r} names run {rec.run_id} a second time; name each shard once")
+        links = trust.links_in(rec.path)
+        if links:
+            raise BadInput(
+                f"run {rec.path} holds a symbolic link ({links[0].relative_to(rec.path)}); "
+                "refused (a merge never copies a link's target)"
+            )
         seen.add(rec.path)
         out.append(rec)
     return out
+
+
+def _check_machine(rec: records.RunRecord, rs) -> None:
+    """The merged record goes under its sources' machine name: the run record's (checked when it
+    was read), which its asv result file must name too (never a path taken from that file)."""
+    trust.check_machine(rec.machine, str(rec.path))
+    if rs.machine != rec.machine:
+        raise BadInput(
+            f"{rs.path}: the asv result file names machine {trust.shown(rs.machine)}, its run "
+            f"record {trust.shown(rec.machine)}; refused (merge runs that `harness bench` wrote)"
+        )
 
 
 def _check_same(recs, sets, allow_env_change: bool, log) -> None:
@@ -95,7 +115,9 @@ def _check_same(recs, sets, allow_env_change: bool, log) -> None:
 def _merged_json(files: list[pathlib.Path], recs) -> dict:
     """One asv result file (format version 2) with every source's benchmarks; columns are
     aligned by name in case two asv versions wrote them in another order."""
-    datas = [json.loads(f.read_text(encoding="utf-8")) for f in files]
+    datas = [trust.load_object(f, "asv result file") for f in files]
+    for f, data in zip(files, datas):
+        _check_result_shape(f, data)
     out = dict(datas[0])
     columns = list(out["result_columns"])
     owner: dict[str, str] = {}
@@ -118,10 +140,25 @@ def _merged_json(files: list[pathlib.Path], recs) -> dict:
             by_col = dict(zip(cols, row))
             results[name] = [by_col.get(c) for c in columns]
         for key, value in (data.get("durations") or {}).items():
-            durations[key] = max(durations.get(key, 0.0), value)
+            durations[key] = max(durations.get(key, 0.0), float(value))
     out["results"] = dict(sorted(results.items()))
     out["durations"] = durations
     return out
+
+
+def _check_result_shape(path: pathlib.Path, data: dict) -> None:
+    """What _merged_json reads of an asv result file, beyond what asv's loader checked."""
+    columns, results = data.get("result_columns"), data.get("results")
+    durations = data.get("durations")
+    if not (isinstance(columns, list) and all(isinstance(c, str) for c in columns)):
+        raise BadInput(f"{path}: 'result_columns' is not a list of names; refused")
+    if not isinstance(results, dict) or not all(isinstance(r, list) for r in results.values()):
+        raise BadInput(f"{path}: 'results' is not an object of rows; refused")
+    if durations is not None and not (
+        isinstance(durations, dict)
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in durations.values())
+    ):
+        raise BadInput(f"{path}: 'durations' are not seconds per benchmark; refused")
 
 
 def _check_shard_set(recs, partial: bool) -> None:
@@ -161,32 +198,35 @@ def _check_shard_set(recs, partial: bool) -> None:
         )
 
 
-def _merge_operator_files(recs, staging: pathlib.Path) -> None:
-    """The shards' per-operator counts and profile summaries (harness.measure.profiles), joined:
-    each shard's operator pass covered only its own benchmarks."""
+def _operator_files(recs) -> dict[str, dict]:
+    """The shards' per-operator counts, profile summaries (harness.measure.profiles) and
+    instruction counts, joined (relative path in the record -> content): each shard's operator
+    pass covered only its own benchmarks. Read and checked before anything is written (a
+    damaged file is bad input naming it)."""
     from harness.measure import profiles
 
+    out = {}
     for name, part in ((profiles.OP_COUNTS, "rows"), (profiles.PROFILES, "workloads")):
-        datas = [
-            json.loads((r.path / name).read_text(encoding="utf-8"))
-            for r in recs
-            if (r.path / name).is_file()
-        ]
+        datas = [d for r in recs if (d := records.read_operator_file(r.path, name)) is not None]
         if datas:
-            joined = {**datas[0], part: {k: v for d in datas for k, v in d.get(part, {}).items()}}
+            joined = {**datas[0], part: {k: v for d in datas for k, v in d[part].items()}}
             if part == "workloads":
-                joined["skipped"] = {k: v for d in datas for k, v in d.get("skipped", {}).items()}
-            write_json_atomic(staging / name, joined)
+                joined["skipped"] = {
+                    k: v for d in datas for k, v in (d.get("skipped") or {}).items()
+                }
+            out[name] = joined
     # instruction counts: one file per valgrind process, named by suite and class; a class split
     # over shards (a --bench selection) has its rows joined
     counted: dict[str, dict] = {}
     for rec in recs:
-        for path in sorted((rec.path / records.INSTRUCTIONS).glob("*.json")):
-            data = json.loads(path.read_text(encoding="utf-8"))
+        for path, data in records.instruction_files(rec.path):
+            if not trust.is_part(path.name):
+                raise BadInput(f"{path}: file name is not {trust.PART_RULE}; refused")
             have = counted.setdefault(path.name, {**data, "rows": {}})
             have["rows"].update(data.get("rows") or {})
     for name, data in counted.items():
-        write_json_atomic(staging / records.INSTRUCTIONS / name, data)
+        out[f"{records.INSTRUCTIONS}/{name}"] = data
+    return out
 
 
 def merge(
@@ -203,12 +243,16 @@ def merge(
     recs = _sources(specs, root, machine)
     files = [r.result_file() for r in recs]
     sets = [load(f) for f in files]  # asv's loader, checked strictly: a damaged shard is exit 3
+    for rec, rs in zip(recs, sets):
+        _check_machine(rec, rs)
     _check_same(recs, sets, allow_env_change, log)
     merged = _merged_json(files, recs)  # a benchmark in two runs is named here
     _check_shard_set(recs, partial)
+    operator_files = _operator_files(recs)
     first, rs = recs[0], sets[0]
+    where = first.machine  # a checked name: the sources' run records' and result files' machine
     run_id = records.new_run_id(rs.commit, label or "merged")
-    while (records.runs_dir(root) / rs.machine / run_id).exists():
+    while (records.runs_dir(root) / where / run_id).exists():
         run_id += "_"
     suites = sorted({s for r in recs for s in r.meta.get("suites", [])})
     sources = [
@@ -239,20 +283,21 @@ def merge(
     with tempfile.TemporaryDirectory(prefix="harness-merge-") as tmp:
         # built and read back aside first: a record in runs/ is never one that fails to load
         asv_dir = pathlib.Path(tmp) / "asv"
-        (asv_dir / rs.machine).mkdir(parents=True)
+        (asv_dir / where).mkdir(parents=True)
         benchmarks = {}
         for r in recs:
             bj = r.asv_dir / "benchmarks.json"
             if bj.is_file():
-                benchmarks.update(json.loads(bj.read_text(encoding="utf-8")))
+                benchmarks.update(trust.load_object(bj, "asv benchmarks.json"))
         write_json_atomic(asv_dir / "benchmarks.json", benchmarks)
-        mj = first.asv_dir / rs.machine / "machine.json"
-        if mj.is_file():
-            shutil.copy2(mj, asv_dir / rs.machine / "machine.json")
-        write_json_atomic(asv_dir / rs.machine / files[0].name, merged)
-        load(asv_dir / rs.machine / files[0].name)
-        with records.writing(root, rs.machine, run_id, meta) as staging:
+        mj = first.asv_dir / where / "machine.json"
+        if mj.is_file():  # a plain file: _sources refused records holding links
+            shutil.copy2(mj, asv_dir / where / "machine.json")
+        write_json_atomic(asv_dir / where / files[0].name, merged)
+        load(asv_dir / where / files[0].name)
+        with records.writing(root, where, run_id, meta) as staging:
             shutil.copytree(asv_dir, staging / "asv")
             write_json_atomic(staging / records.FINGERPRINT, fp)
-            _merge_operator_files(recs, staging)
-    return records.load_record(records.runs_dir(root) / rs.machine / run_id)
+            for rel, data in operator_files.items():
+                write_json_atomic(staging / rel, data)
+    return records.load_record(records.runs_dir(root) / where / run_id)

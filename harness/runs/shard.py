@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import re
 import statistics
@@ -168,14 +167,9 @@ def load_durations(path: Path, mode: str) -> dict[str, float]:
     an empty table (every benchmark then counts the default)."""
     if not path.is_file():
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise BadInput(
-            f"{path}: corrupt durations file ({exc}); restore it from git or refresh it "
-            "with `harness durations RUN`"
-        ) from None
-    section = data.get("modes", {}).get(mode, {}) if isinstance(data, dict) else None
+    data = _read(path, "restore it from git or refresh it with `harness durations RUN`")
+    modes = data.get("modes", {}) if isinstance(data, dict) else None
+    section = modes.get(mode, {}) if isinstance(modes, dict) else None
     if not isinstance(section, dict):
         raise BadInput(
             f"{path}: section modes.{mode} is not an object; "
@@ -187,6 +181,19 @@ def load_durations(path: Path, mode: str) -> dict[str, float]:
             raise BadInput(f"{path}: duration of {name!r} ({mode}) is {s!r}, not seconds >= 0")
         out[name] = float(s)
     return out
+
+
+def _read(path: Path, fix: str):
+    """The durations file's JSON (a project's own file: a link to it is fine; nesting and
+    encoding checked, trust.loads); bad input naming it."""
+    from harness.core import trust
+
+    try:
+        return trust.loads(path.read_bytes(), str(path), "durations file")
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read the durations file ({exc.strerror}); {fix}") from None
+    except BadInput as exc:
+        raise BadInput(f"{exc}; corrupt durations file: {fix}") from None
 
 
 def default_seconds(durations: dict[str, float]) -> float:
@@ -217,11 +224,18 @@ def durations_of(result_file: Path) -> dict[str, float]:
     column: the benchmark's whole time in its process, all cases)."""
     from asv.results import Results
 
-    res = Results.load(str(result_file))
+    try:
+        res = Results.load(str(result_file))
+        names = list(res.get_all_result_keys())
+        durations = getattr(res, "duration", None)
+    except Exception as exc:  # asv trusts its files; a damaged one fails anywhere
+        raise BadInput(
+            f"{result_file}: malformed asv result file ({type(exc).__name__}: {exc})"
+        ) from None
     out = {}
-    for name in res.get_all_result_keys():
-        d = res.duration.get(name) if hasattr(res, "duration") else None
-        if isinstance(d, (int, float)) and d >= 0:
+    for name in names:
+        d = durations.get(name) if isinstance(durations, dict) else None
+        if isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d < float("inf"):
             out[name] = round(float(d), 2)
     return out
 
@@ -262,16 +276,14 @@ def update_durations(path: Path, mode: str, measured: dict[str, float], source: 
     kept (a run of one suite refreshes that suite only). Returns the new content."""
     data = {}
     if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise BadInput(
-                f"{path}: corrupt durations file ({exc}); restore it from git first"
-            ) from None
-    if not isinstance(data, dict):
+        data = _read(path, "restore it from git first")
+    modes = data.get("modes", {}) if isinstance(data, dict) else None
+    if not isinstance(modes, dict) or not isinstance(data.get("sources", {}), dict):
         raise BadInput(
             f"{path} is not a durations file (a JSON object of modes); name another with --out"
         )
+    if not isinstance(modes.get(mode, {}), dict):
+        raise BadInput(f"{path}: section modes.{mode} is not an object; restore it from git first")
     data["about"] = (
         "seconds per asv benchmark, per mode; read by `harness bench --shard K/N` to "
         "balance shards; refresh with `harness durations RUN...` and commit"

@@ -14,9 +14,9 @@ settings are not the run's.
 
 from __future__ import annotations
 
-import json
 import pathlib
 
+from harness.core import trust
 from harness.core.exits import BadInput
 from harness.core.findings import FAIL, INFO, PASS, Finding
 from harness.verdict import results
@@ -69,8 +69,8 @@ def recorded_fingerprint(
     path = pathlib.Path(spec)
     if path.is_file() and path.suffix == ".json":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            data = trust.loads(path.read_bytes(), str(path), "fingerprint")
+        except (OSError, BadInput) as exc:
             raise BadInput(
                 f"{path}: cannot read it as JSON ({exc}); give a fingerprint.json, a result "
                 "file, a run-record folder or a golden (.expect)"

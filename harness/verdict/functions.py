@@ -100,7 +100,9 @@ def not_comparable(base: dict | None, head: dict | None) -> str | None:
             f"no instruction fingerprint on {side} (the run record written by harness keeps "
             "it beside the count)"
         )
+    # an instruction fingerprint is an object (harness.core.records checked it when read)
     fb, fh = base.get("fingerprint") or {}, head.get("fingerprint") or {}
+    fb, fh = (f if isinstance(f, dict) else {} for f in (fb, fh))
     diffs = [f"{k} {fb.get(k)} vs {fh.get(k)}" for k in COMPARABLE_KEYS if fb.get(k) != fh.get(k)]
     return "; ".join(diffs) or None
 
@@ -117,6 +119,8 @@ def layout_error(base: dict | None, head: dict | None) -> float | None:
         if len(layouts) < 2:
             return None
         mean = statistics.fmean(layouts)
+        if not mean:
+            return None
         parts.append((statistics.stdev(layouts) / mean) ** 2 / len(layouts))
     return sum(parts) ** 0.5
 

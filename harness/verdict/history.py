@@ -50,13 +50,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import math
 import pathlib
 import re
 import statistics
 
-from harness.core import exits, provenance, records
+from harness.core import exits, provenance, records, trust
 from harness.core.exits import BadInput
 from harness.verdict import functions, gpurows, metrics, operators
 from harness.verdict.compare import (
@@ -315,8 +314,8 @@ def load_acknowledged(root: pathlib.Path) -> dict[tuple[str, str], str]:
         f" — fix {path} or restore it from git"
     )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = trust.load(path, "acknowledgements file")
+    except (OSError, BadInput) as exc:
         raise BadInput(f"{path}: unreadable or corrupt JSON ({exc}){fix}") from None
     items = data.get("acknowledged") if isinstance(data, dict) else None
     if not isinstance(items, list):

@@ -84,6 +84,8 @@ def load(path: pathlib.Path, data: dict):
         value = _number(stats.get("median"), where + " median")
         entries[name] = Entry(name, "seconds", value, samples)
         extra = bench.get("extra_info") or {}
+        if not isinstance(extra, dict):
+            raise BadInput(f"{where}: extra_info is not an object; the file is damaged")
         for counter in sorted(extra):
             if UNITS.get(counter) is None or UNITS[counter].kind != COUNTER:
                 continue  # other extra_info (labels, notes) is shown by pytest-benchmark only

@@ -160,17 +160,18 @@ def history(
 
 def torch_versions(root: pathlib.Path, machine: str, points) -> list[str]:
     """The torch version of each point's run (from its fingerprint; "?" when it has none)."""
-    import json
+    from harness.core import trust
+    from harness.core.exits import BadInput
 
     by_id = {run.run_id: run for run in records.named_runs(root, machine)}
     out = []
     for p in points:
         run = by_id.get(p[1])
-        try:
-            fp = json.loads(run.fingerprint_path.read_text(encoding="utf-8")) if run else {}
-        except (OSError, ValueError):
+        try:  # a label only: an unreadable fingerprint is "?" (loading the run names it)
+            fp = trust.load(run.fingerprint_path, "fingerprint") if run else {}
+        except (OSError, BadInput):
             fp = {}
-        out.append(str(fp.get("torch") or "?"))
+        out.append(str((fp if isinstance(fp, dict) else {}).get("torch") or "?"))
     return out
 
 

@@ -11,12 +11,11 @@ file or benchmark and says what to do: exit code 3.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import pathlib
 
-from harness.core import provenance, records, settings
+from harness.core import provenance, records, settings, trust
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.verdict.resultset import Entry, ResultSet  # noqa: F401 (results.Entry, results.ResultSet)
@@ -46,18 +45,16 @@ def baselines_dir(root: pathlib.Path) -> pathlib.Path:
 
 
 def _load_json(path: pathlib.Path, what: str) -> dict:
+    """A JSON object from a results folder (its size, nesting and links checked: trust.load)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = trust.load(path, what)
     except FileNotFoundError:
         raise BadInput(f"{path}: {what} not found") from None
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read {what}: {exc}") from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
+    except BadInput as exc:
+        why = str(exc).removeprefix(f"{path}: ")
         raise BadInput(
-            f"{path}: corrupt or truncated JSON ({exc}); rerun the benchmarks "
-            "that wrote it or restore the file from git"
+            f"{path}: corrupt or truncated JSON, or not a plain file ({why}); rerun the "
+            "benchmarks that wrote it or restore the file from git"
         ) from None
     if not isinstance(data, dict):
         raise BadInput(f"{path}: expected a JSON object in {what}")
@@ -104,6 +101,7 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
     rs.not_counted = records.read_not_counted(folder)
     rs.facts = records.read_row_facts(folder)
     rs.dirty = provenance.of_record(rec.meta) if rec else None
+    # run.json's types were checked when the record was read (records.check_meta)
     suites = rec.meta.get("suites") if rec else None
     rs.suites = tuple(suites) if isinstance(suites, list) else None
     benches = rec.meta.get("benches") if rec else None
@@ -136,9 +134,12 @@ def _load_asv(path: pathlib.Path, benchmarks_json) -> ResultSet:
         raise BadInput(f"{path}: {exc}") from None
     except Exception as exc:  # asv trusts its files; a damaged one fails anywhere
         raise BadInput(f"{path}: malformed asv result file ({type(exc).__name__}: {exc})") from None
-    machine = (res.params or {}).get("machine")
-    if not isinstance(machine, str) or not res.commit_hash:
+    machine = (res.params or {}).get("machine") if isinstance(res.params, dict) else None
+    commit = res.commit_hash
+    if not isinstance(machine, str) or not isinstance(commit, str) or not commit:
         raise BadInput(f"{path}: no machine name or commit hash in the result file")
+    if not isinstance(res.env_name, str):
+        raise BadInput(f"{path}: the asv environment name is not a string")
 
     entries: dict[str, Entry] = {}
     for key in sorted(res.get_all_result_keys()):
@@ -208,12 +209,12 @@ def _legacy_newest(files: list[pathlib.Path]) -> pathlib.Path:
 
     def key(p):
         try:
-            with open(p, encoding="utf-8") as f:
-                data = json.load(f)
+            data = trust.load(p, "result file")
             date = data.get("date") if isinstance(data, dict) else None
-        except (OSError, ValueError):
+        except (OSError, BadInput):
             date = None  # a corrupt file is reported when it is loaded, not skipped silently
-        return (date if isinstance(date, (int, float)) else 0, p.stat().st_mtime)
+        number = isinstance(date, (int, float)) and not isinstance(date, bool)
+        return (date if number and math.isfinite(date) else 0, p.stat().st_mtime)
 
     return max(files, key=key)
 
@@ -237,12 +238,16 @@ def _asv_machine_dirs(d: pathlib.Path) -> list[str]:
 
 def _newest_baseline(root: pathlib.Path, name: str, spec: str) -> pathlib.Path:
     """Baselines are copies of run records (newest wins); a plain asv tree there still works."""
+    trust.check_machine(name, f"{spec!r}")
     d = baselines_dir(root) / name
-    runs = (
-        sorted(p for p in d.iterdir() if p.is_dir() and (p / records.RUN_JSON).is_file())
-        if d.is_dir()
-        else []
-    )
+    if d.is_symlink():
+        raise BadInput(f"{d}: a symbolic link; refused (baselines are never read through links)")
+    runs = []
+    for p in sorted(d.iterdir()) if d.is_dir() else []:
+        if p.is_symlink():
+            records.left_out(p, "a symbolic link, not a baseline (never followed)")
+        elif p.is_dir() and (p / records.RUN_JSON).is_file():
+            runs.append(p)
     if runs:
         return records.load_record(runs[-1]).result_file()
     files = result_files(d) if d.is_dir() else []
@@ -384,6 +389,7 @@ def fingerprint_of(rs: ResultSet) -> dict | None:
     result file): the one inside the file (pytest-benchmark's machine_info), else its run
     record's, else `fingerprint.json` beside the result file, else where the old layout kept it."""
     if rs.fingerprint is not None:
+        _check_fingerprint(rs.fingerprint, rs.path)
         return rs.fingerprint
     rec = records.record_of(rs.path)
     candidates = ([rec.fingerprint_path] if rec else []) + [
@@ -391,9 +397,33 @@ def fingerprint_of(rs: ResultSet) -> dict | None:
         records.legacy_fingerprint(rs.path),
     ]
     for path in candidates:
-        if path.is_file():
-            return _load_json(path, "fingerprint")
+        if path.is_file() or path.is_symlink():
+            fp = _load_json(path, "fingerprint")
+            _check_fingerprint(fp, path)
+            return fp
     return None
+
+
+# fingerprint keys read as more than values to compare and show, and their types
+_FINGERPRINT_KINDS = {"gpu_uuid": "text", "asv_wall_s": "number", "cuda_available": "flag"}
+
+
+def _check_fingerprint(fp: dict, path) -> None:
+    for key, kind in _FINGERPRINT_KINDS.items():
+        value = fp.get(key)
+        ok = (
+            value is None
+            or (kind == "text" and isinstance(value, str))
+            or (kind == "flag" and isinstance(value, bool))
+            or (
+                kind == "number" and isinstance(value, (int, float)) and not isinstance(value, bool)
+            )
+        )
+        if not ok:
+            raise BadInput(
+                f"{path}: fingerprint {key!r} is a JSON {type(value).__name__}, not a {kind}; "
+                "refused (the record is damaged or not the harness's)"
+            )
 
 
 def not_comparable(base: ResultSet, head: ResultSet) -> list[str]:
@@ -458,6 +488,9 @@ def fingerprint_differences(
 
 
 def noise_path(root: pathlib.Path, machine: str) -> pathlib.Path:
+    """RESULTS/noise/<machine>.json; the machine name is checked (it may come from a result
+    file: asv's params.machine)."""
+    trust.check_machine(machine, "noise bands")
     return root / "noise" / f"{machine}.json"
 
 
@@ -466,8 +499,11 @@ def load_noise(path: pathlib.Path) -> dict[str, float]:
     if not path.exists():
         return {}
     data = _load_json(path, "noise-band file")
+    benchmarks = data.get("benchmarks")
+    if benchmarks is not None and not isinstance(benchmarks, dict):
+        raise BadInput(f"{path}: 'benchmarks' is not an object; rerun `harness calibrate`")
     out = {}
-    for name, rec in (data.get("benchmarks") or {}).items():
+    for name, rec in (benchmarks or {}).items():
         band = rec.get("band") if isinstance(rec, dict) else None
         if (
             not isinstance(band, (int, float))
@@ -485,7 +521,10 @@ def load_noise(path: pathlib.Path) -> dict[str, float]:
 
 def save_noise(path: pathlib.Path, machine: str, records: dict[str, dict]) -> None:
     """Merge new per-benchmark records into the file: other benchmarks' bands are kept."""
-    data = _load_json(path, "noise-band file") if path.exists() else {}
+    data = {}
+    if path.exists():
+        load_noise(path)  # checked first: a damaged file is named, never written over
+        data = _load_json(path, "noise-band file")
     data["machine"] = machine
     data.setdefault("benchmarks", {}).update(records)
     write_json_atomic(path, data)
