@@ -34,6 +34,7 @@ import secrets
 import shutil
 from pathlib import Path
 
+from harness.core import dashboard
 from harness.core.exits import BadInput
 from harness.core.files import write_atomic, write_json_atomic
 
@@ -674,14 +675,14 @@ def rebuild_view(root: Path) -> Path:
             write_atomic(dest, data)
         mj = rec.asv_dir / rec.machine / "machine.json"
         if mj.is_file():
-            write_atomic(view / rec.machine / "machine.json", mj.read_bytes())
+            write_atomic(view / rec.machine / "machine.json", dashboard.machine_json(mj))
         files[rel] = {
             "run": rec.run_id,
             "sha256": hashlib.sha256(data).hexdigest(),
             "adopted": adopted,
         }
     if benchmarks:
-        write_json_atomic(view / "benchmarks.json", benchmarks)
+        write_json_atomic(view / "benchmarks.json", dashboard.benchmarks(benchmarks))
     # files this view made and no longer holds (their run was pruned) go; adopted ones stay
     for rel, entry in before.items():
         made = isinstance(entry, dict) and not entry.get("adopted")
