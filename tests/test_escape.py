@@ -305,6 +305,38 @@ def test_nightly_step_of_a_hostile_name_prints_and_writes_it_escaped(tmp_path, m
     assert any(line.startswith("### canary.x\\\\n::warning::pwned &lt;b&gt;") for line in rest)
 
 
+def test_bisect_markdown_escapes_commit_subjects_and_rows():
+    from harness.runs import bisect
+
+    def commit(sha, subject):
+        return {"commit": sha * 40, "subject": subject, "author_date": "2026-12-01"}
+
+    hostile = "<img src=x onerror=alert(1)>\n| a | b |\n# heading"
+    fb = dict(
+        commit("c", hostile),
+        parent=commit("b", "ok"),
+        environment={"torch": "2.14 <b>"},
+        environment_differences=[],
+        rows=[
+            {
+                "name": HOSTILE["rows"],
+                "unit": "ops",
+                "base": 1,
+                "head": 2,
+                "ratio": 2.0,
+                "verdict": "REGRESSION",
+                "note": "",
+            }
+        ],
+        explanation=["| not | a table", "# not a heading"],
+    )
+    r = bisect.Result(0, commit("a", "x"), commit("d", "y"), 3, None, [], None, "found", fb)
+    md = bisect.render(r, "markdown")
+    assert "<" not in md.replace("&lt;", "") and "\n# " not in md and "\n| not" not in md
+    table = [line for line in md.split("\n") if line.startswith("|")]
+    assert len(table) == 3, "header, rule, one row"
+
+
 # ---- the dashboard's data ----
 
 
