@@ -197,6 +197,34 @@ def test_guarded_output_wraps_and_restores_the_streams():
     assert out.getvalue() == "\\::error::a\n" and err.getvalue() == "\\::error::b\n"
 
 
+def test_lines_relayed_from_a_runner_pass_the_guard(capsys):
+    """asv's output, relayed line by line (bench's echo and progress), is printed through the
+    guarded streams like the harness's own."""
+    from harness.core.processes import run_in_session
+    from harness.runs.progress import Progress
+
+    said = [
+        "::error file=x::from a benchmark",
+        "\x1b[2J  ::add-mask::x ##[warning]y",
+        "Running 1 total benchmarks (1 commits * 1 environments * 1 benchmarks)",
+        "[100.00%] \u00b7\u00b7\u00b7 canary.A.track_x   n/a",
+        "[100.00%] \u00b7\u00b7\u00b7\u00b7 asv: skipped: NotApplicable('\x1b[31m::error::z')",
+    ]
+    code = "import sys; sys.stdout.write(" + repr("\n".join(said) + "\n") + ")"
+    with escape.guarded_output():
+        progress = Progress()  # its stream: sys.stdout as the command sees it
+
+        def relay(line):
+            print(line)
+            progress.feed(line)
+
+        run_in_session([sys.executable, "-c", code], on_line=relay)
+        progress.close()
+    out = capsys.readouterr().out
+    assert _ci_safe(out) and _no_raw_controls(out)
+    assert "\\::error file=x::from a benchmark" in out and "[1/1] canary.A.track_x" in out
+
+
 # ---- end to end: the gate, the report, the nightly's hint ----
 
 

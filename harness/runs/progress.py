@@ -17,7 +17,8 @@ asv's `Benchmarking` line: machine record, discovery), each benchmark's wall tim
 previous benchmark's end, or that line, to its own result line), each `setup_cache` apart (asv
 prints `Setting up KEY ... ok` when one ends; without it its time would count in the next
 benchmark's) and asv's end after the last one. A caller may be told of each benchmark as it
-ends (`on_done`), so a run killed halfway has still logged where its seconds went.
+ends (`on_done`), so a run killed halfway has still logged where its seconds went. What asv's
+lines say (a name, a skip reason a benchmark wrote) is shown escaped (harness.core.escape).
 """
 
 from __future__ import annotations
