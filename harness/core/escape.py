@@ -139,7 +139,7 @@ class Markup(str):
 
 def strong(text) -> Markup:
     """Bold Markdown of a value (escaped inside): a verdict or status that must stand out."""
-    return Markup(f"**{markdown_cell(text)}**")
+    return Markup(f"**{markdown_cell(text, MAX_PROSE)}**")
 
 
 # ---- HTML ----
