@@ -179,6 +179,10 @@ def shell_join(words) -> str:
 # ---- every line a command writes ----
 
 
+_LINES = re.compile(r"[^\n]*\n|[^\n]+")
+_LEGACY = re.compile(r"(?<=##)\[")  # the `[` of `##[`
+
+
 class LineGuard:
     """Makes text safe for a CI log, piece by piece as a stream writes it: control characters
     other than newline and tab shown escaped; a line whose first characters after any leading
@@ -195,10 +199,10 @@ class LineGuard:
     def __call__(self, text: str) -> str:
         text = visible(text, keep="\n\t")
         out = []
-        for piece in re.findall(r"[^\n]*\n|[^\n]+", text):
+        for piece in _LINES.findall(text):
             body = piece.rstrip("\n")
             body = self._line_start(body)
-            joined = re.sub(r"(?<=##)\[", r"\\u005b", self.tail + body)
+            joined = _LEGACY.sub(r"\\u005b", self.tail + body)
             body = joined[len(self.tail) :]
             if piece.endswith("\n"):
                 self.state, self.tail = self._FRESH, ""
