@@ -1,6 +1,7 @@
 """The `harness` command. Each subcommand lives in harness/commands/; this file only dispatches,
 importing that one module (and so torch) only when the subcommand runs, and turns errors into the
-exit codes of harness.core.exits (docs/gate.md has the table).
+exit codes of harness.core.exits (docs/gate.md has the table). Its output passes
+harness.core.escape's guard: no line of it is a GitHub workflow command.
 
 Each command module provides `add_arguments(parser)` and `run(args) -> int` (the exit code). A
 command reports bad input by raising a HarnessError; anything else that escapes is an internal
@@ -12,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from harness.commands import COMMANDS, command_parser, top_parser
-from harness.core import exits
+from harness.core import escape, exits
 
 
 def _run(argv: list[str]) -> int:
@@ -38,8 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     name = f"harness {argv[0]}" if argv and argv[0] in COMMANDS else "harness"
     # SIGTERM (a CI timeout, a cancelled job) unwinds like Ctrl-C: scratch folders and worktrees
-    # are removed and the runners we started are ended (harness.core.processes)
-    with terminate_as_interrupt():
+    # are removed and the runners we started are ended (harness.core.processes). Every line
+    # printed, ours or relayed from asv, passes a guard: what a record says (a benchmark name)
+    # never becomes a control sequence or a GitHub workflow command (harness.core.escape).
+    with terminate_as_interrupt(), escape.guarded_output():
         return exits.guarded(name, lambda: _run(argv))
 
 

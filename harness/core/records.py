@@ -43,7 +43,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from harness.core import trust
+from harness.core import dashboard, trust
 from harness.core.exits import BadInput
 from harness.core.files import write_atomic, write_json_atomic
 
@@ -1166,14 +1166,16 @@ def rebuild_view(root: Path) -> Path:
             write_atomic(dest, data)
         mj = rec.asv_dir / rec.machine / "machine.json"
         if mj.is_file():
-            write_atomic(machine_json, mj.read_bytes())
+            write_atomic(machine_json, dashboard.machine_json(mj))
         files[rel] = {
             "run": rec.run_id,
             "sha256": hashlib.sha256(data).hexdigest(),
             "adopted": adopted,
         }
     if benchmarks:
-        write_json_atomic(trust.inside(root, "asv/benchmarks.json"), benchmarks)
+        write_json_atomic(
+            trust.inside(root, "asv/benchmarks.json"), dashboard.benchmarks(benchmarks)
+        )
     # files this view made and no longer holds (their run was pruned) go; adopted ones stay
     for rel, entry in before.items():
         if rel in files:

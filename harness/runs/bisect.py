@@ -31,7 +31,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from harness.core import exits, records
+from harness.core import escape, exits, records
 from harness.core.exits import BadInput, HarnessError
 from harness.runs import ab
 from harness.runs.spec import RunSpec
@@ -729,12 +729,22 @@ def as_json(r: Result) -> dict:
 def render(r: Result, fmt: str = "text") -> str:
     """The answer as text (terminal) or Markdown: the first bad commit with its rows, its
     environment and what changed; or the range left; then every commit measured."""
-    from harness.core.table import render as table
+    from harness.core.table import render as render_table
     from harness.core.units import format_ratio, format_value
     from harness.verdict.gate import tally
 
+    def esc(line: str) -> str:
+        return escape.markdown_text(line, lines=True)
+
     md = fmt == "markdown"
-    out = [f"## harness bisect {r.good['commit'][:12]} {r.bad['commit'][:12]}", ""] if md else []
+    tables: list[str] = []  # rendered (and escaped) by harness.core.table
+
+    def table(*args) -> str:
+        tables.append(render_table(*args).rstrip())
+        return tables[-1]
+
+    ends = f"{r.good['commit'][:12]} {r.bad['commit'][:12]}"
+    out = [f"## harness bisect {escape.markdown_text(ends)}", ""] if md else []
     if r.first_bad:
         fb = r.first_bad
         out.append(f"first bad commit: {_short(fb)}")
@@ -759,7 +769,7 @@ def render(r: Result, fmt: str = "text") -> str:
             shown = [compare.Row(**x) for x in fb["rows"]]
             out += [
                 "",
-                table(("row", "parent", "it", "ratio", "verdict", "note"), cells, fmt).rstrip(),
+                table(("row", "parent", "it", "ratio", "verdict", "note"), cells, fmt),
                 f"parent -> it: {tally(shown)}",
                 "",
             ]
@@ -768,8 +778,11 @@ def render(r: Result, fmt: str = "text") -> str:
         out.append(f"bisect: {r.message}")
         if r.range:
             out += [f"  {_short(d)}" for d in r.range]
-    if md:
-        out = [line if not line or line.startswith(("#", "|")) else f"{line}  " for line in out]
+    if md:  # what the records say is escaped (the heading and the tables already are)
+        out = [
+            line if not line or line is out[0] or line in tables else f"{esc(line)}  "
+            for line in out
+        ]
     measured = [
         (
             s.commit[:12],
@@ -784,6 +797,6 @@ def render(r: Result, fmt: str = "text") -> str:
             "",
             f"commits measured besides GOOD and BAD: {len(measured)} of {r.commits - 1}",
             "",
-            table(("commit", "verdict", "why", "time"), measured, fmt).rstrip(),
+            table(("commit", "verdict", "why", "time"), measured, fmt),
         ]
     return "\n".join(out) + "\n"

@@ -36,7 +36,7 @@ import shutil
 import subprocess
 import sys
 
-from harness.core import exits, records, settings
+from harness.core import escape, exits, records, settings
 from harness.core.files import check_own_folder, mark_own_folder, write_atomic
 from harness.runs import asv
 from harness.runs.spec import RunSpec
@@ -165,16 +165,19 @@ def report_steps(root: pathlib.Path, machine: str, path: str | None) -> int:
     h = history.detect(root, machine)
     print(history.render_text(h), end="")
     if h.code == exits.REGRESSION:
-        hints = bisect_hints(root, machine, [s for s in h.steps if s.new])
-        for line in hints:
-            print(f"nightly: {line}")
+        hints = _hints(root, machine, [s for s in h.steps if s.new])
+        for text, command in hints:
+            print(f"nightly: {text}{command}")
         newest = records.list_runs(root, machine)[-1].run_id
         target = pathlib.Path(path) if path else root / "report" / f"steps-{newest}.md"
         n = 1
         while target.exists():  # a rerun of the same night: a new file, never an overwrite
             n += 1
             target = target.with_name(f"{target.stem.rsplit('.', 1)[0]}.{n}{target.suffix}")
-        extra = "".join(f"- {line}\n" for line in hints)
+        extra = "".join(
+            f"- {escape.markdown_text(text)}{escape.markdown_code(command) if command else ''}\n"
+            for text, command in hints
+        )
         write_atomic(target, history.render_markdown(h) + (f"\n{extra}" if extra else ""))
         print(f"nightly: new step(s); summary written to {target}")
     return h.code
@@ -184,34 +187,41 @@ def bisect_hints(root: pathlib.Path, machine: str, steps: list) -> list[str]:
     """For new history steps: the `harness bisect` command that searches between the commits of
     the last good night and the first bad one, per pair of commits (its rows selected exactly),
     or why there is nothing to bisect (both nights ran the same commit)."""
+    return [text + command for text, command in _hints(root, machine, steps)]
+
+
+def _hints(root: pathlib.Path, machine: str, steps: list) -> list[tuple[str, str]]:
+    """bisect_hints as (text, command) pairs ("" where there is no command). Commits, suites and
+    names come from run records: every word of the command is shell-quoted and the names in the
+    text are shown escaped (harness.core.escape)."""
     import re
-    import shlex
 
     commit_of = {r.run_id: r.commit for r in records.list_runs(root, machine)}
     rows: dict[tuple[str, str], list[str]] = {}
     for step in steps:
         pair = (commit_of.get(step.last_before, ""), commit_of.get(step.run_id, ""))
         rows.setdefault(pair, []).append(step.benchmark)
-    lines = []
+    hints = []
     for (good, bad), names in rows.items():
+        shown = ", ".join(escape.terminal(n, escape.MAX_CELL) for n in names)
         if not (good and bad):
-            lines.append(f"{', '.join(names)}: a night's commit is not recorded; no bisect")
+            hints.append((f"{shown}: a night's commit is not recorded; no bisect", ""))
             continue
         if good == bad:
-            lines.append(
-                f"{', '.join(names)}: both nights ran commit {good[:12]}, so the step is not a "
-                "change of this checkout (see the environment differences above)"
+            text = (
+                f"{shown}: both nights ran commit {escape.terminal(good[:12])}, so the step is "
+                "not a change of this checkout (see the environment differences above)"
             )
+            hints.append((text, ""))
             continue
-        suites = dict.fromkeys(n.split(".", 1)[0] for n in names)
-        args = [f"--suite {s}" for s in suites] + [
-            f"--bench {shlex.quote('^' + re.escape(n) + '$')}" for n in names
-        ]
-        machine_arg = f" --machine {shlex.quote(machine)}"
-        lines.append(
-            f"to find the commit: harness bisect {good} {bad} {' '.join(args)}" + machine_arg
-        )
-    return lines
+        words = ["harness", "bisect", good, bad]
+        for suite in dict.fromkeys(n.split(".", 1)[0] for n in names):
+            words += ["--suite", suite]
+        for n in names:
+            words += ["--bench", "^" + re.escape(n) + "$"]
+        words += ["--machine", machine]
+        hints.append(("to find the commit: ", escape.shell_join(words)))
+    return hints
 
 
 # ---- offline dashboard: asv's index.html loads jQuery, flot, bootstrap... from CDNs ----

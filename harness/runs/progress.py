@@ -17,7 +17,8 @@ asv's `Benchmarking` line: machine record, discovery), each benchmark's wall tim
 previous benchmark's end, or that line, to its own result line), each `setup_cache` apart (asv
 prints `Setting up KEY ... ok` when one ends; without it its time would count in the next
 benchmark's) and asv's end after the last one. A caller may be told of each benchmark as it
-ends (`on_done`), so a run killed halfway has still logged where its seconds went.
+ends (`on_done`), so a run killed halfway has still logged where its seconds went. What asv's
+lines say (a name, a skip reason a benchmark wrote) is shown escaped (harness.core.escape).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from __future__ import annotations
 import re
 import sys
 import time
+
+from harness.core import escape
 
 _DONE = re.compile(r"^\[\s*(?P<pct>\d+(?:\.\d+)?)%\] ··· (?P<name>[\w.]+)\s+(?P<result>\S.*)$")
 _TOTAL = re.compile(r"Running (?P<n>\d+) total benchmarks")
@@ -174,7 +177,8 @@ class Progress:
             self.planned = None
         unknown = sorted(n for n, s in (self.planned or {}).items() if s is None)
         if unknown and self.echo:
-            shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+            shown = ", ".join(escape.terminal(n, escape.MAX_CELL) for n in unknown[:3])
+            shown += " ..." if len(unknown) > 3 else ""
             print(
                 f"harness bench: no recorded duration for {len(unknown)} of {len(self.planned)} "
                 f"benchmarks ({shown}): the time left shown counts them apart, as of unknown "
@@ -243,10 +247,11 @@ class Progress:
         elapsed = b["at"] - self.started
         count = f"[{self.done}/{self.total}]" if self.total else f"[{self.done}]"
         clock = f"{elapsed:.0f} s" + self.left(b["pct"], elapsed, b["walls"])
-        result = _short_floats(result)
+        # asv's line says what the benchmark said (a skip reason): shown, never obeyed
+        result = escape.terminal(_short_floats(result))
         if len(result) > 60:
             result = result[:57] + "..."
-        text = f"{count} {b['name']}  {result}"
+        text = f"{count} {escape.terminal(b['name'], escape.MAX_CELL)}  {result}"
         if self.echo:
             line = f"{text:<{max(self.width - len(clock) - 2, 0)}}  {clock}"
             print(line, file=self.out, flush=True)

@@ -26,7 +26,7 @@ import dataclasses
 import pathlib
 import re
 
-from harness.core import exits, provenance, settings
+from harness.core import escape, exits, provenance, settings
 from harness.core.table import render
 from harness.core.units import format_ratio, format_value
 from harness.verdict import between, compare, metrics, noise
@@ -56,10 +56,12 @@ CALM = (compare.OK, compare.SKIPPED, compare.IMPROVED, compare.CHANGED, compare.
 
 
 def table(rows: list[compare.Row], fmt: str = "text", title: str = "", footer: str = "") -> str:
-    """The gate table as aligned text (terminal) or Markdown (pull-request comment)."""
+    """The gate table as aligned text (terminal) or Markdown (pull-request comment). What the
+    rows and the title say comes from result files: escaped for the format (harness.core.escape;
+    the footer is escaped by its maker, render)."""
     cells = []
     for r in rows:
-        verdict = r.verdict if fmt == "text" or r.verdict in CALM else f"**{r.verdict}**"
+        verdict = r.verdict if fmt == "text" or r.verdict in CALM else escape.strong(r.verdict)
         cells.append(
             (
                 r.name,
@@ -71,7 +73,10 @@ def table(rows: list[compare.Row], fmt: str = "text", title: str = "", footer: s
             )
         )
     body = render(HEADER, cells, fmt, ALIGN)
-    head = (f"### {title}\n\n" if fmt == "markdown" else f"{title}\n") if title else ""
+    if fmt == "markdown":
+        head = f"### {escape.markdown_text(title)}\n\n" if title else ""
+    else:
+        head = f"{escape.terminal(title)}\n" if title else ""
     tail = ("\n" if fmt == "markdown" else "") + footer + "\n" if footer else ""
     return head + body + tail
 
@@ -125,8 +130,11 @@ class Outcome:
         """Environment differences, then the table with its title and footer (summary, and the
         message unless `message` is False: a caller that prints it elsewhere, once)."""
         said = self.message if message else ""
-        if fmt == "markdown":
-            footer = f"**{self.summary()}**" + (f"\n\n{said}" if said else "")
+        # the message and the UNKNOWN rows' names come from result files (harness.core.escape)
+        md = fmt == "markdown"
+        if md:
+            said = escape.markdown_text(said, lines=True, limit=escape.MAX_MESSAGE)
+            footer = f"{escape.strong(self.summary())}" + (f"\n\n{said}" if said else "")
         else:
             footer = self.summary() + (f"\n{said}" if said else "")
         env = ""
@@ -134,7 +142,11 @@ class Outcome:
             env += "\n".join(self.learned.header()) + "\n\n"
         unknown = [r for r in self.rows if r.verdict == compare.UNKNOWN]
         if unknown:
-            items = "\n".join(f"  {r.name}: {r.note}" for r in unknown)
+            cell = escape.markdown_cell if md else escape.terminal
+            items = "\n".join(
+                f"  {cell(r.name, escape.MAX_CELL)}: {cell(r.note, escape.MAX_PROSE)}"
+                for r in unknown
+            )
             env += (
                 f"{len(unknown)} row(s) UNKNOWN, neither SAME nor DIFFERENT yet (more pairs, "
                 f"--max-pairs, or a quieter runner decide them):\n{items}\n\n"

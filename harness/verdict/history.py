@@ -55,7 +55,7 @@ import pathlib
 import re
 import statistics
 
-from harness.core import exits, provenance, records, trust
+from harness.core import escape, exits, provenance, records, trust
 from harness.core.exits import BadInput
 from harness.verdict import functions, gpurows, metrics, operators
 from harness.verdict.compare import (
@@ -587,15 +587,18 @@ def table(h: History, fmt: str = "text") -> str:
 
 
 def explanations(h: History, fmt: str = "text") -> list[str]:
+    # names, settings and notes come from run records: escaped for Markdown (a terminal's lines
+    # pass the guard of harness.core.escape; the name is shown on one line)
+    one = escape.markdown_text if fmt == "markdown" else str
     lines = []
     for s in h.steps:
         head = f"{s.benchmark} at {h.shown(s.run_id)} (last run before: {h.shown(s.last_before)}):"
-        lines.append(f"### {head}" if fmt == "markdown" else head)
+        lines.append(f"### {one(head)}" if fmt == "markdown" else escape.terminal(head))
         env = ", ".join(f"{k} {b} -> {a}" for k, b, a in s.environment) or "none (same fingerprint)"
-        lines.append(f"- environment differences: {env}")
-        lines += [f"- {x}" for x in s.explanation]
+        lines.append(f"- environment differences: {one(env)}")
+        lines += [f"- {one(x)}" for x in s.explanation]
         if s.acknowledged is not None:
-            lines.append(f"- acknowledged: {s.acknowledged}")
+            lines.append(f"- acknowledged: {one(s.acknowledged)}")
     return lines
 
 
@@ -626,7 +629,7 @@ def render_markdown(h: History) -> str:
     """A summary fit for an issue or a chat message: the new steps and what changed with them."""
     new = [s for s in h.steps if s.new]
     lines = [
-        f"# New step(s) in the benchmark history of {h.machine}",
+        f"# New step(s) in the benchmark history of {escape.markdown_text(h.machine)}",
         "",
         f"{len(new)} new step(s) over {h.runs} runs (a step needs {h.min_side} runs on each side).",
         "",

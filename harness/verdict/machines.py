@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pathlib
 
+from harness.core import escape
 from harness.core.files import write_atomic
 from harness.core.table import render
 from harness.verdict import bands
@@ -84,7 +85,11 @@ def write_machines_report(sets: list[ResultSet], out: pathlib.Path) -> tuple[pat
     out.mkdir(parents=True, exist_ok=True)
     header, table, numbers = rows(sets)
     lines = [f"# Benchmark report: {len(sets)} machines side by side", ""]
-    lines += [f"- {rs.machine}: commit {rs.commit[:8]}, `{rs.path}`" for rs in sets] + [""]
+    lines += [
+        f"- {escape.markdown_text(rs.machine)}: commit {escape.markdown_text(rs.commit[:8])}, "
+        f"{escape.markdown_code(rs.path)}"
+        for rs in sets
+    ] + [""]
     lines += [
         "Ratios only: each is measured within one machine (raw times of different devices are "
         "not comparable); n/a: not run, failed or not applicable on that machine.",

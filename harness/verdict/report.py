@@ -18,7 +18,7 @@ import pathlib
 import re
 import statistics
 
-from harness.core import records
+from harness.core import escape, records
 from harness.core.files import write_atomic
 from harness.core.table import render
 from harness.core.units import scale
@@ -69,6 +69,23 @@ class Bar:
     device: str = ""  # busy NN% / ATen share NN% (harness.verdict.gpurows.label)
 
 
+def md(text) -> str:
+    """A value from a result file in a heading or a line of the report (harness.core.escape)."""
+    return escape.markdown_text(text, limit=escape.MAX_CELL)
+
+
+def file_part(name: str) -> str:
+    """A suite's or benchmark's name as part of a PNG's file name: letters, digits, `_.-` only
+    (a name from a result file never leaves the report's folder), and where characters were
+    replaced, a short hash of the name (two names never share a file)."""
+    import hashlib
+
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:100].strip(".") or "_"
+    if safe == name:
+        return safe
+    return f"{safe}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
 def _ok(v) -> bool:
     return v is not None and not (isinstance(v, float) and math.isnan(v))
 
@@ -116,14 +133,14 @@ def plot_speedups(suite: str, bars: list[Bar], path: pathlib.Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 1.8 + 0.45 * len(bars)))
     ys = range(len(bars))
     ax.barh(list(ys), [b.value for b in bars], color="tab:blue")
-    ax.set_yticks(list(ys), [b.label for b in bars], fontsize=8)
+    ax.set_yticks(list(ys), [escape.plot_text(b.label) for b in bars], fontsize=8)
     ax.axvline(1.0, color="black", linewidth=1, linestyle="--")
     ax.text(1.0, len(bars) - 0.45, " 1 = no change", fontsize=8, va="bottom")
     for y, b in zip(ys, bars):
         ax.text(b.value, y, f" {b.value:.3g}×", va="center", fontsize=8)
     ax.set_xlabel(f"{xlabel}\n(×, {hint})")  # two lines: long case labels leave little width
     ax.set_ylabel("benchmark case")
-    ax.set_title(f"{suite}: key ratios")
+    ax.set_title(f"{escape.plot_text(suite)}: key ratios")
     ax.set_xlim(0, max(max(b.value for b in bars), 1.0) * 1.25)
     ax.set_ylim(-0.6, len(bars) - 0.1)
     fig.tight_layout()
@@ -201,7 +218,7 @@ def plot_history(
     ax.errorbar(
         xs, med, yerr=[lo, hi], marker="o", capsize=3, label="median (bars: 25th–75th percentile)"
     )
-    ax.set_xticks(xs, [p[0] for p in points], rotation=45, ha="right", fontsize=8)
+    ax.set_xticks(xs, [escape.plot_text(p[0]) for p in points], rotation=45, ha="right", fontsize=8)
     ax.set_xlabel("run, by start time (labelled with its commit)")
     quantity = {"seconds": "time per call", "bytes": "memory"}.get(unit, unit)
     ax.set_ylabel(f"{quantity} [{label}]")
@@ -211,13 +228,13 @@ def plot_history(
         ax.text(
             i - 0.5,
             ax.get_ylim()[1],
-            f" torch {new}",
+            f" torch {escape.plot_text(new)}",
             color="tab:red",
             fontsize=7,
             rotation=90,
             va="top",
         )
-    ax.set_title(f"history: {name}", fontsize=9)
+    ax.set_title(f"history: {escape.plot_text(name)}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     _save(fig, path)
@@ -271,7 +288,11 @@ def device_section(rs: ResultSet) -> list[str]:
             ),
             "",
         ]
-        lines += [f"Not checked: {note}" for note in sorted(notes)] + ([""] if notes else [])
+        lines += [
+            f"Not checked: {escape.markdown_text(note, limit=escape.MAX_PROSE)}"
+            for note in sorted(notes)
+        ]
+        lines += [""] if notes else []
     if cpu:
         lines += [
             "ATen share: time in ATen kernels and compiled graphs over a call's wall time (low: "
@@ -312,7 +333,9 @@ def advice_section(rs: ResultSet) -> list[str]:
     ]
     names = {tip.name for tip in absent}
     result.lines = [line for line in result.lines if line.tip not in names]
-    lines = ["## Advice: what each tip is worth on this machine", "", advice.header(result), ""]
+    # the header names the run's machine, CPU, GPU and torch as its record says them
+    header = escape.markdown_text(advice.header(result), lines=True, limit=escape.MAX_MESSAGE)
+    lines = ["## Advice: what each tip is worth on this machine", "", header, ""]
     if result.lines:
         lines += [render(advice.HEADERS, advice.rows(result), "markdown").rstrip("\n"), ""]
     if absent:
@@ -418,10 +441,11 @@ def write_report(
     """Write report.md and its PNGs into `out`; returns the Markdown path."""
     out.mkdir(parents=True, exist_ok=True)
     dirty = " (dirty)" if rs.dirty else ""
+    # what the result file says (commit, machine, names) is escaped for Markdown
     lines = [
-        f"# Benchmark report: {rs.commit[:8]}{dirty} on {rs.machine}",
+        f"# Benchmark report: {md(rs.commit[:8])}{dirty} on {md(rs.machine)}",
         "",
-        f"Source: `{rs.path}`",
+        f"Source: {escape.markdown_code(rs.path)}",
     ]
     if rs.dirty:
         lines.append(
@@ -431,13 +455,13 @@ def write_report(
     lines.append("")
     for suite, bars in speedups(rs).items():
         xlabel, hint = suite_labels(suite)
-        lines += [f"## {suite}: {xlabel}", ""]
+        lines += [f"## {md(suite)}: {xlabel}", ""]
         if not bars:
             lines += ["Its ratio rows have no value in this run (failed, or n/a here).", ""]
             continue
-        png = out / f"speedups-{suite}.png"
+        png = out / f"speedups-{file_part(suite)}.png"
         plot_speedups(suite, bars, png)
-        lines += [f"![{suite} ratios]({png.name})", ""]
+        lines += [f"![{md(suite)} ratios]({png.name})", ""]
         with_facts = any(b.device for b in bars)
         lines += [
             render(
@@ -460,19 +484,21 @@ def write_report(
                 "names look like " + ", ".join(sorted(rs.entries)[:3])
             )
         points = history(root, rs.machine, name)
-        lines += [f"## History: {name}", ""]
+        lines += [f"## History: {md(name)}", ""]
         if not points:
             lines += ["No successful results stored for it.", ""]
             continue
-        png = out / f"history-{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
+        png = out / f"history-{file_part(name)}.png"
         versions = torch_versions(root, rs.machine, points)
         changes = torch_changes(versions)
         plot_history(name, e.unit, points, png, changes)
-        lines += [f"![history of {name}]({png.name})", ""]
+        lines += [f"![history of {md(name)}]({png.name})", ""]
         lines += (
             [
                 "torch changed: "
-                + ", ".join(f"{old} -> {new} at run {points[i][1]}" for i, old, new in changes),
+                + ", ".join(
+                    f"{md(old)} -> {md(new)} at run {md(points[i][1])}" for i, old, new in changes
+                ),
                 "",
             ]
             if changes
@@ -495,6 +521,6 @@ def write_report(
                 ("left", "left", "left", "right"),
             )
         ]
-    md = out / "report.md"
-    write_atomic(md, "\n".join(lines))
-    return md
+    path = out / "report.md"
+    write_atomic(path, "\n".join(lines))
+    return path

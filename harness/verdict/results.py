@@ -264,9 +264,11 @@ def _newest_nightly(root: pathlib.Path, spec: str, machine: str | None) -> pathl
     name = spec.partition(":")[2] or _pick_machine(records.machines(root), where, machine, spec)
     runs = [r for r in records.list_runs(root, name) if r.label == "nightly" and r.result_files()]
     if not runs:
+        from harness.core.escape import shell  # the name may come from a folder's name
+
         raise BadInput(
             f"{spec!r}: no nightly run of machine {name!r} in {where}; run `harness nightly` "
-            f"or pull one: `harness store pull --machine {name} --label nightly --last 1`"
+            f"or pull one: `harness store pull --machine {shell(name)} --label nightly --last 1`"
         )
     return runs[-1].result_file()
 

@@ -1,12 +1,13 @@
 """What a result set says at a glance: failed cases, the key ratios, DataLoader workers scaling
 and the fusion suite's memory-bandwidth view. Shared by `harness bench` (printed after a run)
-and `harness report` (plotted)."""
+and `harness report` (plotted). Its tables escape what the result set says (harness.core.table)."""
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
 
+from harness.core import escape
 from harness.core.table import render
 from harness.core.units import format_value
 from harness.verdict import gpurows
@@ -283,7 +284,7 @@ def summary_table(rs: ResultSet) -> str:
         whys = {note for _, value, note in counts if value == "n/a"}
         if len(whys) == 1 and all(value == "n/a" for _, value, _ in counts):
             # one reason for every row (no valgrind here): said once, with its command
-            table = f"{len(counts)} rows n/a: {whys.pop()}"
+            table = f"{len(counts)} rows n/a: {escape.terminal(whys.pop(), escape.MAX_PROSE)}"
         else:
             table = render(["row", "instructions", "note"], counts).rstrip("\n")
         out += ("\n\n" if out else "") + head + "\n" + table

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from harness.core.escape import strong
 from harness.core.table import render as table
 from harness.core.units import format_value
 from harness.runs.gpucheck.status import OK_STATUSES
@@ -123,7 +124,7 @@ def _steps(steps: list[dict]) -> str:
         rows.append(
             (
                 s.get("name", "?"),
-                status if status in OK_STATUSES else f"**{status.upper()}**",
+                status if status in OK_STATUSES else strong(status.upper()),
                 _s(s.get("wall_s")) + (" (over budget)" if over else ""),
                 _s(s.get("budget_s"), 0),
                 _short(s.get("detail", "")),
@@ -158,7 +159,7 @@ def _asv_seconds(steps: dict) -> str:
     ]
     rows += [(n,) + tuple(_s(r["benchmark_wall_s"].get(n)) for r in runs.values()) for n in names]
     rows.append(("(asv end)",) + _per(runs, "asv_end_s"))
-    rows.append(("**asv in all**",) + _per(runs, "wall_s"))
+    rows.append((strong("asv in all"),) + _per(runs, "wall_s"))
     return (
         head
         + "Seconds per benchmark, from the previous one's end to its own (a spawned process per "
@@ -193,7 +194,7 @@ def _gpu_figures(steps: dict, device: str) -> str:
                     _num(r.get("sm_clock_mhz")),
                     _num(r.get("throttled_dropped")),
                     _num(r.get("kept_at_power_cap")),
-                    "**launch-bound**" if launch else ("no" if launch is not None else "—"),
+                    strong("launch-bound") if launch else ("no" if launch is not None else "—"),
                 )
             )
         parts.append(
@@ -219,7 +220,7 @@ def _gpu_figures(steps: dict, device: str) -> str:
                 c.get("claim", "?"),
                 _num(c.get("value")),
                 c.get("mark", ""),
-                "pass" if c.get("pass") else "**FAIL**",
+                "pass" if c.get("pass") else strong("FAIL"),
             )
             for c in figures["claims"]
         ]
@@ -339,8 +340,8 @@ def _goldens(steps: dict) -> str:
         bad = golden_id in failed
         rows.append(
             (
-                f"**{golden_id}**" if bad else golden_id,
-                f"**{c.get('status')}**" if bad else c.get("status", ""),
+                strong(golden_id) if bad else golden_id,
+                strong(c.get("status")) if bad else c.get("status", ""),
                 c.get("semantic", ""),
                 c.get("committed", ""),
                 c.get("capture", "") or "",
