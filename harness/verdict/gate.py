@@ -139,7 +139,11 @@ class Outcome:
             footer = self.summary() + (f"\n{said}" if said else "")
         env = ""
         if self.learned is not None:
-            env += "\n".join(self.learned.header()) + "\n\n"
+            lines = self.learned.header()
+            if fmt == "markdown":
+                env += "\n\n".join(escape.markdown_text(x) for x in lines) + "\n\n"
+            else:
+                env += "\n".join(escape.terminal(x) for x in lines) + "\n\n"
         unknown = [r for r in self.rows if r.verdict == compare.UNKNOWN]
         if unknown:
             cell = escape.markdown_cell if md else escape.terminal
