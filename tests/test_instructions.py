@@ -11,6 +11,7 @@ from test_gate_support import write_set
 
 from harness.cli import main
 from harness.core import records, settings
+from harness.core.files import write_json_atomic
 from harness.measure import callgrind, instructions
 from harness.measure.workloads import NotApplicable
 from harness.measure.workloads import instructions as wl
@@ -372,7 +373,8 @@ def test_merge_joins_the_shards_instruction_records(tmp_path):
         )
         recs.append(records.RunRecord(d, {}))
     staging = tmp_path / "merged"
-    merge._merge_operator_files(recs, staging)
+    for rel, data in merge._operator_files(recs).items():
+        write_json_atomic(staging / rel, data)
     joined = records.read_instructions(staging)
     assert set(joined) == {ROW, ROW.replace("mlp_inference", "word_lm_inference")}
     assert joined[ROW]["fingerprint"] == FINGERPRINT

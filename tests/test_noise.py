@@ -293,3 +293,17 @@ def test_gate_pull_brings_the_history_that_teaches_the_noise(tmp_path, capsys, m
     raw = next(line for line in out.splitlines() if line.startswith(RAW + " "))
     assert "REGRESSION" in raw and "history of 7 runs" in raw
     assert len(records.list_runs(pr)) == 9
+
+
+def test_the_report_shows_each_rows_noise_beside_its_value(tmp_path):
+    history(tmp_path)
+    run = write_runs(tmp_path, [run_of(1e-3, 0.8, 70)], start=40)[0]
+    out = tmp_path / "report"
+    assert main(["report", str(run), "--results-dir", str(tmp_path), "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    assert "## Noise between runs" in text and "Learned from 10 clean" in text
+    line = next(x for x in text.splitlines() if x.startswith(f"| {RAW}"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1].endswith("us") and cells[2].startswith("+-") and cells[3].endswith("%")
+    # the paired ratios' table of their suite carries the two columns too
+    assert "smallest change caught" in text.split("## Noise between runs")[0]

@@ -10,7 +10,7 @@ records on demand (local ones, or pulled with `harness store pull`).
 Per row, over the newest clean runs (DEFAULT_LAST, at least MIN_RUNS):
 1. the series of the run's central values, in logs (a slowdown and the matching speed-up are
    symmetric there), oldest first;
-2. split where `harness history` finds a step in it (harness.verdict.history.find_steps, its
+2. split where `harness history` finds a step in it (harness.verdict.steps.find_steps, its
    threshold set from a first, step-robust estimate: the Shamos estimate of successive
    differences): a real step is not noise;
 3. the spread `sigma` is the Shamos estimator (1.0483 x the median of all pairwise absolute
@@ -40,6 +40,7 @@ from harness.core.exits import BadInput
 from harness.verdict import gpurows, metrics
 from harness.verdict.compare import DEFAULT_THRESHOLD, central
 from harness.verdict.results import ResultSet, load, not_comparable
+from harness.verdict.steps import find_steps
 
 DEFAULT_LAST = 30  # the newest clean runs a row's noise is learned from
 MIN_RUNS = 5  # fewer comparable runs: the row's noise is unknown (judged as before)
@@ -72,8 +73,6 @@ def shamos(diffs: list[float]) -> float | None:
 def segments(values: list[float], threshold: float) -> list[tuple[int, int]]:
     """[start, end) of each level of the series: split where `harness history` finds a step
     (confirmed or possible) at this threshold."""
-    from harness.verdict.history import find_steps
-
     if len(values) < 2:
         return [(0, len(values))]
     cuts = sorted({f["index"] for f in find_steps(values, False, threshold)})

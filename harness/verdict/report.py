@@ -21,8 +21,9 @@ import statistics
 from harness.core import escape, records
 from harness.core.files import write_atomic
 from harness.core.table import render
-from harness.core.units import scale
-from harness.verdict import bands, gpurows
+from harness.core.units import format_value, scale
+from harness.verdict import bands, gpurows, noise
+from harness.verdict.compare import central
 from harness.verdict.results import BadInput, ResultSet, load
 from harness.verdict.summary import COMPUTE_BOUND_BELOW, bandwidth_view, cases, workers_scaling
 
@@ -67,6 +68,7 @@ class Bar:
     label: str
     value: float
     device: str = ""  # busy NN% / ATen share NN% (harness.verdict.gpurows.label)
+    row: str = ""  # the row's full name, where the bar is one row
 
 
 def md(text) -> str:
@@ -115,7 +117,7 @@ def speedups(rs: ResultSet) -> dict[str, list[Bar]]:
     for name, e in sorted(rs.entries.items()):
         suite = name.split(".", 1)[0]
         if suite in out and e.unit == "ratio" and _ok(e.value):
-            out[suite].append(Bar(_short(name), e.value, gpurows.label(rs.facts.get(name))))
+            out[suite].append(Bar(_short(name), e.value, gpurows.label(rs.facts.get(name)), name))
     for label, value in workers_scaling(rs):
         out.setdefault("dataloader", []).append(
             Bar(label.replace(" samples/s", "").replace("pin=", "pin_memory="), value)
@@ -304,6 +306,62 @@ def device_section(rs: ResultSet) -> list[str]:
     return lines
 
 
+NOISE_COLUMNS = ("between runs", "smallest change caught")
+
+
+def history_noise(rs: ResultSet, root: pathlib.Path) -> noise.History | None:
+    """Each statistical row's noise between runs on this run's machine, learned from its other
+    clean runs of the same mode (harness.verdict.noise); None outside a run record or with no
+    row known."""
+    rec = records.record_of(rs.path)
+    if rec is None:
+        return None
+    want = noise.Wanted(rs.machine, noise.mode_of(rec.meta), rs, frozenset({rec.run_id}))
+    found = noise.learn(root, want, only=set(rs.entries))
+    return found if found.spreads else None
+
+
+def noise_cells(learned: noise.History, row: str) -> tuple[str, str]:
+    """(how far one run moves, the smallest change a gate of two runs catches 9 times in 10)."""
+    r = learned.row(row) if row else None
+    if r is None:
+        return ("", "")
+    caught = max(r.caught, r.threshold)
+    return (f"+-{r.moves:.1%}", f"{caught:.0%}" + (" (not judged)" if r.too_noisy else ""))
+
+
+def noise_section(rs: ResultSet, learned: noise.History | None) -> list[str]:
+    """Every statistical row of the run beside its noise between runs and the smallest change
+    the gate catches in it (the gate's threshold: max of this and its own; docs/gate.md)."""
+    if learned is None:
+        return []
+    cells = []
+    for name, e in sorted(rs.entries.items()):
+        r = learned.row(name)
+        if r is None or not _ok(e.value):
+            continue
+        value = format_value(central(e), e.unit)
+        cells.append((name, value, *noise_cells(learned, name), f"{r.threshold:.1%}"))
+    if not cells:
+        return []
+    return [
+        "## Noise between runs",
+        "",
+        md(
+            f"Learned from {learned.summary()}: how far one run moves from its level, the "
+            "threshold a gate of two runs uses, and the smallest change it catches 9 times in 10 "
+            f"(rows past {noise.CAP:.0%} are not judged)."
+        ),
+        "",
+        render(
+            ["row", "value", *NOISE_COLUMNS, "threshold"],
+            cells,
+            "markdown",
+            ("left", "right", "right", "right", "right"),
+        ),
+    ]
+
+
 def sanity_section(rs: ResultSet) -> list[str]:
     """Key ratios beside the ranges PyTorch publishes (harness.verdict.bands)."""
     device = bands.device_of(rs)
@@ -453,6 +511,7 @@ def write_report(
             "changes): these figures are not the commit's."
         )
     lines.append("")
+    learned = history_noise(rs, root)
     for suite, bars in speedups(rs).items():
         xlabel, hint = suite_labels(suite)
         lines += [f"## {md(suite)}: {xlabel}", ""]
@@ -463,17 +522,18 @@ def write_report(
         plot_speedups(suite, bars, png)
         lines += [f"![{md(suite)} ratios]({png.name})", ""]
         with_facts = any(b.device for b in bars)
-        lines += [
-            render(
-                ["case", f"ratio ({hint})"] + (["busy / ATen share"] if with_facts else []),
-                [(b.label, f"{b.value:.3g}") + ((b.device,) if with_facts else ()) for b in bars],
-                "markdown",
-                ("left", "right") + (("left",) if with_facts else ()),
-            )
-        ]
+        header = ["case", f"ratio ({hint})"] + (["busy / ATen share"] if with_facts else [])
+        cells = [(b.label, f"{b.value:.3g}") + ((b.device,) if with_facts else ()) for b in bars]
+        align = ("left", "right") + (("left",) if with_facts else ())
+        if learned is not None:
+            header += list(NOISE_COLUMNS)
+            cells = [c + noise_cells(learned, b.row) for c, b in zip(cells, bars)]
+            align += ("right", "right")
+        lines += [render(header, cells, "markdown", align)]
     if "fusion" in held_suites(rs):
         lines += bandwidth_section(rs)
     lines += device_section(rs)
+    lines += noise_section(rs, learned)
     lines += sanity_section(rs)
     lines += advice_section(rs)
     for name in history_names or []:
