@@ -499,3 +499,73 @@ def test_before_the_counting_the_heartbeat_says_which_benchmark_runs(tmp_path):
 
 def test_counting_is_a_value_with_its_text_and_time_left():
     assert Counting("x", None).left is None
+
+
+# ---- ab's lines, --list's estimate, the gap meter ----
+
+
+def test_ab_says_which_row_a_sides_counting_is_at_and_the_time_left(tmp_path):
+    from types import SimpleNamespace
+
+    from harness.runs import ab
+
+    dest = tmp_path / instructions.PROGRESS_FILE
+    history = estimate.RowSeconds({row("a"): 100.0}, {row("a"): 1}, import_s=10.0, parallel=1)
+    job = SimpleNamespace(counter=dest, history=history)
+    status = ab._counting_status(job, "instructions", "base", (1, 2))
+    assert status().startswith(
+        "ab: instructions instruction rows, one counted run a side; base side (1 of 2): "
+        "asv is starting it; "
+    )
+    now = time.time()
+    rows = [{"row": row("a"), "key": "a", "layouts": 1, "done": 0}]
+    state = {"started": now, "updated": now, "since": now, "phase": "counting",
+             "counting": ["a"], "rows": rows}  # fmt: skip
+    dest.write_text(json.dumps(state))
+    said = status()
+    assert "instructions: counting a; 0 of 1 rows done; " in said
+    assert said.endswith("s, ~100 s left of this side"), said
+    job.history = estimate.RowSeconds()
+    assert status().endswith("time left unknown (a row left was never counted on this machine)")
+
+
+def test_list_prints_the_estimate_on_this_machine_beside_the_splits_prediction(tmp_path, capsys):
+    from harness.commands.bench import _print_list
+    from harness.runs import shard
+
+    root = tmp_path / "results"
+    write_run(root, run_id(1), {"models.B.track_y": 9.0}, rows={row("a"): [100.0]}, import_s=40.0)
+    benchmarks = [
+        {"name": INSTR, "setup_cache_key": "instructions:33", "params": [["'a'"]]},
+        {"name": "models.B.track_y", "params": []},
+    ]
+    selection = {INSTR: [row("a")], "models.B.track_y": ["models.B.track_y"]}
+    plan = shard.Plan(benchmarks, selection, {INSTR: 0.5, "models.B.track_y": 1.0},
+                      [sorted(selection)], None, tmp_path / "durations.json", "quick", 2, 1.0,
+                      {INSTR: 0.5, "models.B.track_y": 1.0})  # fmt: skip
+    out_json = tmp_path / "plan.json"
+    assert _print_list(plan, out_json, (root, "m")) == 0
+    captured = capsys.readouterr()
+    assert captured.out.split() == [INSTR, "models.B.track_y"]
+    # importing 40 s, the one row's 100 s, the benchmark's own 0.5 s (the durations file), 9 s
+    expected = 40.0 + 100.0 + 0.5 + 9.0
+    assert f"estimated on m: ~{expected:.0f} s" in captured.err, captured.err
+    assert json.loads(out_json.read_text())["estimate_here_s"] == pytest.approx(expected)
+    # another machine: nothing recorded there for the row
+    assert _print_list(plan, None, (root, "other")) == 0
+    assert "estimated on other: unknown (no recorded duration for 1 of 2" in capsys.readouterr().err
+
+
+def test_the_gap_meter_stamps_each_line_and_finds_the_longest_silence(tmp_path, capsys):
+    import measure_output_gaps as meter
+
+    log = tmp_path / "run.log"
+    script = "import time; print('a', flush=True); time.sleep(0.4); print('b', flush=True)"
+    code = meter.main(["--log", str(log), "--max-gap", "0.2", "--", sys.executable, "-c", script])
+    assert code == 1  # the command passed, but stayed silent longer than --max-gap
+    err = capsys.readouterr().err
+    assert "lines: 2;" in err and "estimate at the start: none printed" in err
+    wall, lines = meter.read_stamped(log)
+    assert [t for _, t in lines] == ["a", "b"]
+    longest = meter.gaps(lines, wall)[0]
+    assert 0.35 <= longest[0] < 2.0 and longest[2] == "b"
