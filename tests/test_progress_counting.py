@@ -569,3 +569,27 @@ def test_the_gap_meter_stamps_each_line_and_finds_the_longest_silence(tmp_path, 
     assert [t for _, t in lines] == ["a", "b"]
     longest = meter.gaps(lines, wall)[0]
     assert 0.35 <= longest[0] < 2.0 and longest[2] == "b"
+
+
+def test_ab_says_which_row_a_pair_is_at_while_it_runs(monkeypatch):
+    from types import SimpleNamespace
+
+    from harness.runs import ab, progress
+
+    monkeypatch.setattr(progress, "EVERY_S", 0.05)
+
+    def fake_pair(job, suite, i):
+        job.on_row(3, 12, "models.Inference.track_time('mlp')")
+        time.sleep(0.3)
+        return {}
+
+    monkeypatch.setattr(ab, "_pair", fake_pair)
+    said: list[str] = []
+    job = SimpleNamespace(pairs=ab.Pairs(fixed=1), log=said.append, started=time.perf_counter(),
+                          budget_s=None, on_row=None)  # fmt: skip
+    ab._alternate(job, ab.SuiteRuns(), "models")
+    beats = [x for x in said if x.startswith("ab: models pair 1/1: ")]
+    assert beats and beats[0].startswith(
+        "ab: models pair 1/1: row 3 of 12 (models.Inference.track_time('mlp')); "
+    ), said
+    assert said[-1] == "ab: models: stopped at 1 pairs"

@@ -157,6 +157,7 @@ class _Job:
     # what the machine's earlier runs recorded of its instruction rows (harness.runs.estimate):
     # the time left of a side's counting
     history: object = None
+    on_row: object = None  # told as a pair starts each row (k, n, row): the heartbeat's
 
     @property
     def counter(self) -> pathlib.Path | None:
@@ -484,7 +485,7 @@ def duet_cpus() -> tuple[str, str] | None:
     return ",".join(map(str, cpus[:half])), ",".join(map(str, cpus[half:]))
 
 
-def _pair(job: _Job, suite: str, i: int, on_row=None) -> dict[str, pathlib.Path]:
+def _pair(job: _Job, suite: str, i: int) -> dict[str, pathlib.Path]:
     """Pair i (harness.runs.interleave): both sides' processes at once, row by row in short
     blocks, A B B A on even pairs and B A A B on odd ones; in duet mode each block on both
     sides at the same time, the CPU sets swapped on odd pairs. A job of one side (a commit
@@ -503,7 +504,7 @@ def _pair(job: _Job, suite: str, i: int, on_row=None) -> dict[str, pathlib.Path]
         job.spec.machine,
         duet_cpus=cpus,
         work=job.work / f"{suite}-pair-{i}",
-        on_row=on_row,
+        **({"on_row": job.on_row} if getattr(job, "on_row", None) else {}),
     )
     if files is None:
         raise NoMatch(suite)
@@ -595,8 +596,9 @@ def _alternate(job: _Job, runs: SuiteRuns, suite: str) -> None:
                 where = f": row {k} of {n} ({escape.terminal(row, escape.MAX_CELL)})"
             return f"{name}{where}; {time.perf_counter() - t0:.0f} s in this pair"
 
+        job.on_row = lambda *row, at=at: at.append(row)
         with progress.Heartbeat(job.log, status):
-            runs.pairs.append(_pair(job, suite, i, lambda *row, at=at: at.append(row)))
+            runs.pairs.append(_pair(job, suite, i))
         pair_s = time.perf_counter() - t0
         job.log(
             f"ab: {suite} pair {i + 1}{'/' + str(most) if policy.fixed else ''} took {pair_s:.0f} s"

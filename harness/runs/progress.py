@@ -67,8 +67,10 @@ class Heartbeat:
     of its own while the `with` block runs (`tick()` is one look, for tests); `said()` marks a
     line said otherwise. What status() raises is never worth failing a run over: nothing said."""
 
-    def __init__(self, say, status, *, every: float = EVERY_S, clock=time.monotonic, poll=1.0):
-        self.say, self.status, self.every, self.clock, self.poll = say, status, every, clock, poll
+    def __init__(self, say, status, *, every: float | None = None, clock=time.monotonic, poll=1.0):
+        every = EVERY_S if every is None else every
+        self.say, self.status, self.every, self.clock = say, status, every, clock
+        self.poll = min(poll, every / 2)
         self.last = clock()
         self.lock = threading.RLock()
         self._stop = threading.Event()
@@ -199,7 +201,7 @@ class Progress:
         self._last_line = self.started
         self.longest_gap = 0.0  # seconds, the longest silence between the lines said
 
-    def heartbeat(self, every: float = EVERY_S) -> Heartbeat:
+    def heartbeat(self, every: float | None = None) -> Heartbeat:
         """A Heartbeat saying where the run stands (status()) whenever nothing was said for
         `every` seconds; use it as `with progress.heartbeat():` around asv's run."""
         self._beat = Heartbeat(self._say, self.status, every=every, clock=self.clock)
