@@ -178,10 +178,15 @@ def test_a_damaged_record_is_passed_over_by_the_estimate(tmp_path):
     for f in (bad / "asv" / "m").glob("*.json"):
         if f.name != "machine.json":
             f.write_text("{not json")
-    assert good.is_dir()
-    assert estimate.row_seconds(root, "m", "quick").per_layout == {row("a"): 10.0}
+    # wrong types in a record that loads: those rows are passed over, the rest is used
+    odd = write_run(root, run_id(3), {"a.B.track": 2.0}, import_s=True,
+                    rows={row("a"): [True], row("b"): ["lots"], row("c"): [-1.0],
+                          row("d"): [float("inf")], row("e"): 7})  # fmt: skip
+    assert good.is_dir() and odd.is_dir()
+    history = estimate.row_seconds(root, "m", "quick")
+    assert history.per_layout == {row("a"): 10.0} and history.import_s == 60.0
     found, _ = estimate.recorded_durations(root, "m", "quick", {"a.B.track"}, set())
-    assert found == {"a.B.track": 3.0}
+    assert found == {"a.B.track": 2.0}
 
 
 def test_the_time_left_of_a_counting_from_its_progress_file():

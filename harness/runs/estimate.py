@@ -97,13 +97,14 @@ class RowSeconds:
         return rest
 
 
-def row_seconds(root: Path, machine: str, mode: str) -> RowSeconds:
-    """RowSeconds from the machine's run records, newest first, those of `mode` before the
-    others (a full run counts more layouts, and counts rows a fast run leaves out)."""
+def row_seconds(root: Path, machine: str, mode: str, runs=None) -> RowSeconds:
+    """RowSeconds from the machine's run records (`runs`: records.list_runs's, when read
+    already), newest first, those of `mode` before the others (a full run counts more layouts,
+    and counts rows a fast run leaves out)."""
     from harness.runs.shard import mode_of_record
 
     found = RowSeconds()
-    runs = list(reversed(_runs(root, machine)))
+    runs = list(reversed(_runs(root, machine) if runs is None else runs))
     ordered = [r for r in runs if mode_of_record(r.meta) == mode]
     ordered += [r for r in runs if mode_of_record(r.meta) != mode]
     for rec in ordered[:HISTORY_RUNS]:
@@ -139,18 +140,18 @@ def _runs(root: Path, machine: str) -> list[records.RunRecord]:
 
 
 def recorded_durations(
-    root: Path, machine: str, mode: str, names: set[str], setups: set[str]
+    root: Path, machine: str, mode: str, names: set[str], setups: set[str], runs=None
 ) -> tuple[dict[str, float], dict[str, float]]:
     """({benchmark: seconds}, {setup_cache key: seconds}) from the newest runs of `machine` in
     `mode` that measured them (not ab's or bisect's), up to HISTORY_RUNS back, stopping once
-    every name and key is found."""
+    every name and key is found. `runs`: records.list_runs's, when read already."""
     from harness.runs.shard import mode_of_record
 
     found: dict[str, float] = {}
     cached: dict[str, float] = {}
     runs = [
         r
-        for r in reversed(_runs(root, machine))
+        for r in reversed(_runs(root, machine) if runs is None else runs)
         if "ab" not in r.meta and mode_of_record(r.meta) == mode
     ]
     for rec in runs[:HISTORY_RUNS]:
@@ -243,8 +244,11 @@ def estimate(
     counted = [n for n in names if is_instruction_benchmark(n) and keys[n]]
     timed = [n for n in names if n not in counted]
     found, cached = {}, {}
+    runs = _runs(*here) if here is not None else []  # read once: a refused record said once
     if here is not None:
-        found, cached = recorded_durations(*here, mode, set(names), {k for k in keys.values() if k})
+        found, cached = recorded_durations(
+            *here, mode, set(names), {k for k in keys.values() if k}, runs
+        )
     out: dict[str, float | None] = {}
     for name in timed:
         out[name] = found.get(name, files.get(name))
@@ -256,7 +260,7 @@ def estimate(
         seen.add(key)
     history, rows, unknown_rows = None, [], []
     for name in counted:
-        history = history or (row_seconds(*here, mode) if here else RowSeconds())
+        history = history or (row_seconds(*here, mode, runs) if here else RowSeconds())
         mine = cases.get(name) or [name]
         rows += mine
         counting = history.of(mine)
