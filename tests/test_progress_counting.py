@@ -598,3 +598,79 @@ def test_ab_says_which_row_a_pair_is_at_while_it_runs(monkeypatch):
         "ab: models pair 1/1: row 3 of 12 (models.Inference.track_time('mlp')); "
     ), said
     assert said[-1] == "ab: models: stopped at 1 pairs"
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_bench_shows_the_counting_between_asvs_lines_end_to_end_with_a_fake_asv(
+    tmp_path, monkeypatch, capsys, verbose
+):
+    """harness bench's own wiring: the estimate at the start, the counter's file found in the
+    run's scratch folder while asv is silent, the closing note; asv and the operator pass
+    faked."""
+    from test_gate_support import write_set
+
+    from harness.core import env as core_env
+    from harness.core import provenance
+    from harness.runs import asv, bench, progress
+    from harness.runs.spec import RunSpec
+
+    monkeypatch.setattr(progress, "EVERY_S", 0.05)
+    monkeypatch.setattr(bench, "operator_pass", lambda *a, **k: "not run (test)")
+    monkeypatch.setattr(core_env, "fingerprint", lambda: {})
+    root = tmp_path / "results"
+    # an earlier run of this machine counted the row: 30 s importing, 100 s counting
+    write_run(root, run_id(1), {"canary.Canary.track_ops": 2.0}, rows={row("a"): [100.0]},
+              import_s=30.0)  # fmt: skip
+
+    def fake_asv(r: asv.AsvRun) -> asv.AsvResult:
+        listed = {
+            "version": 2,
+            INSTR: {"name": INSTR, "setup_cache_key": "instructions:33", "params": [["'a'"]],
+                    "param_names": ["workload"], "unit": "instructions", "type": "track",
+                    "version": "1"},
+            "canary.Canary.track_ops": {"name": "canary.Canary.track_ops", "params": [],
+                                        "param_names": [], "unit": "ops", "type": "track",
+                                        "version": "1"},
+        }  # fmt: skip
+        r.results.mkdir(parents=True, exist_ok=True)
+        (r.results / "benchmarks.json").write_text(json.dumps(listed))
+        r.on_line("· Running 2 total benchmarks (1 commits * 1 environments * 2 benchmarks)")
+        r.on_line("[ 0.00%] ·· Benchmarking existing-py_root_.cache_harness_asv-python")
+        counter = Path(r.env["HARNESS_SCRATCH_DIR"]) / instructions.PROGRESS_FILE
+        now = time.time()
+        rows = [{"row": row("a"), "key": "a", "layouts": 1, "done": 0}]
+        state = {"started": now, "updated": now, "since": now, "phase": "counting",
+                 "counting": ["a"], "rows": rows}  # fmt: skip
+        counter.write_text(json.dumps(state))
+        time.sleep(0.4)  # asv silent: valgrind counts
+        r.on_line("[50.00%] ··· Setting up instructions:33" + " " * 20 + "ok")
+        r.on_line(f"[50.00%] ··· {INSTR}             ok")
+        r.on_line("[100.00%] ··· canary.Canary.track_ops       10")
+        write_set(r.results, "c0ffee" * 6 + "c0ff", {"canary.Canary.track_ops": 10}, machine="m")
+        return asv.AsvResult(0, "", "", 0.5, sorted((r.results / "m").glob("c*.json")))
+
+    monkeypatch.setattr(asv, "run", fake_asv)
+    spec = RunSpec(mode="quick", suites=("canary", "instructions"), machine="m")
+    ran = bench.run(
+        Path(__file__).resolve().parents[1],
+        root,
+        spec,
+        sha="c0ffee" * 6 + "c0ff",
+        tree=provenance.CLEAN,
+        out=sys.stdout,
+        verbose=verbose,
+    )
+    lines = capsys.readouterr().out.splitlines()
+    print("\n".join(lines))  # shown with -s
+    assert ran.record is not None
+    if verbose:  # asv's own lines, and between them the counter's
+        assert f"[50.00%] ··· {INSTR}             ok" in lines
+        beat = next(x for x in lines if x.startswith("harness bench: instructions: counting a"))
+        assert beat.startswith("harness bench: instructions: counting a; 0 of 1 rows done; ")
+        return
+    estimate_line = next(x for x in lines if x.startswith("harness bench: estimated"))
+    # 30 s importing + 100 s counting (+ the durations file's own seconds) + canary's 2 s
+    assert estimate_line.startswith("harness bench: estimated ~13"), estimate_line
+    beats = [x for x in lines if "instructions: counting a; 0 of 1 rows done" in x]
+    assert beats and "s left" in beats[0], lines
+    assert lines[-1].startswith("harness bench: the benchmarks took 0 s (estimated ~13")
