@@ -817,7 +817,12 @@ def _keep(
         if ab_pairs is not None:
             records.write_ab_pairs(staging, *ab_pairs)
         if operators:
-            meta["operator_pass"] = _operator_pass(job, s, staging, ran_suites)
+            t0 = time.perf_counter()
+            took = lambda: f"{time.perf_counter() - t0:.0f} s"  # noqa: E731
+            with progress.Heartbeat(
+                job.log, lambda: f"ab: the operator pass of {label} is running; {took()}"
+            ):
+                meta["operator_pass"] = _operator_pass(job, s, staging, ran_suites)
     return records.load_record(records.runs_dir(root) / machine / run_id)
 
 
