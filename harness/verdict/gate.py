@@ -218,12 +218,12 @@ def failures_first(rows: list[compare.Row]) -> str:
         return ""
 
     def name(r: compare.Row) -> str:
-        return escape.terminal(r.name, 120)
+        return escape.terminal(r.name, 100)
 
     parts = []
     if failed:
         shown = "; ".join(
-            f"{name(r)}: {escape.terminal(_error_of(r.note), 160)}" for r in failed[:SHOWN]
+            f"{name(r)}: {escape.terminal(_error_of(r.note), 120)}" for r in failed[:SHOWN]
         )
         more = f"; +{len(failed) - SHOWN} more" if len(failed) > SHOWN else ""
         parts.append(f"{len(failed)} FAILED ({shown}{more})")
