@@ -27,6 +27,8 @@ from pathlib import Path
 _ESTIMATE = re.compile(r"harness bench: estimated ~(?P<s>\d+) s for (?P<n>\d+) benchmarks")
 _UNKNOWN = "harness bench: estimated time unknown"
 _CLOSING = re.compile(r"the longest silence between these lines: (?P<s>\d+) s")
+_LEFT = re.compile(r"~(?P<s>\d+) s left")
+_END = "harness bench: the benchmarks took "  # the benchmarks' end: what "left" counts down to
 
 
 def run(cmd: list[str], log: Path | None) -> tuple[int, float, list[tuple[float, str]]]:
@@ -106,7 +108,33 @@ def report(lines: list[tuple[float, str]], wall: float, top: int = 5) -> dict:
     said = [float(m["s"]) for _, t in lines for m in [_CLOSING.search(t)] if m]
     if said:
         print(f"the run's own closing note: longest silence {said[-1]:.0f} s", file=sys.stderr)
-    return {"longest_gap_s": longest, "wall_s": wall, "estimate": estimate, "lines": len(lines)}
+    low = left_too_low(lines, wall)
+    print(
+        f"lines saying ~5 s left or less while more than 60 s remained: {len(low)}"
+        + (f" (the first at {low[0][0]:.0f} s, {low[0][1]:.0f} s before the end: {low[0][2][:100]})"
+           if low else ""),
+        file=sys.stderr,
+    )  # fmt: skip
+    return {
+        "longest_gap_s": longest,
+        "wall_s": wall,
+        "estimate": estimate,
+        "lines": len(lines),
+        "left_too_low": len(low),
+    }
+
+
+def left_too_low(lines: list[tuple[float, str]], wall: float) -> list[tuple[float, float, str]]:
+    """(when, seconds that really remained, line) of each line saying `~N s left` with N <= 5
+    while more than a minute remained until the benchmarks ended (bench's closing note, else the
+    command's exit)."""
+    end = next((t for t, text in lines if text.startswith(_END)), wall)
+    out = []
+    for t, text in lines:
+        m = _LEFT.search(text)
+        if m and float(m["s"]) <= 5 and end - t > 60:
+            out.append((t, end - t, text))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

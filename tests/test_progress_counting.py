@@ -574,6 +574,13 @@ def test_the_gap_meter_stamps_each_line_and_finds_the_longest_silence(tmp_path, 
     assert [t for _, t in lines] == ["a", "b"]
     longest = meter.gaps(lines, wall)[0]
     assert 0.35 <= longest[0] < 2.0 and longest[2] == "b"
+    # a "~1 s left" with minutes still to go is counted against the run
+    stamped = [
+        (10.0, "[3/9] x  ok   10 s, ~1 s left"),
+        (200.0, "[9/9] y  ok   200 s"),
+        (201.0, "harness bench: the benchmarks took 201 s (estimated ~150 s ...)"),
+    ]
+    assert meter.left_too_low(stamped, 250.0) == [(10.0, 191.0, stamped[0][1])]
 
 
 def test_ab_says_which_row_a_pair_is_at_while_it_runs(monkeypatch):
