@@ -45,7 +45,9 @@ def test_one_line_per_benchmark_with_its_result_and_what_is_left():
         p.feed(line)
     p.close()
     lines = out.getvalue().splitlines()
-    assert len(lines) == 3, lines
+    assert len(lines) == 4, lines
+    assert lines[3].startswith("harness bench: the benchmarks took ")  # the closing note
+    assert "no estimate" in lines[3] and "the longest silence between these lines" in lines[3]
     assert lines[0].startswith(
         "[1/3] fusion.PointwiseChain.track_compiled_over_eager  0.6314±0.0068"
     )
@@ -234,46 +236,25 @@ def test_what_is_left_comes_from_recorded_durations_at_this_runs_pace():
     ]
     # recorded 10, 20, 30 s; this run takes 2x: after the first, 2 x 50 s are left
     lines = _fed(dict(zip(names, [10.0, 20.0, 30.0])), [20.0, 40.0, 60.0])
-    assert lines[0].endswith("20 s, ~100 s left"), lines
-    assert lines[1].endswith("60 s, ~60 s left"), lines
-    assert lines[2].endswith("120 s"), lines  # nothing left, nothing said
+    assert lines[0] == "harness bench: estimated ~60 s for 3 benchmarks", lines  # at the start
+    assert lines[1].endswith("20 s, ~100 s left"), lines
+    assert lines[2].endswith("60 s, ~60 s left"), lines
+    assert lines[3].endswith("120 s"), lines  # nothing left, nothing said
+    # the closing note: what it took against the estimate, and the longest silence
+    assert lines[4] == (
+        "harness bench: the benchmarks took 120 s (estimated ~60 s at the start); the longest "
+        "silence between these lines: 60 s"
+    ), lines
     # a project's first run: nothing recorded for its own benchmarks; said once, never guessed
     lines = _fed({names[0]: 10.0, names[1]: None, names[2]: None}, [10.0, 20.0, 30.0])
-    assert lines[0].startswith("harness bench: no recorded duration for 2 of 3 benchmarks")
+    assert lines[0].startswith(
+        "harness bench: estimated time unknown: no recorded duration for 2 of 3 benchmarks"
+    )
+    assert "~10 s for the others" in lines[0]
     assert "the next run of this machine estimates them from this one" in lines[0]
     assert lines[1].endswith("10 s, 2 left of unknown duration"), lines
+    assert "estimated: unknown at the start" in lines[-1]
     lines = _fed({names[0]: None, names[1]: 20.0, names[2]: None}, [10.0, 20.0, 30.0])
     assert lines[1].endswith("10 s, ~20 s left + 1 of unknown duration"), lines
 
 
-def test_a_second_run_estimates_from_the_newest_run_of_its_machine_and_mode(tmp_path, monkeypatch):
-    import json
-    import pathlib
-
-    from test_gate_support import write_set
-
-    from harness.core import records
-    from harness.runs import shard
-
-    root = tmp_path / "results"
-    for i, (quick, mode) in enumerate([(True, "fast"), (True, "fast"), (False, "full")]):
-        commit = f"{i:040x}"
-        meta = {"commit": commit, "machine": "m", "quick": quick, "mode": mode}
-        with records.writing(root, "m", f"20261201T00{i}000Z-{commit[:8]}", meta) as d:
-            write_set(d / "asv", commit, {"mine.A.track_x": [1.0]}, machine="m")
-    read = []
-    monkeypatch.setattr(shard, "durations_of", lambda f: read.append(f) or {"mine.A.track_x": 7.0})
-    # the newest quick run (the second), not the full one after it; no run of a mode: nothing
-    assert bench.last_run_durations(root, "m", "quick") == {"mine.A.track_x": 7.0}
-    assert records.record_of(read[-1]).run_id.startswith("20261201T001000Z")
-    assert bench.last_run_durations(root, "m", "fast") == {}
-    assert bench.last_run_durations(root, "other", "quick") == {}
-    # what asv selected this run: the project's own benchmark, recorded in no durations file
-    staging = tmp_path / "staging"
-    (staging / "asv").mkdir(parents=True)
-    listed = {"mine.A.track_x": {"name": "mine.A.track_x", "params": []}}
-    (staging / "asv" / "benchmarks.json").write_text(json.dumps(listed))
-    repo = pathlib.Path(__file__).resolve().parents[1]
-    args = (repo, staging, (r"^mine\.",), "quick")
-    assert bench.planned_durations(*args) == {"mine.A.track_x": None}
-    assert bench.planned_durations(*args, (root, "m")) == {"mine.A.track_x": 7.0}

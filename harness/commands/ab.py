@@ -150,9 +150,8 @@ def run(args) -> int:
     base, head = out["records"]["base"], out["records"]["head"]
     outcome = run_gate(str(base.path), str(head.path), root=root, ab_threshold=threshold)
     print(outcome.render("text"), end="")
-    counts = ", ".join(f"{suite} {n}" for suite, n in out["pairs"].items())
     print(
-        f"ab: {policy.describe()}; pairs run: {counts}; {out['seconds']:.0f} s; runs kept as "
+        f"ab: ran {ab.what_ran(out, outcome.rows, policy)}; {out['seconds']:.0f} s; runs kept as "
         f"{base.path} and {head.path}"
     )
     if out["left_out"]:
@@ -169,6 +168,7 @@ def run(args) -> int:
         data["ab"] = {
             "policy": policy.describe(),
             "pairs": out["pairs"],
+            "counted_once": out["counted"],
             "seconds": out["seconds"],
             "threshold": threshold,
             "left_out": out["left_out"],

@@ -137,7 +137,7 @@ def run(args) -> int:
     elif args.list or args.shard is not None or args.bench:
         plan = _plan(args, project, spec, sha)
         if args.list:
-            return _print_list(plan, args.json)
+            return _print_list(plan, args.json, (root, spec.machine))
         if not plan.chosen:
             print(
                 f"harness bench: shard {args.shard} holds no benchmark "
@@ -177,7 +177,20 @@ def run(args) -> int:
         verbose=args.verbose,
         tree=tree,
     )
-    return bench.report(ran, root)
+    return bench.report(ran, root, rerun=_rerun_flags(args))
+
+
+def _rerun_flags(args) -> tuple[str, ...]:
+    """The flags of this run that a rerun of one of its benchmarks needs to run alike and to
+    be filed beside it (harness.runs.bench.rerun_command)."""
+    flags = ["--quick"] if args.quick else ["--full"] if args.full else []
+    flags += ["--threads", str(args.threads)] if args.threads else []
+    flags += ["--machine", args.machine] if args.machine else []
+    flags += ["--results-dir", str(args.results_dir)] if args.results_dir else []
+    flags += ["--project", str(args.project)] if getattr(args, "project", None) else []
+    if args.launch_method and args.launch_method != "auto":
+        flags += ["--launch-method", args.launch_method]
+    return tuple(flags)
 
 
 def _plan(args, project, spec, sha):
@@ -189,9 +202,13 @@ def _plan(args, project, spec, sha):
     )
 
 
-def _print_list(plan, json_file) -> int:
-    """Names on stdout, one per line (CI scripts read it); the figures on stderr."""
+def _print_list(plan, json_file, here) -> int:
+    """Names on stdout, one per line (CI scripts read it); the figures on stderr: the split's
+    prediction (the durations files alone, the same on every runner) and the estimate on this
+    machine (harness.runs.estimate: its earlier runs first; "unknown" where nothing is
+    recorded)."""
     from harness.core.files import write_json_atomic
+    from harness.runs import estimate
 
     for name in plan.chosen:
         print(name)
@@ -206,6 +223,21 @@ def _print_list(plan, json_file) -> int:
         + (f"; shares {shares}" if plan.shard else ""),
         file=sys.stderr,
     )
+    chosen = set(plan.chosen)
+    here_est = estimate.estimate(
+        [b for b in plan.benchmarks if b["name"] in chosen],
+        plan.selection,
+        plan.durations,
+        plan.mode,
+        here,
+    )
+    print(
+        f"harness bench --list: estimated on {here[1]}: {here_est.describe()} "
+        f"({here_est.from_here} of {len(chosen)} benchmarks from its earlier runs)",
+        file=sys.stderr,
+    )
     if json_file:
-        write_json_atomic(json_file, plan.as_json())
+        data = plan.as_json()
+        data["estimate_here_s"] = here_est.total  # None: unknown
+        write_json_atomic(json_file, data)
     return exits.PASS

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import array
 import compileall
+import contextlib
 import dataclasses
 import gc
 import hashlib
@@ -425,6 +426,116 @@ def _plan(out: Path, jobs: list[dict], sources: dict[str, str]) -> None:
     write_atomic(out / "plan.json", plan.ljust(max(PLAN_BYTES, len(plan))))
 
 
+# Where the counting stands, for the harness command that started the run (harness.runs.progress
+# shows it while asv itself says nothing): written by a thread of this (native) process into the
+# run's scratch folder, read from the tasks and the status files the counting children leave.
+# Nothing of it reaches the counting process: no file of its working folder changes.
+PROGRESS_FILE = "instructions-progress.json"
+PROGRESS_SCHEMA = 1
+PROGRESS_EVERY_S = 5.0
+
+
+def progress_path() -> Path | None:
+    """The progress file of this run (in HARNESS_SCRATCH_DIR), or None outside a run."""
+    folder = settings.SCRATCH_DIR.get()
+    return Path(folder) / PROGRESS_FILE if folder else None
+
+
+class _Watch:
+    """A thread writing where the counting stands (progress_snapshot) to `dest` every `every`
+    seconds, and once more when it stops; `phase` says what the parent is doing."""
+
+    def __init__(self, out: Path, dest: Path, every: float | None = None):
+        import threading
+
+        self.out, self.dest, self.every = out, dest, every or PROGRESS_EVERY_S
+        self.started = time.time()
+        self.phase = "importing torch under valgrind"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="harness-count-watch", daemon=True)
+
+    def __enter__(self) -> _Watch:
+        self.write()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.phase = "done" if exc[0] is None else "failed"
+        self.write()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self.write()
+
+    def write(self) -> None:
+        try:
+            snap = progress_snapshot(self.out)
+            snap.update(started=self.started, phase=snap.get("phase") or self.phase)
+            if self.phase in ("reading the dumps", "done", "failed"):
+                snap["phase"] = self.phase
+            write_atomic(self.dest, json.dumps(snap))
+        except Exception:  # noqa: BLE001 (what is shown of the counting never fails it)
+            pass
+
+
+@contextlib.contextmanager
+def _watching(out: Path):
+    """A _Watch of `out` while the block runs, in a run (progress_path); a stand-in outside one."""
+    dest = progress_path()
+    if dest is None:
+        yield _Watch(out, Path(os.devnull))  # never started: its phase is only set
+        return
+    with _Watch(out, dest) as watch:
+        yield watch
+
+
+def progress_snapshot(out: Path) -> dict:
+    """Where the counting stands, from the counting process's OUT folder: its rows in the order
+    it takes them (_plan: phase by phase, costliest first), per row its layouts planned and done
+    and whether a layout failed, and the rows most likely being counted now (the first tasks
+    without a status: a child starts when one ends, `PARALLEL` at a time) and since when (its
+    first dump, or the newest status). The phase is "counting" once the counting process has
+    written its first dump (the empty measurements it makes after importing torch), none
+    before."""
+    tasks = sorted((out / TASKS).glob("*.json")) if (out / TASKS).is_dir() else []
+    rows: dict[str, dict] = {}
+    waiting: list[str] = []
+    dump = next(out.glob("cg.*"), None)
+    # when the counting last moved on: its first dump, or the newest status a child left
+    marks = [p.stat().st_mtime for p in [dump, *out.glob("status/*.json")] if p is not None]
+    for path in tasks:
+        try:
+            task = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # being written
+        r = rows.setdefault(
+            task["row"], {"row": task["row"], "key": task["key"], "layouts": 0, "done": 0}
+        )
+        r["layouts"] += 1
+        status = out / "status" / f"{task['tag']}.json"
+        if not status.is_file():
+            waiting.append(task["key"])
+            continue
+        r["done"] += 1
+        try:
+            if json.loads(status.read_text()).get("error"):
+                r["failed"] = True
+        except (OSError, ValueError):
+            pass  # a child's status being written: done, its outcome read next time
+    return {
+        "schema": PROGRESS_SCHEMA,
+        "pid": os.getpid(),
+        "updated": time.time(),
+        "parallel": PARALLEL,
+        "phase": "counting" if dump else "",
+        "since": max(marks, default=None),
+        "rows": list(rows.values()),
+        "counting": list(dict.fromkeys(waiting[:PARALLEL])),
+    }
+
+
 def _timing_rows(source: str, times) -> list[str]:
     """A project module's workload's `times` as asv names: "Class.track_x" of
     benchmarks/m.py is "m.Class.track_x" (its asv suite is the file's stem)."""
@@ -494,9 +605,12 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
         record = {"schema": SCHEMA, "rows": {}, "failed": failed, "not_counted": not_counted}
         _keep(record, targets)
         return Counted({}, failed, record, not_counted)
-    with tempfile.TemporaryDirectory(
-        prefix="harness-callgrind-", dir=settings.SCRATCH_DIR.get()
-    ) as tmp:
+    with (
+        tempfile.TemporaryDirectory(
+            prefix="harness-callgrind-", dir=settings.SCRATCH_DIR.get()
+        ) as tmp,
+        _watching(Path(tmp) / OUT) as watch,
+    ):
         work = Path(tmp)
         jobs = [_job(i, t, w) for i, (t, w) in enumerate(todo)]
         extra = settings.TEST_EXTRA_INSTRUCTIONS.get()
@@ -563,6 +677,7 @@ def count(targets: list[Target], *, timeout_s: float = TIMEOUT_S, log=None) -> C
         finally:
             os.close(ready_r)
             os.close(ready_w)
+        watch.phase = "reading the dumps"
         jobs = [j for j in jobs if j["row"] not in failed]
         try:
             worker = json.loads((work / OUT / "worker.json").read_text())

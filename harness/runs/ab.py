@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from harness.core import provenance, records, settings
+from harness.core import escape, provenance, records, settings
 from harness.core.exits import BadInput, RunnerFailed
 from harness.core.files import write_json_atomic
 from harness.core.processes import (
@@ -41,8 +41,8 @@ from harness.core.processes import (
     run_in_session,
     terminate_as_interrupt,
 )
-from harness.measure.instructions import RECORD_ENV
-from harness.runs import asv, interleave
+from harness.measure.instructions import PROGRESS_FILE, RECORD_ENV
+from harness.runs import asv, estimate, interleave, progress
 from harness.runs.scratch import RunScratch
 from harness.runs.spec import RunSpec
 from harness.verdict import between, metrics
@@ -154,6 +154,16 @@ class _Job:
     bench_dir: pathlib.Path | None
     log: object
     started: float = dataclasses.field(default_factory=time.perf_counter)
+    # what the machine's earlier runs recorded of its instruction rows (harness.runs.estimate):
+    # the time left of a side's counting
+    history: object = None
+    on_row: object = None  # told as a pair starts each row (k, n, row): the heartbeat's
+
+    @property
+    def counter(self) -> pathlib.Path | None:
+        """The instruction counter's progress file of this run (in its scratch folder)."""
+        folder = self.env.get(settings.SCRATCH_DIR.name)
+        return pathlib.Path(folder) / PROGRESS_FILE if folder else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -383,20 +393,86 @@ def _once(job: _Job, runs: SuiteRuns, suite: str) -> bool:
         return False
     t0 = time.perf_counter()
     try:
-        for label in job.side:
-            runs.instructions[label] = run_side(
-                job,
-                label,
-                suite,
-                job.work / f"{suite}-{label}-instructions",
-                rows="instructions",
-            )
+        for k, label in enumerate(job.side):
+            status = _counting_status(job, suite, label, (k + 1, len(job.side)))
+            with progress.Heartbeat(job.log, status):
+                runs.instructions[label] = run_side(
+                    job,
+                    label,
+                    suite,
+                    job.work / f"{suite}-{label}-instructions",
+                    rows="instructions",
+                )
     except NoMatch:
         return False
     job.log(
         f"ab: {suite} instruction rows, one process per side, took {time.perf_counter() - t0:.0f} s"
     )
     return True
+
+
+def _counting_status(job: _Job, suite: str, label: str, which: tuple[int, int]):
+    """What a side's counted run says while valgrind counts (the heartbeat's line): the row
+    being counted, rows done of rows planned, the time left of this side."""
+    since, t0 = time.time(), time.perf_counter()
+    side = f"{label} side ({which[0]} of {which[1]})" if which[1] > 1 else f"{label} side"
+    head = f"ab: {suite} instruction rows, one counted run a side; {side}"
+
+    def status() -> str:
+        took = f"{time.perf_counter() - t0:.0f} s"
+        live = progress.counting(job.counter, since, job.history)
+        if live is None:
+            return f"{head}: asv is starting it; {took}"
+        left = (
+            "time left unknown (a row left was never counted on this machine)"
+            if live.left is None
+            else f"~{live.left:.0f} s left of this side"
+        )
+        return f"{head}: {live.text}; {took}, {left}"
+
+    return status
+
+
+def what_ran(out: dict, rows: list, policy: Pairs) -> str:
+    """What ab ran, suite by suite, for its closing line: a suite's instruction rows as one
+    counted run a side with their rows' verdicts (a count does not move between processes, so
+    no pairs), its other rows as the pairs run under `policy`. `out`: run()'s answer; `rows`:
+    the gate's rows of the two sides."""
+    from harness.verdict import metrics
+
+    parts = []
+    for suite, n in out["pairs"].items():
+        mine = [
+            r
+            for r in rows
+            if r.name.split(".", 1)[0] == suite and _kind(r.unit) == metrics.INSTRUCTIONS
+        ]
+        said = []
+        if suite in out.get("counted", ()):
+            verdicts: dict[str, int] = {}
+            for r in mine:
+                verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
+            tally = ", ".join(f"{k} {v}" for v, k in sorted(verdicts.items()))
+            said.append(
+                f"one counted run a side (valgrind: a count does not move between processes), "
+                f"{len(mine)} instruction row{'s' * (len(mine) != 1)}"
+                + (f": {tally}" if tally else "")
+            )
+        if n or suite not in out.get("counted", ()):
+            said.append(f"{n} pair{'s' * (n != 1)} ({policy.describe()})")
+        elif not n:
+            said.append("no pairs (no other rows)")
+        parts.append(f"{suite}: {'; '.join(said)}")
+    return "; ".join(parts)
+
+
+def _kind(unit) -> str:
+    from harness.verdict import metrics
+
+    try:
+        return metrics.kind_of(unit).kind
+    except KeyError:
+        return ""
 
 
 def duet_cpus() -> tuple[str, str] | None:
@@ -428,6 +504,7 @@ def _pair(job: _Job, suite: str, i: int) -> dict[str, pathlib.Path]:
         job.spec.machine,
         duet_cpus=cpus,
         work=job.work / f"{suite}-pair-{i}",
+        **({"on_row": job.on_row} if getattr(job, "on_row", None) else {}),
     )
     if files is None:
         raise NoMatch(suite)
@@ -509,7 +586,19 @@ def _alternate(job: _Job, runs: SuiteRuns, suite: str) -> None:
     why = f"{most} pairs" + ("" if policy.fixed else " (--max-pairs), rows still UNKNOWN")
     for i in range(most):
         t0 = time.perf_counter()
-        runs.pairs.append(_pair(job, suite, i))
+        at: list = []  # the row the pair is at: (k, n, row)
+
+        def status(i=i, t0=t0, at=at) -> str:
+            name = f"ab: {suite} pair {i + 1}{'/' + str(most) if policy.fixed else ''}"
+            where = ""
+            if at:
+                k, n, row = at[-1]
+                where = f": row {k} of {n} ({escape.terminal(row, escape.MAX_CELL)})"
+            return f"{name}{where}; {time.perf_counter() - t0:.0f} s in this pair"
+
+        job.on_row = lambda *row, at=at: at.append(row)
+        with progress.Heartbeat(job.log, status):
+            runs.pairs.append(_pair(job, suite, i))
         pair_s = time.perf_counter() - t0
         job.log(
             f"ab: {suite} pair {i + 1}{'/' + str(most) if policy.fixed else ''} took {pair_s:.0f} s"
@@ -595,6 +684,7 @@ def run(
             budget_s,
             bench_dir,
             log,
+            history=estimate.row_seconds(root, spec.machine, spec.mode),
         )
         done, left_out = _measure(job)
         labels, meta = labels or {}, meta or {}
@@ -624,6 +714,8 @@ def run(
         "suites": list(done),
         "left_out": left_out,
         "pairs": {suite: len(r.pairs) for suite, r in done.items()},
+        # suites whose instruction rows one counted run a side decided (_once)
+        "counted": [suite for suite, r in done.items() if r.instructions],
         "values": values,
         "seconds": time.perf_counter() - job.started,
     }
@@ -725,7 +817,12 @@ def _keep(
         if ab_pairs is not None:
             records.write_ab_pairs(staging, *ab_pairs)
         if operators:
-            meta["operator_pass"] = _operator_pass(job, s, staging, ran_suites)
+            t0 = time.perf_counter()
+            took = lambda: f"{time.perf_counter() - t0:.0f} s"  # noqa: E731
+            with progress.Heartbeat(
+                job.log, lambda: f"ab: the operator pass of {label} is running; {took()}"
+            ):
+                meta["operator_pass"] = _operator_pass(job, s, staging, ran_suites)
     return records.load_record(records.runs_dir(root) / machine / run_id)
 
 

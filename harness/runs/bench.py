@@ -39,8 +39,9 @@ from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.core.processes import run_in_session
 from harness.core.project import suites
+from harness.measure.instructions import PROGRESS_FILE
 from harness.runs import asv
-from harness.runs.progress import Progress
+from harness.runs.progress import EVERY_S, Heartbeat, Progress, counting
 from harness.runs.scratch import RunScratch
 from harness.runs.spec import RunSpec
 
@@ -197,42 +198,28 @@ def planned_durations(
     staging: Path,
     benches: tuple[str, ...],
     mode: str,
-    earlier: tuple[Path, str] | None = None,
-) -> dict[str, float | None]:
-    """{benchmark: its recorded seconds, or None} for what this run's asv selected (read once
-    asv has written the run's benchmarks.json), for the progress lines' estimate. `earlier`:
-    (results root, machine) whose newest run of this mode fills what no durations file records
-    (a project's second run estimates from its first)."""
+    here: tuple[Path, str] | None = None,
+):
+    """The run's estimate (harness.runs.estimate.Estimate: per benchmark its seconds here, or
+    None) for what this run's asv selected (read once asv has written the run's
+    benchmarks.json), for the progress lines. `here`: (results root, machine) whose earlier runs
+    of this mode are read (a project's second run estimates from its first)."""
     import json
     import re
 
-    from harness.runs import shard
+    from harness.runs import estimate, shard
 
     listed = json.loads((staging / "asv" / "benchmarks.json").read_text(encoding="utf-8"))
-    durations, _ = shard.project_durations(suites(project), mode)
-    chosen = [
-        b["name"]
-        for b in listed.values()
-        if isinstance(b, dict)
-        and "name" in b
-        and any(re.search(r, c) for r in benches for c in shard.case_names(b))
-    ]
-    if earlier and any(name not in durations for name in chosen):
-        durations = {**last_run_durations(*earlier, mode), **durations}
-    return {name: durations.get(name) for name in sorted(chosen)}
-
-
-def last_run_durations(root: Path, machine: str, mode: str) -> dict[str, float]:
-    """The seconds per benchmark asv measured in the newest complete run of `machine` in `mode`
-    ({} where there is none)."""
-    from harness.runs import shard
-
-    for rec in reversed(records.list_runs(root, machine)):
-        if shard.mode_of_record(rec.meta) != mode:
+    files, _ = shard.project_durations(suites(project), mode)
+    selected, cases = [], {}
+    for b in listed.values():
+        if not (isinstance(b, dict) and "name" in b):
             continue
-        files = rec.result_files()
-        return shard.durations_of(files[-1]) if files else {}
-    return {}
+        chosen = [c for c in shard.case_names(b) if any(re.search(r, c) for r in benches)]
+        if chosen:
+            selected.append(b)
+            cases[b["name"]] = chosen
+    return estimate.estimate(selected, cases, files, mode, here)
 
 
 def checked_size_overrides():
@@ -310,6 +297,7 @@ def run(
             flush=True,
         )
         benches = tuple(spec.benches) or tuple(rf"^{n}\." for n in names)
+        counter = scratch.harness / PROGRESS_FILE  # the instruction counter says where it is
         progress = (
             None
             if verbose
@@ -318,14 +306,18 @@ def run(
                 planned=lambda: planned_durations(
                     project, staging, benches, spec.mode, (root, spec.machine)
                 ),
+                counter=counter,
             )
         )
-        with open(staging / records.ASV_LOG, "w", encoding="utf-8") as log:
+        beat = progress.heartbeat() if progress is not None else _verbose_heartbeat(out, counter)
+        with open(staging / records.ASV_LOG, "w", encoding="utf-8") as log, beat:
 
             def on_line(line: str) -> None:
                 log.write(line + "\n")
                 if progress is None:
-                    print(line, file=out, flush=True)
+                    with beat.lock:
+                        print(line, file=out, flush=True)
+                        beat.said()
                 else:
                     progress.feed(line)
 
@@ -350,9 +342,14 @@ def run(
             progress.close()
         # still inside the staging record (and the run's inductor cache): written before the rename;
         # `meta` is read by records.writing when the block ends
-        meta["operator_pass"] = operator_pass(
-            project, staging, names, env, profile=profile, out=out, bench_dir=bench_dir
-        )
+        t0 = time.monotonic()
+        with Heartbeat(
+            lambda line: print(line, file=out, flush=True),
+            lambda: f"harness bench: the operator pass is running; {time.monotonic() - t0:.0f} s",
+        ):
+            meta["operator_pass"] = operator_pass(
+                project, staging, names, env, profile=profile, out=out, bench_dir=bench_dir
+            )
         fp = fingerprint()
         # the run's thread count, not this process's: the suites set it (harness.measure.threads)
         fp.update(
@@ -382,9 +379,44 @@ def run(
     )
 
 
-def report(ran: BenchRun, root: Path, out=None) -> int:
+def _verbose_heartbeat(out, counter: Path) -> Heartbeat:
+    """With asv's own output shown (-v): a line whenever asv said nothing for a while, naming the
+    instruction row being counted where the counter is running."""
+    since = time.time()
+    started = time.monotonic()
+
+    def status() -> str:
+        live = counting(counter, since)
+        took = f"{time.monotonic() - started:.0f} s"
+        if live is not None:
+            return f"harness bench: {live.text}; {took}"
+        return f"harness bench: asv is running; {took}, {EVERY_S:.0f}+ s since its last line"
+
+    return Heartbeat(lambda line: print(line, file=out, flush=True), status)
+
+
+RERUN_LABEL = "rerun"
+SHOWN_FAILED = 3  # failed cases given a rerun command each; the others are named
+
+
+def rerun_command(name: str, flags: tuple[str, ...] = ()) -> str:
+    """A shell line that runs one benchmark case alone, where `harness bench` printed it:
+    `harness bench` with the run's own flags (`flags`: mode, threads, machine, results root),
+    the case's suite, the case's full name anchored and escaped as a --bench regex, asv's output
+    (and the traceback) shown with -v; it keeps its run record, labelled RERUN_LABEL."""
+    import re
+
+    from harness.core import escape
+
+    words = ["harness", "bench", *flags, "--suite", name.split(".", 1)[0]]
+    words += ["--bench", f"^{re.escape(name)}$", "--label", RERUN_LABEL, "-v"]
+    return escape.shell_join(words)
+
+
+def report(ran: BenchRun, root: Path, out=None, rerun: tuple[str, ...] = ()) -> int:
     """The summary of a run just made (key ratios, failures, where the record is) and its exit
-    code: 0 done, 2 a benchmark failed, 5 asv failed or saved nothing."""
+    code: 0 done, 2 a benchmark failed, 5 asv failed or saved nothing. `rerun`: the run's flags,
+    for the command that reruns a failed case alone (rerun_command)."""
     from harness.core import exits
     from harness.verdict.results import load
     from harness.verdict.summary import failures, summary_table
@@ -421,16 +453,25 @@ def report(ran: BenchRun, root: Path, out=None) -> int:
         )
     failed = failures(saved)
     if failed:
+        from harness.core import escape
+
         print(
             f"\nharness bench: {len(failed)} benchmark case(s) failed (the others ran):", file=out
         )
         for name in failed:
-            print(f"  FAILED {name}", file=out)
+            # asv's log keeps the error (harness.core.asvlog); an instruction row's record, why
+            error = saved.errors.get(name) or saved.not_counted.get(name)
+            said = f": {escape.terminal(error, escape.MAX_PROSE)}" if error else ""
+            print(f"  FAILED {escape.terminal(name, escape.MAX_CELL)}{said}", file=out)
         print(
-            f"its traceback is in {run.path / records.ASV_LOG}; rerun one alone with "
-            "`asv run --python=same --quick --show-stderr --bench <name>` (saves nothing)",
+            f"the tracebacks are in {run.path / records.ASV_LOG}; rerun one alone, asv's output "
+            f"and its traceback shown (a run record of its own, labelled {RERUN_LABEL}):",
             file=out,
         )
+        for name in failed[:SHOWN_FAILED]:
+            print(f"  {rerun_command(name, rerun)}", file=out)
+        if len(failed) > SHOWN_FAILED:
+            print(f"  (and so on for the other {len(failed) - SHOWN_FAILED})", file=out)
         return exits.FAILED
     if ran.asv_exit != 0:
         print(f"harness bench: asv exited with {ran.asv_exit}", file=sys.stderr)

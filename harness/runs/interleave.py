@@ -153,11 +153,12 @@ def run_pair(
     duet_cpus: tuple[str, str] | None = None,
     work: pathlib.Path,
     mode: str | None = None,
+    on_row=None,
 ) -> dict[str, pathlib.Path] | None:
     """One pair: every row `regex` selects (asv --bench semantics), blocks alternating between
     the sides in `sides`' order (the first side leads); with `duet_cpus`, both sides at once on
     those CPU sets. Returns each side's asv result file; None when the regex selects no row on
-    any side."""
+    any side. `on_row(k, n, row)` is told as row k of n starts (what `harness ab` shows)."""
     mode = mode or launch_mode()
     state: dict[str, _Side] = {}
     try:
@@ -167,7 +168,9 @@ def run_pair(
         if not rows:
             return None
         cpus = dict(zip([s.label for s in sides], _cpu_lists(duet_cpus))) if duet_cpus else {}
-        for row in rows:
+        for k, row in enumerate(rows):
+            if on_row is not None:
+                on_row(k + 1, len(rows), row)
             here = [state[s.label] for s in sides if row in state[s.label].rows]
             _run_row(here, row, work, mode, regex, cpus)
         return {label: _save(st, machine) for label, st in state.items()}

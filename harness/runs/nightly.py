@@ -51,7 +51,10 @@ def run_bench(root: pathlib.Path, spec: RunSpec, commit: str) -> int:
     from harness.core.project import project_root
     from harness.runs import bench
 
-    return bench.report(bench.run(project_root(), root, spec, sha=commit), root)
+    mode = {"quick": ("--quick",), "full": ("--full",)}.get(spec.mode, ())
+    rerun = (*mode, *(("--machine", spec.machine) if spec.machine else ()))
+    rerun += ("--results-dir", str(root))
+    return bench.report(bench.run(project_root(), root, spec, sha=commit), root, rerun=rerun)
 
 
 def check_html_dir(html_dir: pathlib.Path, root: pathlib.Path) -> None:

@@ -311,6 +311,7 @@ class Plan:
     mode: str
     known: int = 0  # selected benchmarks that the durations file names
     default_s: float = DEFAULT_S  # what each of the others counts
+    durations: dict = dataclasses.field(default_factory=dict)  # the durations file's table
 
     def durations_note(self) -> str:
         """Where the predicted seconds come from, for the log."""
@@ -397,4 +398,5 @@ def plan(
         mode,
         sum(n in durations for n in names),
         default_seconds(durations),
+        durations,
     )

@@ -221,16 +221,18 @@ def compare_entry(
     card: str | None = None,
     learned=None,
     unlearned: str = "",
+    errors: tuple[str, str] = ("", ""),
 ) -> Row:
     """One row's verdict; `band` is the row's calibrated noise band (None: not calibrated);
     `learned`: its noise between runs from the machine's history (harness.verdict.noise.RowNoise;
     None: not known), `unlearned`: why the history does not know it;
     `info`: an instruction row's stored summaries (base, head) from the run records; `facts`:
     the row's device facts (base, head) from the run records; `card`: why the two runs' GPUs
-    cannot judge GPU-time rows (harness.verdict.gpurows.card_difference), or None. The row's
+    cannot judge GPU-time rows (harness.verdict.gpurows.card_difference), or None; `errors`: a
+    failed case's error line (base, head) from the run records' asv logs. The row's
     `busy NN%` / `ATen share NN%` label goes into its note."""
     row = _compare_entry(
-        b, h, threshold, alpha, band, instruction_tolerance, info, facts, card, learned
+        b, h, threshold, alpha, band, instruction_tolerance, info, facts, card, learned, errors
     )
     if unlearned and row.note.endswith(UNCALIBRATED):
         row.note += f", and {unlearned}"
@@ -241,7 +243,7 @@ def compare_entry(
 
 
 def _compare_entry(
-    b, h, threshold, alpha, band, instruction_tolerance, info, facts, card, learned
+    b, h, threshold, alpha, band, instruction_tolerance, info, facts, card, learned, errors
 ) -> Row:
     name = h.name
     try:
@@ -262,6 +264,8 @@ def _compare_entry(
     why = _not_counted(info)  # an instruction row's own reason, from the run record
     if b.failed or h.failed:
         side = "both sides" if b.failed and h.failed else ("base" if b.failed else "head")
+        # the instruction row's own reason, else the error asv's log kept (head's first)
+        error = why or (errors[1] if h.failed else "") or (errors[0] if b.failed else "")
         return Row(
             name,
             h.unit,
@@ -269,8 +273,8 @@ def _compare_entry(
             central(h) if not h.failed else None,
             None,
             FAILED,
-            f"benchmark failed on {side}: {why}"
-            if why
+            f"benchmark failed on {side}: {error}"
+            if error
             else f"benchmark failed on {side}; see asv's output for that run",
         )
     if b.skipped or h.skipped:
@@ -420,6 +424,23 @@ def _info(rs: ResultSet, name: str) -> dict | None:
     return {"not_counted": rs.not_counted[name]} if name in rs.not_counted else None
 
 
+def _failed_one_side(name: str, e: Entry, side: str, ran: ResultSet, why: str) -> Row:
+    """A row in one run only, failed there: FAILED, with the error asv's log kept (or the
+    instruction row's own reason), then why the other run lacks it."""
+    other = "base" if side == "head" else "head"
+    error = ran.not_counted.get(name) or ran.errors.get(name)
+    said = f": {error}" if error else "; see asv's output for that run"
+    return Row(
+        name,
+        e.unit or "?",
+        None,
+        None,
+        None,
+        FAILED,
+        f"benchmark failed on {other}{said}; not in {side}{why}",
+    )
+
+
 def selects(pattern: str, name: str) -> bool:
     """Whether a --bench PATTERN selects a row: a regex found in the full name (anchor it,
     `^name$`, for one row) or in the name without its parameters (`Inference.track_time$`
@@ -490,6 +511,9 @@ def compare(
                 why = f": not selected there (its run was restricted to {shown})"
             else:
                 why = f" ({lacking.path})"
+            if e.failed:  # failed where it ran: the failure is what matters, with its error
+                rows.append(_failed_one_side(name, e, side, base if b else head, why))
+                continue
             rows.append(
                 Row(
                     name,
@@ -529,6 +553,7 @@ def compare(
                 card=card,
                 learned=learned.get(name) if learned is not None else None,
                 unlearned=learned.why(name) if learned is not None else "",
+                errors=(base.errors.get(name, ""), head.errors.get(name, "")),
             )
         )
     own = instead.declared(base.instructions, head.instructions)

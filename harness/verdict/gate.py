@@ -93,9 +93,15 @@ class Outcome:
     learned: noise.Learned | None = None
 
     def summary(self) -> str:
-        """One line that leads with how many rows were judged and how many were not, and why:
-        a comparison that judged nothing is never a plain pass."""
-        return f"gate: exit {self.code} ({exits.MEANING[self.code]}); {tally(self.rows)}"
+        """One line that leads with the failed benchmarks and every judged regression beside
+        them (exit 2 wins over 1, so the regression must not hide behind the failure), then how
+        many rows were judged and how many were not, and why: a comparison that judged nothing
+        is never a plain pass."""
+        lead = failures_first(self.rows)
+        return (
+            f"gate: exit {self.code} ({exits.MEANING[self.code]}); "
+            f"{lead + '; ' if lead else ''}{tally(self.rows)}"
+        )
 
     def as_json(self) -> dict:
         """The outcome for --json (schema in docs/gate.md)."""
@@ -197,6 +203,52 @@ def _reason(note: str) -> str:
     if "comparable run(s) of it" in first:
         return f"{kind}: no calibrated noise band, too few runs in the history"
     return re.sub(r"\d+(\.\d+)?%", "N%", first).strip()
+
+
+SHOWN = 3  # failed benchmarks and regressions named in the summary line; the table has them all
+
+
+def failures_first(rows: list[compare.Row]) -> str:
+    """Where benchmarks failed or are on one side only (exit 2): how many, the failed ones named
+    with their errors, and every judged regression among the rows both sides have (which alone
+    would exit 1), named with its change. "" where nothing failed or is missing."""
+    failed = [r for r in rows if r.verdict == compare.FAILED]
+    missing = sum(r.verdict == compare.MISSING for r in rows)
+    if not (failed or missing):
+        return ""
+
+    def name(r: compare.Row) -> str:
+        return escape.terminal(r.name, 100)
+
+    parts = []
+    if failed:
+        shown = "; ".join(
+            f"{name(r)}: {escape.terminal(_error_of(r.note), 120)}" for r in failed[:SHOWN]
+        )
+        more = f"; +{len(failed) - SHOWN} more" if len(failed) > SHOWN else ""
+        parts.append(f"{len(failed)} FAILED ({shown}{more})")
+    if missing:
+        parts.append(f"{missing} MISSING on one side")
+    regressed = [r for r in rows if r.verdict == compare.REGRESSION]
+    if regressed:
+        shown = ", ".join(
+            name(r) + (f" ({r.ratio - 1:+.1%})" if r.ratio is not None else "")
+            for r in regressed[:SHOWN]
+        )
+        more = f", +{len(regressed) - SHOWN} more" if len(regressed) > SHOWN else ""
+        parts.append(
+            f"and {len(regressed)} REGRESSION among the rows both sides have (exit "
+            f"{exits.REGRESSION} on its own): {shown}{more}"
+        )
+    else:
+        parts.append("no REGRESSION among the rows both sides have")
+    return ", ".join(parts[:-1]) + ("; " if len(parts) > 1 else "") + parts[-1]
+
+
+def _error_of(note: str) -> str:
+    """A FAILED row's error from its note (`benchmark failed on head: ERROR; not in base`)."""
+    _, _, after = note.partition(": ")
+    return after.split("; not in ")[0] if after else "see asv's output for that run"
 
 
 def tally(rows: list[compare.Row]) -> str:

@@ -15,7 +15,7 @@ import math
 import os
 import pathlib
 
-from harness.core import provenance, records, settings, trust
+from harness.core import asvlog, provenance, records, settings, trust
 from harness.core.exits import BadInput
 from harness.core.files import write_json_atomic
 from harness.verdict.resultset import Entry, ResultSet  # noqa: F401 (results.Entry, results.ResultSet)
@@ -106,6 +106,8 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
     rs.suites = tuple(suites) if isinstance(suites, list) else None
     benches = rec.meta.get("benches") if rec else None
     rs.benches = tuple(map(str, benches)) if isinstance(benches, list) and benches else None
+    if rec and any(e.failed for e in rs.entries.values()):
+        rs.errors = asvlog.read_failures(rec.path, records.ASV_LOG)
     return rs
 
 

@@ -52,6 +52,9 @@ class ResultSet:
     suites: tuple[str, ...] | None = None
     # the --bench patterns the run was restricted to (run.json's "benches"); None: all
     benches: tuple[str, ...] | None = None
+    # failed cases' errors, the first line of each, from the run record's asv log
+    # (harness.core.asvlog)
+    errors: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def label(self) -> str:
