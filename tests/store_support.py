@@ -45,12 +45,13 @@ def write_record(
     machine: str = MACHINE,
     label: str | None = None,
     ops: int = 10,
+    run_id: str | None = None,
     **meta,
 ) -> records.RunRecord:
     """Run record number `i` (its own commit and start time): one exact counter row."""
     commit = f"{i:040x}"
     # a start time of its own (minute i of a day), so that run ids sort in i's order
-    run_id = f"20261201T{i // 60:02d}{i % 60:02d}00Z-{commit[:8]}-{i:06x}" + (
+    run_id = run_id or f"20261201T{i // 60:02d}{i % 60:02d}00Z-{commit[:8]}-{i:06x}" + (
         f"-{label}" if label else ""
     )
     meta = {"commit": commit, "machine": machine, "mode": "fast", "label": label or "", **meta}
@@ -192,44 +193,66 @@ def spec_tree(bare: pathlib.Path, spec: dict) -> str:
     return put_tree(bare, entries)
 
 
-def folder_tree(bare: pathlib.Path, folder: pathlib.Path, extra=()) -> str:
+def folder_tree(bare: pathlib.Path, folder: pathlib.Path, extra=(), leave_out=()) -> str:
     """The tree of a local folder (every file a 100644 blob, as a push stores a record), with
-    `extra` (mode, name, oid) entries added at its top."""
-    entries = list(extra)
-    for p in sorted(folder.iterdir()):
-        if p.is_dir():
-            entries.append(("040000", p.name, folder_tree(bare, p)))
+    `extra` (mode, name, oid) entries added at its top and the names in `leave_out` left out."""
+    paths = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and p.relative_to(folder).parts[0] not in leave_out
+    )
+    data = "".join(f"{p}\n" for p in paths).encode()
+    oids = _git_bytes(bare, "hash-object", "-w", "--stdin-paths", data=data).decode().split()
+    spec: dict = {}
+    for p, oid in zip(paths, oids):
+        *folders, name = p.relative_to(folder).parts
+        here = spec
+        for f in folders:
+            here = here.setdefault(f, {})
+        here[name] = ("100644", oid)
+    top = put_tree(bare, [e for e in _spec_entries(bare, spec)] + list(extra))
+    return top
+
+
+def _spec_entries(bare, spec: dict):
+    for name, what in spec.items():
+        if isinstance(what, dict):
+            yield ("040000", name, put_tree(bare, list(_spec_entries(bare, what))))
         else:
-            entries.append(("100644", p.name, put_blob(bare, p.read_bytes())))
-    return put_tree(bare, entries)
+            yield (what[0], name, what[1])
 
 
-def graft(bare: pathlib.Path, path, mode: str, oid: str, message: str = "by hand") -> str:
-    """A commit on top of the history's tip that puts (mode, oid) at `path` (a list of names,
-    the folders on the way made or replaced), as anyone who can push the ref could."""
+def graft(bare: pathlib.Path, *edits, message: str = "by hand") -> str:
+    """One commit on top of the history's tip that puts each (path, mode, oid) of `edits` at
+    its path (a list of names; the folders on the way made, or replaced when they are not
+    folders), as anyone who can push the ref could."""
     tip = git(bare, "rev-parse", "--verify", "--quiet", REF, check=False) or None
+    plan: dict = {}
+    for path, mode, oid in edits:
+        here = plan
+        names = [n if isinstance(n, bytes) else n.encode() for n in path]
+        for name in names[:-1]:
+            here = here.setdefault(name, {})
+        here[names[-1]] = (mode, oid)
 
-    def put(tree: str | None, names) -> str:
-        name = names[0] if isinstance(names[0], bytes) else names[0].encode()
-        entries = [e for e in tree_entries(bare, tree) if e[1] != name] if tree else []
-        if len(names) == 1:
-            entries.append((mode, name, oid))
-        else:
-            below = tree_at_in(bare, tree, name)
-            entries.append(("040000", name, put(below, names[1:])))
+    def put(tree: str | None, plan: dict) -> str:
+        entries = [e for e in tree_entries(bare, tree) if e[1] not in plan] if tree else []
+        old = {e[1]: e for e in tree_entries(bare, tree)} if tree else {}
+        for name, what in plan.items():
+            if isinstance(what, dict):
+                below = old.get(name)
+                sub = below[2] if below and below[0] == "040000" else None
+                entries.append(("040000", name, put(sub, what)))
+            else:
+                entries.append((what[0], name, what[1]))
         return put_tree(bare, entries)
 
-    root = put(git(bare, "rev-parse", f"{tip}^{{tree}}") if tip else None, list(path))
+    root = put(git(bare, "rev-parse", f"{tip}^{{tree}}") if tip else None, plan)
     args = ["commit-tree", root, "-m", message] + (["-p", tip] if tip else [])
-    env_args = ["-c", "user.name=someone", "-c", "user.email=someone@example.com"]
-    commit = git(bare, *env_args, *args)
+    who = ["-c", "user.name=someone", "-c", "user.email=someone@example.com"]
+    commit = git(bare, *who, *args)
     git(bare, "update-ref", REF, commit)
     return commit
-
-
-def tree_at_in(bare: pathlib.Path, tree: str | None, name: bytes) -> str | None:
-    found = [e for e in tree_entries(bare, tree) if e[1] == name] if tree else []
-    return found[0][2] if found and found[0][0] == "040000" else None
 
 
 def history_entries(bare: pathlib.Path) -> dict[bytes, tuple[str, str]]:

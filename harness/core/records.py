@@ -488,14 +488,14 @@ def check_whole(folder: Path, machine: str, run_id: str, manifest: dict | None =
     if RUN_JSON not in have:
         problems.append(f"no {RUN_JSON}")
     meta = None
-    if RUN_JSON in have:
+    if RUN_JSON in have and not any(p.startswith(f"{RUN_JSON}:") for p in problems):
         try:
             meta = parsed.get(RUN_JSON) or trust.loads((folder / RUN_JSON).read_bytes(), RUN_JSON)
-        except (OSError, BadInput):
-            meta = None
+        except (OSError, BadInput) as exc:
+            meta = str(exc).removesuffix("; refused")
         if not isinstance(meta, dict):
+            problems.append(meta if isinstance(meta, str) else f"{RUN_JSON} is not a JSON object")
             meta = None
-            problems.append(f"{RUN_JSON} is not a JSON object")
     for key, want in (("run_id", run_id), ("machine", machine)):
         if meta is not None and meta.get(key) not in (None, want):
             problems.append(f"{RUN_JSON} names {key} {trust.shown(meta.get(key))}, not {want!r}")

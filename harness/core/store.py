@@ -195,6 +195,11 @@ def _what(e) -> str:
     return _MODES.get(e.mode, "a file" if e.mode in FILE_MODES else f"an entry of mode {e.mode}")
 
 
+def _value(value) -> str:
+    """A JSON value from elsewhere, fit for a message."""
+    return trust.shown(value) if isinstance(value, str) else json.dumps(value)[:40]
+
+
 def _check_marker(repo: Repo, e) -> None:
     """store.json must be what a push of this harness writes: else nothing is pulled from the
     history nor pushed on top of it (exit 3)."""
@@ -210,14 +215,14 @@ def _check_marker(repo: Repo, e) -> None:
         what = "cannot be read" if size is None else f"is {size:,} bytes"
         raise BadInput(f"{where} {what}, not the file a push writes; {fix}")
     try:
-        data = trust.loads(repo.read_blobs([e.oid]).get(e.oid, b""), MARKER)
+        data = trust.loads(repo.read_blobs([e.oid]).get(e.oid, b""), where)
     except BadInput as exc:
-        raise BadInput(f"{where}: {str(exc).removesuffix('; refused')}; {fix}") from None
+        raise BadInput(f"{str(exc).removesuffix('; refused')}; {fix}") from None
     if not isinstance(data, dict):
         raise BadInput(f"{where} is not a JSON object; {fix}")
     if data.get("schema") != SCHEMA:
         raise BadInput(
-            f"{where} says schema {trust.shown(data.get('schema'))}: this harness reads and "
+            f"{where} says schema {_value(data.get('schema'))}: this harness reads and "
             f"writes schema {SCHEMA} only; nothing pulled or pushed (a newer harness may read "
             "it; else name another --ref)"
         )
@@ -476,10 +481,23 @@ def _not_pushable(root: Path, rec: records.RunRecord) -> str:
     why = trust.why_not_machine(rec.machine) or trust.why_not_run_id(rec.run_id)
     if why:
         return why
+    return _link_on_the_way(records.runs_dir(root), rec.path)
+
+
+def _link_on_the_way(runs: Path, path) -> str:
+    """Why `path` (under runs/) may not be read or written: a symbolic link at it or on the
+    way to it, or a place outside runs/ ("" when neither)."""
     try:
-        trust.inside(records.runs_dir(root), rec.path)
+        trust.inside(runs, path)
     except BadInput as exc:
-        return str(exc).removeprefix(f"{rec.path}: ")
+        here = Path(runs) / path
+        for p in (here, *here.parents):
+            if p.is_symlink():
+                what = "it is" if p == here else f"{p} is"
+                return f"{what} a symbolic link, never followed"
+            if p == Path(runs):
+                break
+        return str(exc)
     return ""
 
 
@@ -638,7 +656,7 @@ def _by_meta(repo: Repo, snap: Snapshot, machine: str, ids: list[str], sel: Sele
         oids = sorted(set(entries.values()))
         repo.fetch_objects(oids, "blob:none")
         sizes = repo.object_sizes(oids)
-        blobs = repo.read_blobs([o for o in oids if sizes.get(o, -1) in _READABLE])
+        blobs = repo.read_blobs([o for o in oids if _readable(sizes.get(o))])
         for run_id, path in zip(batch, paths):
             try:
                 meta = trust.loads(blobs.get(entries.get(path, ""), b"{}"), path)
@@ -717,10 +735,10 @@ def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: Pu
     runs = records.runs_dir(root)
     for key in chosen:
         name = "/".join(key)
-        try:
-            here = trust.inside(runs, name)
-        except BadInput as exc:
-            report.refused.append(f"{name} not pulled: {exc}")
+        here = runs / key[0] / key[1]
+        why = _link_on_the_way(runs, name)
+        if why:
+            report.refused.append(f"{name} not pulled: {why.replace('it is', f'{here} is')}")
             continue
         if not os.path.lexists(here):
             todo.append(key)
@@ -759,7 +777,9 @@ def _asked(skip: Skip, sel: Selection) -> bool:
     return True
 
 
-_READABLE = range(0, trust.MAX_FILE_BYTES + 1)  # sizes of a blob that is read at all
+def _readable(size: int | None) -> bool:
+    """Whether a blob of this size (None: unknown) is read at all."""
+    return size is not None and size <= trust.MAX_FILE_BYTES
 
 
 def _pull_batch(root: Path, repo: Repo, snap: Snapshot, keys, report: PullReport) -> None:
@@ -798,7 +818,7 @@ def _pull_batch(root: Path, repo: Repo, snap: Snapshot, keys, report: PullReport
         listing = None
         if key in kept:  # a listing that cannot be read is none: check_whole says so
             listing = {}
-            if sizes.get(kept[key], -1) in _READABLE:
+            if _readable(sizes.get(kept[key])):
                 data = repo.read_blobs([kept[key]]).get(kept[key], b"")
                 try:
                     listing = trust.loads(data, f"{MANIFESTS}/{'/'.join(key)}.json")
@@ -827,7 +847,7 @@ def _entries_problem(entries: list[Entry]) -> str:
         if why:
             return why
         if e.kind != "blob" or e.mode not in FILE_MODES:
-            return f"holds {_what(e)}, {trust.shown(e.path)}"
+            return f"holds {_what(e)} {trust.shown(e.path)}"
         if e.path in seen:
             return f"holds two entries named {trust.shown(e.path)}"
         seen.add(e.path)
@@ -860,9 +880,13 @@ def _place(root: Path, snap: Snapshot, key, entries, blobs, listing, report: Pul
     machine, run_id = key
     name = f"{machine}/{run_id}"
     runs = records.runs_dir(root)
+    final = runs / machine / run_id
+    staging = final.parent / f"{records.STAGING}{run_id}-{os.getpid()}"
     try:
-        final = trust.inside(runs, name)
-        staging = trust.inside(runs, f"{machine}/{records.STAGING}{run_id}-{os.getpid()}")
+        for place in (final, staging):
+            why = _link_on_the_way(runs, place)
+            if why:
+                raise BadInput(why.replace("it is", f"{place} is"))
         final.parent.mkdir(parents=True, exist_ok=True)
         if staging.is_dir():  # left by an earlier process of this pid, a pull or a run
             shutil.rmtree(staging)
