@@ -352,9 +352,12 @@ def writing(root: Path, machine: str, run_id: str, meta: dict):
 def listing(folder: Path) -> dict[str, dict]:
     """Every file of a record folder but its manifest: relative path -> {"sha256", "bytes"}.
     Plain files only, read in pieces; a symbolic link is never followed (check_whole names it)."""
-    folder = Path(folder)
+    return _listing_of(_record_files(Path(folder))[0])
+
+
+def _listing_of(files) -> dict[str, dict]:
     out = {}
-    for rel, path, _ in sorted(_record_files(folder)[0]):
+    for rel, path, _ in sorted(files):
         if rel != MANIFEST:
             digest, size = hashlib.sha256(), 0
             with open(path, "rb") as handle:
@@ -448,7 +451,7 @@ def check_whole(folder: Path, machine: str, run_id: str, manifest: dict | None =
         return rel if not trust.why_not_record_path(rel) else trust.shown(rel)
 
     folder = Path(folder)
-    _, odd = _record_files(folder)
+    found, odd = _record_files(folder)
     if odd:
         return list(dict.fromkeys(odd))
     try:
@@ -468,7 +471,7 @@ def check_whole(folder: Path, machine: str, run_id: str, manifest: dict | None =
         want = run_id if key == "run_id" else machine
         if key in manifest and manifest[key] != want:
             problems.append(f"{MANIFEST} names {key} {trust.shown(manifest[key])}, not {want!r}")
-    have = listing(folder)
+    have = _listing_of(found)
     for rel in sorted(set(files) - set(have)):
         problems.append(f"{named(rel)} is listed but missing")
     for rel in sorted(set(have) - set(files)):

@@ -379,8 +379,9 @@ class _Outgoing:
         self.local = {(r.machine, r.run_id): r for r in chosen}
         self.refused: dict[tuple[str, str], str] = {}
         self.oids: dict[tuple[str, str], str] = {}
+        folders: dict[Path, str] = {}  # a machine folder -> why nothing in it may go
         for key, rec in self.local.items():
-            why = _not_pushable(root, rec)
+            why = _not_pushable(root, rec, folders)
             if why:
                 self.refused[key] = f"{_local(rec)}: {why}; not pushed"
             else:
@@ -474,14 +475,18 @@ class _Outgoing:
         return edits
 
 
-def _not_pushable(root: Path, rec: records.RunRecord) -> str:
+def _not_pushable(root: Path, rec: records.RunRecord, folders: dict[Path, str]) -> str:
     """Why a local record may not go to the history before any of it is read ("" when it
     may): its machine and run id must be names the harness writes, and neither it nor its
-    machine folder a link (whole() checks what it holds)."""
+    machine folder a link (whole() checks what it holds). `folders`: machine folders seen."""
     why = trust.why_not_machine(rec.machine) or trust.why_not_run_id(rec.run_id)
     if why:
         return why
-    return _link_on_the_way(records.runs_dir(root), rec.path)
+    if rec.path.parent not in folders:  # once per machine folder: a push offers every run
+        folders[rec.path.parent] = _link_on_the_way(records.runs_dir(root), rec.path.parent)
+    if folders[rec.path.parent]:
+        return folders[rec.path.parent].replace("it is", f"{rec.path.parent} is")
+    return "it is a symbolic link, never followed" if rec.path.is_symlink() else ""
 
 
 def _link_on_the_way(runs: Path, path) -> str:
@@ -901,11 +906,20 @@ def _place(root: Path, snap: Snapshot, key, entries, blobs, listing, report: Pul
         return
     try:
         try:
+            # the staging folder is new: every folder in it is made here, checked to lie
+            # inside runs/ with no link on the way, and no file is opened through a link
+            made = {staging}
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
             for e in entries:
-                dest = trust.inside(runs, f"{machine}/{staging.name}/{e.path}")
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                with os.fdopen(os.open(dest, flags, 0o644), "wb") as handle:
+                *folders, leaf = e.path.split("/")
+                here = staging
+                for part in folders:
+                    here = here / part
+                    if here not in made:
+                        here.mkdir()
+                        trust.inside(runs, here)
+                        made.add(here)
+                with os.fdopen(os.open(here / leaf, flags, 0o644), "wb") as handle:
                     handle.write(blobs[e.oid])
         except (OSError, BadInput, KeyError) as exc:
             why = exc.strerror if isinstance(exc, OSError) else exc
