@@ -14,6 +14,12 @@ Records of different runs never touch the same path, so a push that loses a race
 runner fetches the new tip, applies its records on top again and retries (bounded, with
 backoff). Every commit adds or prunes; none is ever rewritten and nothing is force-pushed.
 git itself is run by harness.core.gitrepo.
+
+Anyone who can push the ref may be hostile (docs/history.md#what-a-pull-and-a-push-check): a
+name read from the history becomes part of a path only after harness.core.trust accepted it,
+an entry that is not what the layout allows is skipped with a line (and kept as it is by
+every commit made here), a record is checked entry by entry before any of it is written,
+and nothing is written outside runs/ or through a link.
 """
 
 from __future__ import annotations
@@ -376,7 +382,8 @@ class _Outgoing:
 
     def __init__(self, root: Path, repo: Repo, chosen: list[records.RunRecord]):
         self.repo = repo
-        self.local = {(r.machine, r.run_id): r for r in chosen}
+        # (a run.json from elsewhere may say anything: a machine that is no string is refused)
+        self.local = {(_text(r.machine), r.run_id): r for r in chosen}
         self.refused: dict[tuple[str, str], str] = {}
         self.oids: dict[tuple[str, str], str] = {}
         folders: dict[Path, str] = {}  # a machine folder -> why nothing in it may go
@@ -504,6 +511,10 @@ def _link_on_the_way(runs: Path, path) -> str:
                 break
         return str(exc)
     return ""
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else f"<{type(value).__name__}>"
 
 
 def _local(rec: records.RunRecord) -> str:
@@ -798,6 +809,8 @@ def _pull_batch(root: Path, repo: Repo, snap: Snapshot, keys, report: PullReport
     still = repo.missing(trees)
     files: dict[tuple[str, str], list[Entry]] = {k: [] for k in keys}
     for e in repo.ls_tree(snap.tip, *[record_path(*k) + "/" for k in keys], recursive=True):
+        if e.path.count("/") < 3:
+            continue  # (never: the paths asked for are folders, and only what is in them comes)
         _, m, i, rel = e.path.split("/", 3)
         files.setdefault((m, i), []).append(dataclasses.replace(e, path=rel))
     checked = {}
