@@ -260,7 +260,8 @@ def _zoo(tmp):
     done["held"] = history_entries(bare)
     new = write_record(root, 901)
     done["new"] = new
-    done["push"] = store("push", url(bare), root, new.run_id)
+    tomb = write_record(root, 903, run_id=TOMBSTONE)  # pruned by a tombstone that is no JSON
+    done["push"] = store("push", url(bare), root, new.run_id, tomb.run_id)
     done["after push"] = history_entries(bare)
     # a local record whose place in the history holds a file: never written over
     taken = write_record(root, 902, run_id=hostile["run: a file"])
@@ -363,6 +364,7 @@ def test_a_pull_by_mode_reads_run_json_of_hostile_records_without_a_crash(zoo):
 def test_a_push_keeps_what_others_wrote_as_it_is(zoo):
     code, out, err = zoo["push"]
     assert code == 0 and "pushed 1 run(s)" in out
+    assert f"pruned from the history, not pushed again: {MACHINE}/{TOMBSTONE}" in out
     assert len(err.splitlines()) == len(SKIPPED) and "error" not in err  # the skipped entries, said
     after = zoo["after push"]
     assert kept_as_they_were(zoo["held"], after, f"runs/{MACHINE}/{zoo['new'].run_id}")
