@@ -7,6 +7,9 @@ received (GIT_TRACE_PACKFILE); times are each command's wall time.
 
     ./dev bench --results-dir /tmp/real/results          # one real run record
     .venv/bin/python tests/measure_store_history.py /tmp/real/results/runs/MACHINE/RUN /tmp/year
+
+Two versions of the harness under the same load (a change's cost): `--against DIR` with an
+older version's `harness` package in DIR; pushes and pulls alternate between the two.
 """
 
 from __future__ import annotations
@@ -78,69 +81,114 @@ def copies(src: Path, dest: Path, nights: int) -> list[Path]:
     return out
 
 
+def git_out(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True).stdout
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("record", type=Path, help="a real run record folder")
     parser.add_argument("work", type=Path, help="a new folder for everything made here")
     parser.add_argument("--nights", type=int, default=365)
     parser.add_argument("--last", type=int, default=30)
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="DIR",
+        help="another version of the harness (a folder holding its `harness` package, e.g. "
+        "`git archive BASE harness | tar -x -C DIR`): each night's push and each pull run "
+        "with both, in alternating order, each on a history and runner of its own, so that "
+        "the two are timed under the same load",
+    )
+    parser.add_argument("--pulls", type=int, default=1, help="pulls timed per version")
     args = parser.parse_args()
     work = args.work.resolve()
     if work.exists():
         sys.exit(f"{work} exists; name a new folder")
     runs = copies(args.record.resolve(), work / "nights", args.nights)
     machine = runs[0].parent.name
-    hist = work / "history.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(hist)], check=True)
-    for key, value in (("uploadpack.allowFilter", "true"), ("gc.autoDetach", "false")):
-        subprocess.run(["git", "-C", str(hist), "config", key, value], check=True)
-    url = f"file://{hist}"
     harness = str(Path(sys.executable).with_name("harness"))
+    here = str(Path(__file__).resolve().parents[1])
+    versions = {"this": here} | ({"against": str(args.against.resolve())} if args.against else {})
 
-    def run(argv, trace=None):
-        env = dict(os.environ, **({"GIT_TRACE_PACKFILE": str(trace)} if trace else {}))
+    def run(argv, code, trace=None):
+        env = dict(os.environ, PYTHONPATH=code)  # that version's harness package wins
+        env.update({"GIT_TRACE_PACKFILE": str(trace)} if trace else {})
         t = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, text=True, env=env)
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=work)
         if done.returncode != 0:
             sys.exit(f"{argv}: exit {done.returncode}\n{done.stdout}{done.stderr}")
         return time.perf_counter() - t, trace.stat().st_size if trace and trace.exists() else 0
 
-    runner = work / "runner" / "results"
-    push_s = []
-    for rec in runs:
-        shutil.copytree(rec, records.runs_dir(runner) / machine / rec.name)
-        push_s.append(
-            run([harness, "store", "push", "--remote", url, "--results-dir", str(runner)])[0]
-        )
-    subprocess.run(["git", "-C", str(hist), "gc", "--quiet"], check=True)
-    clone_s, whole = run(
-        ["git", "clone", "-q", "--mirror", url, str(work / "mirror.git")], work / "mirror.pack"
-    )
-    pulled = work / "pulled" / "results"
-    pull = [harness, "store", "pull", "--remote", url, "--results-dir", str(pulled)]
-    pull_s, part = run([*pull, "--machine", machine, "--last", str(args.last)], work / "pull.pack")
-    got = [r.run_id for r in records.list_runs(pulled)]
-    assert got == [r.name for r in runs[-args.last :]], "the pull did not bring the last runs"
-    stored = sum(f.stat().st_size for f in (hist / "objects").rglob("*") if f.is_file())
-    figures = {
-        "nights": len(runs),
-        "record_bytes_median": statistics.median(
-            sum(f.stat().st_size for f in r.rglob("*") if f.is_file()) for r in runs
-        ),
-        "push_s_median": round(statistics.median(push_s), 2),
-        "push_s_max": round(max(push_s), 2),
-        "history_commits": int(
-            subprocess.run(["git", "-C", str(hist), "rev-list", "--count", "refs/harness/results"],
-                           capture_output=True, text=True).stdout
-        ),
-        "history_bytes_after_gc": stored,
-        "whole_history_received_bytes": whole,
-        "whole_history_clone_s": round(clone_s, 2),
-        f"pull_last{args.last}_received_bytes": part,
-        f"pull_last{args.last}_s": round(pull_s, 2),
-        "share_of_whole": round(part / whole, 4),
-    }  # fmt: skip
-    print(json.dumps(figures, indent=1))
+    figures = {}
+    for name in versions:
+        hist = work / name / "history.git"
+        subprocess.run(["git", "init", "-q", "--bare", str(hist)], check=True)
+        for key, value in (("uploadpack.allowFilter", "true"), ("gc.autoDetach", "false")):
+            subprocess.run(["git", "-C", str(hist), "config", key, value], check=True)
+        figures[name] = {"push_s": [], "pull_s": []}
+    order = list(versions)
+    for k, rec in enumerate(runs):
+        for name in order if k % 2 == 0 else order[::-1]:
+            runner = work / name / "runner" / "results"
+            shutil.copytree(rec, records.runs_dir(runner) / machine / rec.name)
+            url = f"file://{work / name / 'history.git'}"
+            argv = [harness, "store", "push", "--remote", url, "--results-dir", str(runner)]
+            figures[name]["push_s"].append(run(argv, versions[name])[0])
+    for name in versions:
+        subprocess.run(["git", "-C", str(work / name / "history.git"), "gc", "--quiet"], check=True)
+    for k in range(args.pulls):
+        for name in order if k % 2 == 0 else order[::-1]:
+            pulled = work / name / f"pulled{k}" / "results"
+            url = f"file://{work / name / 'history.git'}"
+            pull = [harness, "store", "pull", "--remote", url, "--results-dir", str(pulled)]
+            pull += ["--machine", machine, "--last", str(args.last)]
+            seconds, part = run(pull, versions[name], work / name / f"pull{k}.pack")
+            figures[name]["pull_s"].append(seconds)
+            figures[name]["pull_bytes"] = part
+            got = [r.run_id for r in records.list_runs(pulled)]
+            assert got == [r.name for r in runs[-args.last :]], (
+                "the pull did not bring the last runs"
+            )
+    out = {}
+    for name in versions:
+        hist, f = work / name / "history.git", figures[name]
+        whole_s, whole = run(
+            ["git", "clone", "-q", "--mirror", f"file://{hist}", str(work / name / "mirror.git")],
+            here, work / name / "mirror.pack",
+        )  # fmt: skip
+        out[name] = {
+            "code": versions[name],
+            "nights": len(runs),
+            "record_bytes_median": statistics.median(
+                sum(f.stat().st_size for f in r.rglob("*") if f.is_file()) for r in runs
+            ),
+            "push_s_median": round(statistics.median(f["push_s"]), 3),
+            "push_s_max": round(max(f["push_s"]), 2),
+            "history_commits": int(git_out(hist, "rev-list", "--count", "refs/harness/results")),
+            "history_bytes_after_gc": sum(
+                p.stat().st_size for p in (hist / "objects").rglob("*") if p.is_file()
+            ),
+            "whole_history_received_bytes": whole,
+            "whole_history_clone_s": round(whole_s, 2),
+            f"pull_last{args.last}_received_bytes": f["pull_bytes"],
+            f"pull_last{args.last}_s_median": round(statistics.median(f["pull_s"]), 3),
+            f"pull_last{args.last}_s": [round(x, 2) for x in f["pull_s"]],
+            "share_of_whole": round(f["pull_bytes"] / whole, 4),
+        }  # fmt: skip
+    if args.against:
+        this, base = figures["this"], figures["against"]
+        pairs = [a / b for a, b in zip(this["push_s"], base["push_s"])]
+        out["this_over_against"] = {
+            "push_median_ratio": round(statistics.median(pairs), 3),
+            "push_medians_ratio": round(
+                statistics.median(this["push_s"]) / statistics.median(base["push_s"]), 3
+            ),
+            "pull_medians_ratio": round(
+                statistics.median(this["pull_s"]) / statistics.median(base["pull_s"]), 3
+            ),
+        }
+    print(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

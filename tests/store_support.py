@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import pathlib
 import shutil
 import socket
+import stat
 import subprocess
 import time
 
@@ -43,12 +45,13 @@ def write_record(
     machine: str = MACHINE,
     label: str | None = None,
     ops: int = 10,
+    run_id: str | None = None,
     **meta,
 ) -> records.RunRecord:
     """Run record number `i` (its own commit and start time): one exact counter row."""
     commit = f"{i:040x}"
     # a start time of its own (minute i of a day), so that run ids sort in i's order
-    run_id = f"20261201T{i // 60:02d}{i % 60:02d}00Z-{commit[:8]}-{i:06x}" + (
+    run_id = run_id or f"20261201T{i // 60:02d}{i % 60:02d}00Z-{commit[:8]}-{i:06x}" + (
         f"-{label}" if label else ""
     )
     meta = {"commit": commit, "machine": machine, "mode": "fast", "label": label or "", **meta}
@@ -134,3 +137,158 @@ def git_daemon(base: pathlib.Path, receive_pack: bool = True):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# ---- hostile histories, made with git's plumbing (which writes what no harness would) ----
+
+MODES = {"file": "100644", "exe": "100755", "link": "120000", "gitlink": "160000", "dir": "040000"}
+KINDS = {"100644": "blob", "100755": "blob", "120000": "blob", "160000": "commit", "040000": "tree"}
+# a commit that exists nowhere: what a gitlink (a submodule's entry) points at
+SUBMODULE_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _git_bytes(repo, *args: str, data: bytes | None = None) -> bytes:
+    done = subprocess.run(["git", *args], cwd=repo, input=data, capture_output=True)
+    if done.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)}: {done.stderr.decode()}")
+    return done.stdout
+
+
+def put_blob(bare: pathlib.Path, data: bytes) -> str:
+    return _git_bytes(bare, "hash-object", "-w", "--stdin", data=data).decode().strip()
+
+
+def put_tree(bare: pathlib.Path, entries) -> str:
+    """A tree of (mode, name, oid) entries, names as given (str or bytes: '..', '.git', a
+    newline, bytes that are not UTF-8 all go in), made by `git mktree --missing`."""
+    body = b"".join(
+        f"{mode} {KINDS[mode]} {oid}\t".encode()
+        + (name if isinstance(name, bytes) else name.encode())
+        + b"\0"
+        for mode, name, oid in entries
+    )
+    return _git_bytes(bare, "mktree", "-z", "--missing", data=body).decode().strip()
+
+
+def tree_entries(bare: pathlib.Path, tree: str) -> list[tuple[str, bytes, str]]:
+    out = []
+    for item in _git_bytes(bare, "ls-tree", "-z", tree).split(b"\0"):
+        if item:
+            head, name = item.split(b"\t", 1)
+            mode, _, oid = head.decode().split()
+            out.append((mode, name, oid))
+    return out
+
+
+def spec_tree(bare: pathlib.Path, spec: dict) -> str:
+    """A tree from {name: bytes (a file) | dict (a folder) | (mode, oid)}: any name goes."""
+    entries = []
+    for name, what in spec.items():
+        if isinstance(what, dict):
+            entries.append(("040000", name, spec_tree(bare, what)))
+        elif isinstance(what, tuple):
+            entries.append((what[0], name, what[1]))
+        else:
+            entries.append(("100644", name, put_blob(bare, what)))
+    return put_tree(bare, entries)
+
+
+def folder_tree(bare: pathlib.Path, folder: pathlib.Path, extra=(), leave_out=()) -> str:
+    """The tree of a local folder (every file a 100644 blob, as a push stores a record), with
+    `extra` (mode, name, oid) entries added at its top and the names in `leave_out` left out."""
+    paths = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and p.relative_to(folder).parts[0] not in leave_out
+    )
+    data = "".join(f"{p}\n" for p in paths).encode()
+    oids = _git_bytes(bare, "hash-object", "-w", "--stdin-paths", data=data).decode().split()
+    spec: dict = {}
+    for p, oid in zip(paths, oids):
+        *folders, name = p.relative_to(folder).parts
+        here = spec
+        for f in folders:
+            here = here.setdefault(f, {})
+        here[name] = ("100644", oid)
+    top = put_tree(bare, [e for e in _spec_entries(bare, spec)] + list(extra))
+    return top
+
+
+def _spec_entries(bare, spec: dict):
+    for name, what in spec.items():
+        if isinstance(what, dict):
+            yield ("040000", name, put_tree(bare, list(_spec_entries(bare, what))))
+        else:
+            yield (what[0], name, what[1])
+
+
+def graft(bare: pathlib.Path, *edits, message: str = "by hand") -> str:
+    """One commit on top of the history's tip that puts each (path, mode, oid) of `edits` at
+    its path (a list of names; the folders on the way made, or replaced when they are not
+    folders), as anyone who can push the ref could."""
+    tip = git(bare, "rev-parse", "--verify", "--quiet", REF, check=False) or None
+    plan: dict = {}
+    for path, mode, oid in edits:
+        here = plan
+        names = [n if isinstance(n, bytes) else n.encode() for n in path]
+        for name in names[:-1]:
+            here = here.setdefault(name, {})
+        here[names[-1]] = (mode, oid)
+
+    def put(tree: str | None, plan: dict) -> str:
+        entries = [e for e in tree_entries(bare, tree) if e[1] not in plan] if tree else []
+        old = {e[1]: e for e in tree_entries(bare, tree)} if tree else {}
+        for name, what in plan.items():
+            if isinstance(what, dict):
+                below = old.get(name)
+                sub = below[2] if below and below[0] == "040000" else None
+                entries.append(("040000", name, put(sub, what)))
+            else:
+                entries.append((what[0], name, what[1]))
+        return put_tree(bare, entries)
+
+    root = put(git(bare, "rev-parse", f"{tip}^{{tree}}") if tip else None, plan)
+    args = ["commit-tree", root, "-m", message] + (["-p", tip] if tip else [])
+    who = ["-c", "user.name=someone", "-c", "user.email=someone@example.com"]
+    commit = git(bare, *who, *args)
+    git(bare, "update-ref", REF, commit)
+    return commit
+
+
+def history_entries(bare: pathlib.Path) -> dict[bytes, tuple[str, str]]:
+    """Every entry of the history's tip, at any depth (gitlinks and links as entries):
+    path -> (mode, oid)."""
+    out = {}
+    raw = _git_bytes(bare, "ls-tree", "-r", "-t", "-z", "--full-tree", REF)
+    for item in raw.split(b"\0"):
+        if item:
+            head, path = item.split(b"\t", 1)
+            mode, _, oid = head.decode().split()
+            out[path] = (mode, oid)
+    return out
+
+
+def state_of(base: pathlib.Path, leave_out=()) -> dict[str, tuple]:
+    """Everything under `base` but the folders in `leave_out`: relative path -> (what, mode,
+    bytes or a link's target), nothing followed. Compared before and after a command."""
+    base = pathlib.Path(base)
+    left = {pathlib.Path(p).resolve() for p in leave_out}
+    out = {}
+    for top, dirs, files in os.walk(base):
+        for name in sorted(dirs + files):
+            p = pathlib.Path(top) / name
+            rel = p.relative_to(base).as_posix()
+            info = os.lstat(p)
+            if stat.S_ISLNK(info.st_mode):
+                out[rel] = ("link", info.st_mode, os.readlink(p))
+            elif stat.S_ISDIR(info.st_mode):
+                out[rel] = ("folder", info.st_mode, None)
+            else:
+                out[rel] = ("file", info.st_mode, p.read_bytes())
+        dirs[:] = [
+            d
+            for d in dirs
+            if not (pathlib.Path(top) / d).is_symlink()
+            and (pathlib.Path(top) / d).resolve() not in left
+        ]
+    return out

@@ -77,9 +77,11 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from harness.core import store
+    from harness.core import store, trust
     from harness.verdict.results import results_root
 
+    for name in [args.machine] if isinstance(args.machine, str) else args.machine or []:
+        trust.check_machine(name, f"--machine {trust.shown(name)}")  # a folder under runs/
     root = results_root(args.results_dir)
     repo = store.open_repo(root, args.remote, args.ref)
     if args.action == "push":

@@ -27,7 +27,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness.core import settings
+from harness.core import settings, trust
 from harness.core.exits import BadInput, RunnerFailed
 
 CACHE = ".store"  # under the results root
@@ -90,33 +90,56 @@ def git_blob_oid(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
+def _file_oid(path: Path, size: int) -> str:
+    """git_blob_oid of a file, read in pieces (a large file is never held in memory whole)."""
+    digest = hashlib.sha1(b"blob %d\0" % size)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def git_tree_oid(folder: Path) -> str:
     """The oid git gives the tree of `folder` with every file as a plain 100644 blob (as the
     history stores a record), computed here: a record held locally and one in the history are
-    the same exactly when these agree. Empty folders have no tree (git keeps none)."""
+    the same exactly when these agree. Empty folders have no tree (git keeps none). A symbolic
+    link is never followed: it counts as git counts one (120000, its target), so a record
+    holding one never equals a record of the history; other special files count as absent."""
+    return _tree_oid(Path(folder)) or EMPTY_TREE
+
+
+def _tree_oid(folder: Path) -> str | None:
     entries = []
-    for p in Path(folder).iterdir():
-        if p.is_dir() and not p.is_symlink():
-            if any(x.is_file() for x in p.rglob("*")):
-                entries.append((p.name + "/", b"40000 " + p.name.encode(), git_tree_oid(p)))
-        elif p.is_file():
-            entries.append((p.name, b"100644 " + p.name.encode(), git_blob_oid(p.read_bytes())))
-    body = b"".join(
-        head + b"\0" + bytes.fromhex(oid) for _, head, oid in sorted(entries, key=_tree_order)
-    )
+    with os.scandir(folder) as listing:
+        for item in listing:
+            name = os.fsencode(item.name)
+            if item.is_symlink():
+                target = os.fsencode(os.readlink(item.path))
+                entries.append((name, b"120000 " + name, git_blob_oid(target)))
+            elif item.is_dir(follow_symlinks=False):
+                sub = _tree_oid(Path(item.path))
+                if sub:  # git keeps no empty folder
+                    entries.append((name + b"/", b"40000 " + name, sub))
+            elif item.is_file(follow_symlinks=False):
+                size = item.stat(follow_symlinks=False).st_size
+                entries.append((name, b"100644 " + name, _file_oid(Path(item.path), size)))
+    if not entries:
+        return None
+    # git sorts a folder's name as if it ended in '/'
+    body = b"".join(head + b"\0" + bytes.fromhex(oid) for _, head, oid in sorted(entries))
     return hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()
-
-
-def _tree_order(entry) -> bytes:
-    return entry[0].encode()  # git sorts a folder's name as if it ended in '/'
 
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    mode: str
-    kind: str  # blob or tree
+    mode: str  # 100644, 100755 (files), 040000 (a folder), 120000 (a link), 160000 (a gitlink)
+    kind: str  # blob, tree or commit (a gitlink)
     oid: str
-    path: str
+    path: str  # as git wrote it, undecodable bytes kept as surrogates (NAMES)
+
+
+# tree entry names are bytes: kept through str and back unchanged, whatever they hold
+NAMES = ("utf-8", "surrogateescape")
 
 
 @dataclasses.dataclass
@@ -214,6 +237,7 @@ class Repo:
     @contextlib.contextmanager
     def locked(self):
         """Create the repository if needed and hold it for this process alone."""
+        trust.inside(self.path.parent.parent, self.path)  # never a link out of the results root
         self.path.mkdir(parents=True, exist_ok=True)
         ignore = self.path.parent / ".gitignore"
         if not ignore.is_file():  # the cache is nobody's to commit
@@ -323,14 +347,32 @@ class Repo:
         return done.stdout.decode().strip() or None
 
     def ls_tree(self, treeish: str, *paths: str, recursive: bool = False) -> list[Entry]:
+        """The entries of a tree (`-z`: any name, a newline included, comes back whole).
+        `paths` are git's path patterns: only names the harness checked may be one."""
         args = ["ls-tree", "-z", "--full-tree"] + (["-r"] if recursive else [])
         done = self.git(*args, treeish, "--", *paths)
         out = []
-        for item in done.stdout.decode("utf-8", errors="surrogateescape").split("\0"):
+        for item in done.stdout.decode(*NAMES).split("\0"):
             if item:
                 head, path = item.split("\t", 1)
                 mode, kind, oid = head.split()
                 out.append(Entry(mode, kind, oid, path))
+        return out
+
+    def object_sizes(self, oids: list[str]) -> dict[str, int]:
+        """The size of each of these objects, in bytes, before any is read (one process); an
+        object the remote has and this cache lacks is fetched first, by git itself."""
+        if not oids:
+            return {}
+        done = self.git(
+            "cat-file", "--batch-check", input="".join(f"{o}\n" for o in oids).encode(),
+            network=True,
+        )  # fmt: skip
+        out = {}
+        for line in done.stdout.decode(errors="replace").splitlines():
+            head = line.split()
+            if len(head) == 3 and head[2].isdigit():  # else "<oid> missing"
+                out[head[0]] = int(head[2])
         return out
 
     def missing(self, oids: list[str]) -> set[str]:
@@ -396,25 +438,29 @@ class Repo:
         machines = {path.split("/", 1)[0] for path, _ in files}
         return {e.path: e.oid for e in self.ls_tree(top, *[f"{m}/" for m in sorted(machines)])}
 
-    def edit_tree(self, tree: str | None, edits: dict) -> str | None:
+    def edit_tree(self, tree: str | None, edits: dict, where: str = "") -> str | None:
         """`tree` (None: empty) with `edits` applied, folder by folder: name -> None (remove),
         ("blob" | "tree", oid) (put), or a dict of edits inside that folder. Only the folders
         on the edited paths are read and written (`mktree --missing`: what they hold need not
-        be here). None when nothing is left."""
-        entries = {e.path: (e.mode, e.kind, e.oid) for e in self.ls_tree(tree)} if tree else {}
+        be here). Every entry not edited is kept exactly as it is, whatever its name or mode
+        (a commit never rewrites what others wrote); an edit inside a folder that is not a
+        folder in `tree` is BadInput. None when nothing is left."""
+        entries = [(e.path, (e.mode, e.kind, e.oid)) for e in self.ls_tree(tree)] if tree else []
         for name, edit in edits.items():
             if isinstance(edit, dict):
-                below = entries.get(name)
-                sub = self.edit_tree(below[2] if below and below[1] == "tree" else None, edit)
+                below = [v for n, v in entries if n == name]
+                if below and (len(below) > 1 or below[0][1] != "tree"):
+                    raise BadInput(f"{where}{name} in the history is not one folder; not rewritten")
+                sub = self.edit_tree(below[0][2] if below else None, edit, f"{where}{name}/")
                 edit = ("tree", sub) if sub else None
-            if edit is None:
-                entries.pop(name, None)
-            else:
-                entries[name] = ("040000" if edit[0] == "tree" else "100644", *edit)
+            entries = [(n, v) for n, v in entries if n != name]
+            if edit is not None:
+                entries.append((name, ("040000" if edit[0] == "tree" else "100644", *edit)))
         if not entries:
             return None
-        body = "".join(f"{m} {k} {o}\t{n}\0" for n, (m, k, o) in sorted(entries.items()))
-        return self.git("mktree", "-z", "--missing", input=body.encode()).stdout.decode().strip()
+        body = "".join(f"{m} {k} {o}\t{n}\0" for n, (m, k, o) in sorted(entries))
+        made = self.git("mktree", "-z", "--missing", input=body.encode(*NAMES))
+        return made.stdout.decode().strip()
 
     def commit(self, tree: str, parent: str | None, message: str) -> str:
         args = ["commit-tree", "--no-gpg-sign", tree] + (["-p", parent] if parent else [])

@@ -746,15 +746,68 @@ def writing(root: Path, machine: str, run_id: str, meta: dict):
 
 
 def listing(folder: Path) -> dict[str, dict]:
-    """Every file of a record folder but its manifest: relative path -> {"sha256", "bytes"}."""
-    folder = Path(folder)
+    """Every file of a record folder but its manifest: relative path -> {"sha256", "bytes"}.
+    Plain files only, read in pieces; a symbolic link is never followed (check_whole names it)."""
+    return _listing_of(_record_files(Path(folder))[0])
+
+
+def _listing_of(files) -> dict[str, dict]:
     out = {}
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder).as_posix()
-        if rel != MANIFEST and path.is_file():
-            data = path.read_bytes()
-            out[rel] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    for rel, path, _ in sorted(files):
+        if rel != MANIFEST:
+            digest, size = hashlib.sha256(), 0
+            with open(path, "rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
+                    size += len(chunk)
+            out[rel] = {"sha256": digest.hexdigest(), "bytes": size}
     return out
+
+
+def _record_files(folder: Path) -> tuple[list[tuple[str, str, int]], list[str]]:
+    """Every plain file of a record folder ('/'-separated path, path, size), walked without
+    following any link, and what a record from elsewhere may not hold that this one does
+    (links, special files, names outside harness.core.trust's rules, files past its limits)."""
+    import stat
+
+    from harness.core import trust
+
+    files, odd, total = [], [], 0
+    if Path(folder).is_symlink():
+        return [], ["is a symbolic link"]
+    for top, dirs, names in os.walk(folder):
+        base = os.path.relpath(top, folder).replace(os.sep, "/")
+        below = []
+        for name in sorted(dirs + names):
+            path = os.path.join(top, name)
+            rel = name if base == "." else f"{base}/{name}"
+            why = trust.why_not_record_path(rel)
+            try:
+                info = os.lstat(path)
+            except OSError as exc:
+                odd.append(f"cannot read {trust.shown(rel)} ({exc.strerror})")
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                odd.append(why or f"holds a symbolic link {trust.shown(rel)}")
+            elif stat.S_ISDIR(info.st_mode):
+                odd.extend([why] if why else [])
+                below += [] if why else [name]  # a folder named wrongly is not walked into
+            elif not stat.S_ISREG(info.st_mode):
+                odd.append(why or f"holds {trust.shown(rel)}, which is not a plain file")
+            else:
+                files.append((rel, path, info.st_size))
+                total += info.st_size
+                if why:
+                    odd.append(why)
+                elif info.st_size > trust.MAX_FILE_BYTES:
+                    limit = trust.MAX_FILE_BYTES
+                    odd.append(f"{rel} is {info.st_size:,} bytes, over the allowed {limit:,}")
+        dirs[:] = below
+    if len(files) > trust.MAX_RECORD_FILES:
+        odd.append(f"holds {len(files):,} files, over the allowed {trust.MAX_RECORD_FILES:,}")
+    if total > trust.MAX_RECORD_BYTES:
+        odd.append(f"holds {total:,} bytes, over the allowed {trust.MAX_RECORD_BYTES:,}")
+    return files, odd
 
 
 def manifest_of(folder: Path, machine: str, run_id: str) -> dict:
@@ -785,10 +838,25 @@ def check_whole(folder: Path, machine: str, run_id: str, manifest: dict | None =
     """What keeps the record in `folder` from being whole, as `machine`/`run_id` (empty: whole):
     every file its manifest lists is there with that size and sha256 and nothing else is, its
     JSON files parse, run.json (and the manifest, the fingerprint where they say) name this run
-    and machine. `manifest`: the listing kept elsewhere for a record that has none of its own."""
+    and machine. `manifest`: the listing kept elsewhere for a record that has none of its own.
+    First, before any file is read: it holds plain files only, no link, every name within
+    harness.core.trust's rules, within its size limits (a record from elsewhere is input)."""
+    from harness.core import trust
+
+    def named(rel) -> str:  # a name the manifest gave, fit for a message
+        return rel if not trust.why_not_record_path(rel) else trust.shown(rel)
+
     folder = Path(folder)
-    own = read_manifest(folder)
-    manifest = own if own is not None else manifest
+    found, odd = _record_files(folder)
+    if odd:
+        return list(dict.fromkeys(odd))
+    try:
+        own = trust.load(folder / MANIFEST, MANIFEST)
+    except FileNotFoundError:
+        own = None
+    except BadInput:
+        own = {}  # there but unreadable: named below
+    manifest = (own if isinstance(own, dict) else {}) if own is not None else manifest
     if manifest is None:
         return [f"lists no files (no {MANIFEST} in it, none kept for it)"]
     files = manifest.get("files")
@@ -798,34 +866,44 @@ def check_whole(folder: Path, machine: str, run_id: str, manifest: dict | None =
     for key in ("run_id", "machine"):
         want = run_id if key == "run_id" else machine
         if key in manifest and manifest[key] != want:
-            problems.append(f"{MANIFEST} names {key} {manifest[key]!r}, not {want!r}")
-    have = listing(folder)
+            problems.append(f"{MANIFEST} names {key} {trust.shown(manifest[key])}, not {want!r}")
+    have = _listing_of(found)
     for rel in sorted(set(files) - set(have)):
-        problems.append(f"{rel} is listed but missing")
+        problems.append(f"{named(rel)} is listed but missing")
     for rel in sorted(set(have) - set(files)):
         problems.append(f"{rel} is there but not listed")
+    parsed = {}
     for rel in sorted(set(files) & set(have)):
         entry = files[rel] if isinstance(files[rel], dict) else {}
         if entry.get("sha256") != have[rel]["sha256"] or entry.get("bytes") != have[rel]["bytes"]:
             problems.append(f"{rel} differs from its listed size or sha256")
         elif rel.endswith(".json"):
             try:
-                json.loads((folder / rel).read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                problems.append(f"{rel} does not parse ({exc})")
+                parsed[rel] = trust.loads((folder / rel).read_bytes(), rel)
+            except OSError as exc:
+                problems.append(f"{rel} cannot be read ({exc.strerror})")
+            except BadInput as exc:
+                problems.append(str(exc).removesuffix("; refused"))
     if RUN_JSON not in have:
         problems.append(f"no {RUN_JSON}")
-    meta = _read_meta(folder) if RUN_JSON in have else None
-    if RUN_JSON in have and meta is None:
-        problems.append(f"{RUN_JSON} is not a JSON object")
+    meta = None
+    if RUN_JSON in have and not any(p.startswith(f"{RUN_JSON}:") for p in problems):
+        try:
+            meta = parsed.get(RUN_JSON) or trust.loads((folder / RUN_JSON).read_bytes(), RUN_JSON)
+        except (OSError, BadInput) as exc:
+            meta = str(exc).removesuffix("; refused")
+        if not isinstance(meta, dict):
+            problems.append(meta if isinstance(meta, str) else f"{RUN_JSON} is not a JSON object")
+            meta = None
     for key, want in (("run_id", run_id), ("machine", machine)):
         if meta is not None and meta.get(key) not in (None, want):
-            problems.append(f"{RUN_JSON} names {key} {meta.get(key)!r}, not {want!r}")
-    fp = folder / FINGERPRINT
+            problems.append(f"{RUN_JSON} names {key} {trust.shown(meta.get(key))}, not {want!r}")
     if FINGERPRINT in have and not problems:
-        data = json.loads(fp.read_text(encoding="utf-8"))
+        data = parsed.get(FINGERPRINT)
         if isinstance(data, dict) and data.get("run_id") not in (None, run_id):
-            problems.append(f"{FINGERPRINT} names run {data.get('run_id')!r}, not {run_id!r}")
+            problems.append(
+                f"{FINGERPRINT} names run {trust.shown(data.get('run_id'))}, not {run_id!r}"
+            )
     return problems
 
 

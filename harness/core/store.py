@@ -14,6 +14,12 @@ Records of different runs never touch the same path, so a push that loses a race
 runner fetches the new tip, applies its records on top again and retries (bounded, with
 backoff). Every commit adds or prunes; none is ever rewritten and nothing is force-pushed.
 git itself is run by harness.core.gitrepo.
+
+Anyone who can push the ref may be hostile (docs/history.md#what-a-pull-and-a-push-check): a
+name read from the history becomes part of a path only after harness.core.trust accepted it,
+an entry that is not what the layout allows is skipped with a line (and kept as it is by
+every commit made here), a record is checked entry by entry before any of it is written,
+and nothing is written outside runs/ or through a link.
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.core import provenance, records, settings
+from harness.core import provenance, records, settings, trust
 from harness.core.exits import BadInput, RunnerFailed
-from harness.core.gitrepo import Repo, git_tree_oid, project_remote
+from harness.core.gitrepo import Entry, Repo, git_tree_oid, project_remote
 
 RUNS, MANIFESTS, PRUNED, MARKER = "runs", "manifests", "pruned", "store.json"
 SCHEMA = 1
@@ -76,36 +82,156 @@ def open_repo(root: Path, remote: str | None = None, ref: str | None = None) -> 
 # ---- the history at one commit ----
 
 
+@dataclasses.dataclass(frozen=True)
+class Skip:
+    """An entry of the history that is not what the layout says may be there (a name the
+    harness does not write, a file where a folder belongs, a link, a gitlink): passed over with
+    one line, and kept as it is by every commit the harness makes."""
+
+    area: str  # RUNS, PRUNED or MANIFESTS
+    path: str  # in the history
+    machine: str | None  # the machine folder it lies in or is, when that name is one
+    name: str | None  # its name below the machine folder (a run id, or not)
+    line: str
+
+
 @dataclasses.dataclass
 class Snapshot:
     tip: str | None
     runs: dict[tuple[str, str], str]  # (machine, run id) -> the record's tree oid
     pruned: set[tuple[str, str]]
     manifests: dict[tuple[str, str], str]  # (machine, run id) -> blob oid of its kept listing
+    skipped: list[Skip] = dataclasses.field(default_factory=list)
+    # history paths where something other than what the harness would write there lies
+    # (a file named like a run, a link where a machine's folder belongs): -> what it is
+    taken: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def load(cls, repo: Repo, tip: str | None) -> Snapshot:
+        """The history's runs, tombstones and kept listings at `tip`, read from its top three
+        levels. store.json must be the harness's (else BadInput: nothing is read or written
+        under it); any other entry that is not what the layout allows is a Skip, never an
+        error, so one bad entry blocks nothing else."""
         if tip is None:
             return cls(None, {}, set(), {})
         top = {e.path: e for e in repo.ls_tree(tip)}
         if MARKER not in top:
+            shown = ", ".join(trust.shown(n) for n in sorted(top)[:5])
             raise BadInput(
                 f"{repo.ref} at {repo.remote} is not a results history (no {MARKER} at its "
-                f"root; it holds {', '.join(sorted(top)[:5]) or 'nothing'}); name another --ref"
+                f"root; it holds {shown or 'nothing'}); name another --ref"
             )
-        found: dict[str, dict[tuple[str, str], str]] = {RUNS: {}, PRUNED: {}, MANIFESTS: {}}
-        folders = [e.path + "/" for e in repo.ls_tree(tip, *[f"{d}/" for d in found if d in top])]
+        _check_marker(repo, top[MARKER])
+        snap = cls(tip, {}, set(), {})
+        areas = []
+        for area in (RUNS, PRUNED, MANIFESTS):
+            e = top.get(area)
+            if e is not None and e.kind != "tree":
+                snap._skip(area, None, None, area, f"is {_what(e)}, not a folder", _what(e))
+            elif e is not None:
+                areas.append(area)
+        folders = []
+        for e in repo.ls_tree(tip, *[f"{a}/" for a in areas]) if areas else []:
+            area, machine = e.path.split("/", 1)
+            why = trust.why_not_machine(machine)
+            if why:
+                snap._skip(area, None, None, e.path, why)
+            elif e.kind != "tree":
+                snap._skip(area, machine, None, e.path, f"is {_what(e)}, not a folder", _what(e))
+            else:
+                folders.append(e.path + "/")  # a checked name: no pattern, no '..'
         for e in repo.ls_tree(tip, *folders) if folders else []:
-            top_dir, machine, name = e.path.split("/", 2)
-            run_id = name[:-5] if top_dir != RUNS and name.endswith(".json") else name
-            found[top_dir][(machine, run_id)] = e.oid
-        return cls(tip, found[RUNS], set(found[PRUNED]), found[MANIFESTS])
+            area, machine, name = e.path.split("/", 2)
+            run_id = name.removesuffix(".json") if area != RUNS else name
+            why = trust.why_not_run_id(run_id)
+            if area != RUNS and not name.endswith(".json"):
+                why = f"{trust.shown(name)} is not <run id>.json"
+            if why:
+                snap._skip(area, machine, name, e.path, why)
+            elif area == RUNS and e.kind != "tree":
+                snap._skip(
+                    area, machine, name, e.path, f"is {_what(e)}, not a run record", _what(e)
+                )
+            elif area != RUNS and (e.kind != "blob" or e.mode not in FILE_MODES):
+                snap._skip(area, machine, name, e.path, f"is {_what(e)}, not a file", _what(e))
+            elif area == RUNS:
+                snap.runs[(machine, run_id)] = e.oid
+            elif area == PRUNED:
+                snap.pruned.add((machine, run_id))
+            else:
+                snap.manifests[(machine, run_id)] = e.oid
+        return snap
+
+    def _skip(self, area, machine, name, path: str, why: str, what: str = "") -> None:
+        said = f"{trust.shown(path, 120)} in the history"
+        said += f" {why}" if why.startswith("is ") else f": {why}"
+        self.skipped.append(Skip(area, path, machine, name, f"{said}; skipped"))
+        if what:  # a path the harness could write to: nothing is ever written over it
+            self.taken[path] = what
+
+    def in_the_way(self, *paths: str) -> str:
+        """Why something the harness would write at one of these history paths (or below it)
+        cannot be written ("" when nothing is in the way)."""
+        for path in paths:
+            parts = path.split("/")
+            for k in range(1, len(parts) + 1):
+                here = "/".join(parts[:k])
+                if here in self.taken:
+                    return f"the history holds {self.taken[here]} at {here}"
+        return ""
 
     def machines(self) -> list[str]:
         return sorted({m for m, _ in self.runs})
 
     def run_ids(self, machine: str) -> list[str]:
         return sorted(i for m, i in self.runs if m == machine)
+
+
+FILE_MODES = ("100644",)  # what the harness writes into the history; 100755 only by hand
+_MODES = {
+    "100755": "an executable file",
+    "120000": "a symbolic link",
+    "160000": "a gitlink (a submodule)",
+    "040000": "a folder",
+}
+MAX_MARKER_BYTES = 64 * 2**10
+
+
+def _what(e) -> str:
+    return _MODES.get(e.mode, "a file" if e.mode in FILE_MODES else f"an entry of mode {e.mode}")
+
+
+def _value(value) -> str:
+    """A JSON value from elsewhere, fit for a message."""
+    return trust.shown(value) if isinstance(value, str) else json.dumps(value)[:40]
+
+
+def _check_marker(repo: Repo, e) -> None:
+    """store.json must be what a push of this harness writes: else nothing is pulled from the
+    history nor pushed on top of it (exit 3)."""
+    where = f"{repo.ref} at {repo.remote}: its {MARKER}"
+    fix = (
+        "nothing pulled or pushed; repair the ref (a commit on top with the store.json a "
+        "push writes) or name another --ref"
+    )
+    if e.kind != "blob" or e.mode not in FILE_MODES:
+        raise BadInput(f"{where} is {_what(e)}, not the file a push writes; {fix}")
+    size = repo.object_sizes([e.oid]).get(e.oid)
+    if size is None or size > MAX_MARKER_BYTES:
+        what = "cannot be read" if size is None else f"is {size:,} bytes"
+        raise BadInput(f"{where} {what}, not the file a push writes; {fix}")
+    try:
+        data = trust.loads(repo.read_blobs([e.oid]).get(e.oid, b""), where)
+    except BadInput as exc:
+        raise BadInput(f"{str(exc).removesuffix('; refused')}; {fix}") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{where} is not a JSON object; {fix}")
+    if data.get("schema") != SCHEMA:
+        raise BadInput(
+            f"{where} says schema {_value(data.get('schema'))}: this harness reads and "
+            f"writes schema {SCHEMA} only; nothing pulled or pushed (a newer harness may read "
+            "it; else name another --ref)"
+        )
 
 
 def record_path(machine: str, run_id: str) -> str:
@@ -131,8 +257,10 @@ def commit_and_push(repo: Repo, make) -> tuple[Snapshot, Change | None, str | No
     deadline = time.monotonic() + settings.STORE_RETRY_S.get()
     retries = stalls = 0
     refused: tuple[str | None, str] | None = None  # (the tip pushed onto, why) of the last try
+    said: set[str] = set()
     while True:
         snap = Snapshot.load(repo, repo.fetch_tip())
+        say_skipped(snap, said)
         if refused is not None:
             stalls = stalls + 1 if snap.tip == refused[0] else 0
             if stalls >= STALLS:
@@ -169,6 +297,24 @@ def commit_and_push(repo: Repo, make) -> tuple[Snapshot, Change | None, str | No
             file=sys.stderr,
         )
         time.sleep(pause)
+
+
+MAX_SKIP_LINES = 20  # lines naming skipped entries of the history, per command
+
+
+def say_skipped(snap: Snapshot, said: set[str]) -> None:
+    """One line on stderr for each skipped entry of the history not said yet (at most
+    MAX_SKIP_LINES in all, then how many more)."""
+    new = [line for line in dict.fromkeys(s.line for s in snap.skipped) if line not in said]
+    room = MAX_SKIP_LINES - len(said)
+    for line in new[: max(room, 0)]:
+        print(f"harness store: {line}", file=sys.stderr)
+    if new and len(new) > room >= 0:
+        print(
+            f"harness store: and {len(new) - room} more entries of the history skipped",
+            file=sys.stderr,
+        )
+    said.update(new)
 
 
 def _marker() -> bytes:
@@ -234,12 +380,21 @@ class _Outgoing:
     """The local records of one push: their tree oids (to compare with the history's), and,
     once one is to be pushed, its whole-check and blobs (each done once across retries)."""
 
-    def __init__(self, repo: Repo, chosen: list[records.RunRecord]):
+    def __init__(self, root: Path, repo: Repo, chosen: list[records.RunRecord]):
         self.repo = repo
-        self.local = {(r.machine, r.run_id): r for r in chosen}
-        self.oids = {k: git_tree_oid(r.path) for k, r in self.local.items()}
+        # (a run.json from elsewhere may say anything: a machine that is no string is refused)
+        self.local = {(_text(r.machine), r.run_id): r for r in chosen}
         self.refused: dict[tuple[str, str], str] = {}
+        self.oids: dict[tuple[str, str], str] = {}
+        folders: dict[Path, str] = {}  # a machine folder -> why nothing in it may go
+        for key, rec in self.local.items():
+            why = _not_pushable(root, rec, folders)
+            if why:
+                self.refused[key] = f"{_local(rec)}: {why}; not pushed"
+            else:
+                self.oids[key] = git_tree_oid(rec.path)
         self.conflicts: list[str] = []
+        self.blocked: list[str] = []
         self.gone: list[str] = []
         self.todo: list[tuple[str, str]] = []
         self._trees: dict[tuple[str, str], str | None] = {}
@@ -249,23 +404,36 @@ class _Outgoing:
     def whole(self, key) -> bool:
         if key not in self._listing and key not in self.refused:
             rec = self.local[key]
-            own = records.read_manifest(rec.path)
-            listing = records.manifest_of(rec.path, *key) if own is None else None
+            own = os.path.lexists(rec.path / records.MANIFEST)
+            listing = None if own else records.manifest_of(rec.path, *key)
             problems = records.check_whole(rec.path, rec.machine, rec.run_id, listing)
             if problems:
-                self.refused[key] = f"{rec.path}: {'; '.join(problems[:3])}"
+                self.refused[key] = f"{_local(rec)}: {'; '.join(problems[:3])}"
             else:
                 self._listing[key] = listing
         return key not in self.refused
 
     def sort(self, snap: Snapshot) -> list[tuple[str, str]]:
         """Which records this snapshot lacks (to push), holds already, or pruned."""
-        self.conflicts, self.gone, self.todo = [], [], []
+        self.conflicts, self.blocked, self.gone, self.todo = [], [], [], []
         for key, rec in self.local.items():
+            if key in self.refused:
+                continue
             if key in snap.pruned:
                 self.gone.append("/".join(key))
             elif key not in snap.runs:
-                if self.whole(key):
+                if not self.whole(key):
+                    continue
+                paths = [record_path(*key)]
+                if self._listing[key] is not None:
+                    paths.append(f"{MANIFESTS}/{key[0]}/{key[1]}.json")
+                why = snap.in_the_way(*paths)
+                if why:
+                    self.blocked.append(
+                        f"{rec.path}: {why}, not what a push writes; not pushed (what others "
+                        "wrote in the history is never written over)"
+                    )
+                else:
                     self.todo.append(key)
             elif snap.runs[key] != self.oids[key]:
                 self.conflicts.append(
@@ -283,9 +451,11 @@ class _Outgoing:
         with tempfile.TemporaryDirectory(dir=self.repo.path) as tmp:
             for key in new:
                 rec = self.local[key]
-                for p in sorted(p for p in rec.path.rglob("*") if p.is_file()):
-                    names.append(f"{key[0]}/{key[1]}/{p.relative_to(rec.path).as_posix()}")
-                    files.append(p)
+                # plain files only (whole() refused links): a link's target never travels
+                for p in sorted(rec.path.rglob("*")):
+                    if p.is_file() and not p.is_symlink():
+                        names.append(f"{key[0]}/{key[1]}/{p.relative_to(rec.path).as_posix()}")
+                        files.append(p)
                 if self._listing[key] is not None:
                     listing = Path(tmp) / f"{len(files)}.json"
                     data = json.dumps(self._listing[key], indent=2, sort_keys=True) + "\n"
@@ -312,6 +482,47 @@ class _Outgoing:
         return edits
 
 
+def _not_pushable(root: Path, rec: records.RunRecord, folders: dict[Path, str]) -> str:
+    """Why a local record may not go to the history before any of it is read ("" when it
+    may): its machine and run id must be names the harness writes, and neither it nor its
+    machine folder a link (whole() checks what it holds). `folders`: machine folders seen."""
+    why = trust.why_not_machine(rec.machine) or trust.why_not_run_id(rec.run_id)
+    if why:
+        return why
+    if rec.path.parent not in folders:  # once per machine folder: a push offers every run
+        folders[rec.path.parent] = _link_on_the_way(records.runs_dir(root), rec.path.parent)
+    if folders[rec.path.parent]:
+        return folders[rec.path.parent].replace("it is", f"{rec.path.parent} is")
+    return "it is a symbolic link, never followed" if rec.path.is_symlink() else ""
+
+
+def _link_on_the_way(runs: Path, path) -> str:
+    """Why `path` (under runs/) may not be read or written: a symbolic link at it or on the
+    way to it, or a place outside runs/ ("" when neither)."""
+    try:
+        trust.inside(runs, path)
+    except BadInput as exc:
+        here = Path(runs) / path
+        for p in (here, *here.parents):
+            if p.is_symlink():
+                what = "it is" if p == here else f"{p} is"
+                return f"{what} a symbolic link, never followed"
+            if p == Path(runs):
+                break
+        return str(exc)
+    return ""
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else f"<{type(value).__name__}>"
+
+
+def _local(rec: records.RunRecord) -> str:
+    """A local record's folder, fit for a one-line message whatever its name."""
+    ok = trust.is_run_id(rec.path.name) and trust.is_machine(rec.path.parent.name)
+    return str(rec.path) if ok else trust.shown(str(rec.path), 200)
+
+
 def push(
     root: Path, repo: Repo, names: list[str], machine: str | None, dry_run: bool, out=None
 ) -> int:
@@ -324,7 +535,7 @@ def push(
         for why, runs in sorted(left.items()):
             print(f"  not pushed unless named: {len(runs)} {why} ({_few(runs)})", file=out)
         return 0
-    going = _Outgoing(repo, chosen)
+    going = _Outgoing(root, repo, chosen)
 
     def make(snap: Snapshot) -> Change | None:
         todo = going.sort(snap)
@@ -347,6 +558,7 @@ def push(
         print(f"harness store: would push {len(todo)} run(s): {_few(todo) or 'none'}", file=out)
     elif change is None:
         there = len(going.local) - len(going.conflicts) - len(going.gone) - len(going.refused)
+        there -= len(going.blocked)
         print(
             f"harness store: nothing to push to {repo.remote} {repo.ref} "
             f"({there} run(s) already there)",
@@ -363,7 +575,7 @@ def push(
         print(f"  pruned from the history, not pushed again: {_few(going.gone)}", file=out)
     for why, runs in sorted(left.items()):
         print(f"  not pushed unless named: {len(runs)} {why} ({_few(runs)})", file=out)
-    refused = list(going.refused.values()) + going.conflicts
+    refused = list(going.refused.values()) + going.conflicts + going.blocked
     if refused:
         raise Refused("refused: " + " | ".join(refused))
     return 0
@@ -452,14 +664,20 @@ def _by_meta(repo: Repo, snap: Snapshot, machine: str, ids: list[str], sel: Sele
         batch = ids[start : start + _BATCH]
         paths = [f"{record_path(machine, i)}/{records.RUN_JSON}" for i in batch]
         repo.fetch_objects([snap.runs[(machine, i)] for i in batch], "tree:0")
-        entries = {e.path: e.oid for e in repo.ls_tree(snap.tip, *paths)}
-        repo.fetch_objects(sorted(set(entries.values())), "blob:none")
-        blobs = repo.read_blobs(list(entries.values()))
+        entries = {
+            e.path: e.oid
+            for e in repo.ls_tree(snap.tip, *paths)
+            if e.kind == "blob" and e.mode in FILE_MODES  # a gitlink's commit is nowhere
+        }
+        oids = sorted(set(entries.values()))
+        repo.fetch_objects(oids, "blob:none")
+        sizes = repo.object_sizes(oids)
+        blobs = repo.read_blobs([o for o in oids if _readable(sizes.get(o))])
         for run_id, path in zip(batch, paths):
             try:
-                meta = json.loads(blobs.get(entries.get(path, ""), b"{}"))
-            except ValueError:
-                meta = {}
+                meta = trust.loads(blobs.get(entries.get(path, ""), b"{}"), path)
+            except BadInput:
+                meta = {}  # not the run asked for: a record the pull would refuse anyway
             meta = meta if isinstance(meta, dict) else {}
             if sel.mode and meta.get("mode") != sel.mode:
                 continue
@@ -513,6 +731,13 @@ def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: Pu
         print(f"harness store: {repo.ref} at {repo.remote} is empty; nothing to pull", file=out)
         return
     snap = Snapshot.load(repo, tip)
+    say_skipped(snap, set())
+    asked = {s.line for s in snap.skipped if _asked(s, sel)}
+    if asked:  # said above, one line each
+        report.refused.append(
+            f"{len(asked)} entr{'y' if len(asked) == 1 else 'ies'} of the history in the "
+            "selection skipped (not records the harness can read)"
+        )
     chosen = select(repo, snap, sel)
     if not chosen:  # said, so that a reader never compares against nothing unawares
         held = ", ".join(f"{m} ({len(snap.run_ids(m))} runs)" for m in snap.machines())
@@ -523,11 +748,17 @@ def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: Pu
         )
         return
     todo = []
+    runs = records.runs_dir(root)
     for key in chosen:
-        here = records.runs_dir(root) / key[0] / key[1]
-        if not here.exists():
+        name = "/".join(key)
+        here = runs / key[0] / key[1]
+        why = _link_on_the_way(runs, name)
+        if why:
+            report.refused.append(f"{name} not pulled: {why.replace('it is', f'{here} is')}")
+            continue
+        if not os.path.lexists(here):
             todo.append(key)
-        elif git_tree_oid(here) == snap.runs[key]:
+        elif here.is_dir() and git_tree_oid(here) == snap.runs[key]:
             report.here.append(key)
         else:
             report.refused.append(
@@ -549,47 +780,166 @@ def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: Pu
     )
 
 
+def _asked(skip: Skip, sel: Selection) -> bool:
+    """Whether a pull of `sel` would have brought this skipped entry, were it a record."""
+    if skip.area != RUNS:
+        return False
+    if skip.path == RUNS:
+        return True
+    if sel.machines and skip.machine not in sel.machines:
+        return False
+    if sel.runs:
+        return skip.name is not None and any(skip.name.startswith(r) for r in sel.runs)
+    return True
+
+
+def _readable(size: int | None) -> bool:
+    """Whether a blob of this size (None: unknown) is read at all."""
+    return size is not None and size <= trust.MAX_FILE_BYTES
+
+
 def _pull_batch(root: Path, repo: Repo, snap: Snapshot, keys, report: PullReport) -> None:
-    """Fetch the blobs of these records (one fetch) and place each."""
+    """Fetch the blobs of these records (one fetch), check every entry of each record (names,
+    modes, sizes) before a byte of it is read, and place each record that passes."""
     trees = [snap.runs[k] for k in keys]
     kept = {k: snap.manifests[k] for k in keys if k in snap.manifests}
     repo.fetch_objects(sorted(set(trees) | set(kept.values())))  # whole: folders and files
     # a tree already here (read for its run.json) is not fetched again: what it lacks is
     repo.fetch_objects(sorted(repo.missing(trees)))
     still = repo.missing(trees)
-    files: dict[tuple[str, str], list] = {k: [] for k in keys}
+    files: dict[tuple[str, str], list[Entry]] = {k: [] for k in keys}
     for e in repo.ls_tree(snap.tip, *[record_path(*k) + "/" for k in keys], recursive=True):
+        if e.path.count("/") < 3:
+            continue  # (never: the paths asked for are folders, and only what is in them comes)
         _, m, i, rel = e.path.split("/", 3)
-        files[(m, i)].append((rel, e.oid))
+        files.setdefault((m, i), []).append(dataclasses.replace(e, path=rel))
+    checked = {}
     for key in keys:
         entries = files[key]
-        if any(oid in still for _, oid in entries):
+        if any(e.oid in still for e in entries):
             report.refused.append(
                 f"{'/'.join(key)} in the history: some of its files cannot be fetched; not pulled"
             )
             continue
-        blobs = repo.read_blobs([oid for _, oid in entries] + ([kept[key]] if key in kept else []))
+        why = _entries_problem(entries)
+        if why:
+            report.refused.append(_said(f"{'/'.join(key)} in the history", why, "not pulled"))
+            continue
+        checked[key] = entries
+    wanted = {e.oid for entries in checked.values() for e in entries}
+    sizes = repo.object_sizes(sorted(wanted | {kept[k] for k in checked if k in kept}))
+    for key, entries in checked.items():
+        why = _sizes_problem(entries, sizes)
+        if why:
+            report.refused.append(_said(f"{'/'.join(key)} in the history", why, "not pulled"))
+            continue
         listing = None
-        if key in kept:
-            try:
-                listing = json.loads(blobs[kept[key]])
-            except (KeyError, ValueError):
-                listing = {}
+        if key in kept:  # a listing that cannot be read is none: check_whole says so
+            listing = {}
+            if _readable(sizes.get(kept[key])):
+                data = repo.read_blobs([kept[key]]).get(kept[key], b"")
+                try:
+                    listing = trust.loads(data, f"{MANIFESTS}/{'/'.join(key)}.json")
+                except BadInput:
+                    listing = {}
+                listing = listing if isinstance(listing, dict) else {}
+        blobs = repo.read_blobs(sorted({e.oid for e in entries}))
         _place(root, snap, key, entries, blobs, listing, report)
 
 
+def _said(subject: str, why: str, then: str) -> str:
+    return f"{subject}{' ' if why.startswith('holds ') else ': '}{why}; {then}"
+
+
+def _entries_problem(entries: list[Entry]) -> str:
+    """Why a record of the history with these entries (paths relative to the record) may not
+    be written here ("" when it may): git's own checks (no '..', no '.git', plain files only)
+    and harness.core.trust's rules for a record's names, before anything is read."""
+    if not entries:
+        return "holds no files"
+    if len(entries) > trust.MAX_RECORD_FILES:
+        return f"holds {len(entries):,} files, over the allowed {trust.MAX_RECORD_FILES:,}"
+    seen = set()
+    for e in entries:
+        why = trust.why_not_record_path(e.path)
+        if why:
+            return why
+        if e.kind != "blob" or e.mode not in FILE_MODES:
+            return f"holds {_what(e)} {trust.shown(e.path)}"
+        if e.path in seen:
+            return f"holds two entries named {trust.shown(e.path)}"
+        seen.add(e.path)
+    for e in entries:
+        parts = e.path.split("/")
+        for k in range(1, len(parts)):
+            if "/".join(parts[:k]) in seen:
+                return f"holds {trust.shown('/'.join(parts[:k]))} as a file and as a folder"
+    return ""
+
+
+def _sizes_problem(entries: list[Entry], sizes: dict[str, int]) -> str:
+    total = 0
+    for e in entries:
+        size = sizes.get(e.oid)
+        if size is None:
+            return f"{e.path} cannot be read from git's copy"
+        if size > trust.MAX_FILE_BYTES:
+            return f"holds {e.path} of {size:,} bytes, over the allowed {trust.MAX_FILE_BYTES:,}"
+        total += size
+    if total > trust.MAX_RECORD_BYTES:
+        return f"holds {total:,} bytes, over the allowed {trust.MAX_RECORD_BYTES:,}"
+    return ""
+
+
 def _place(root: Path, snap: Snapshot, key, entries, blobs, listing, report: PullReport) -> None:
-    """Write one record into a staging folder, check it whole, rename it into place."""
+    """Write one record into a staging folder, check it whole, rename it into place. Every
+    path written lies inside runs/ with no link on the way (harness.core.trust.inside), and
+    no file is opened through a link."""
     machine, run_id = key
-    final = records.runs_dir(root) / machine / run_id
-    final.parent.mkdir(parents=True, exist_ok=True)
+    name = f"{machine}/{run_id}"
+    runs = records.runs_dir(root)
+    final = runs / machine / run_id
     staging = final.parent / f"{records.STAGING}{run_id}-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
     try:
-        for rel, oid in entries:
-            dest = staging / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(blobs[oid])
+        for place in (final, staging):
+            why = _link_on_the_way(runs, place)
+            if why:
+                raise BadInput(why.replace("it is", f"{place} is"))
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if staging.is_dir():  # left by an earlier process of this pid, a pull or a run
+            shutil.rmtree(staging)
+        staging.mkdir()
+    except BadInput as exc:
+        report.refused.append(f"{name} not pulled: {exc}")
+        return
+    except OSError as exc:
+        report.refused.append(
+            f"{name} not pulled: {final.parent} cannot hold it ({exc.strerror or exc})"
+        )
+        return
+    try:
+        try:
+            # the staging folder is new: every folder in it is made here, checked to lie
+            # inside runs/ with no link on the way, and no file is opened through a link
+            made = {staging}
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            for e in entries:
+                *folders, leaf = e.path.split("/")
+                here = staging
+                for part in folders:
+                    here = here / part
+                    if here not in made:
+                        here.mkdir()
+                        trust.inside(runs, here)
+                        made.add(here)
+                with os.fdopen(os.open(here / leaf, flags, 0o644), "wb") as handle:
+                    handle.write(blobs[e.oid])
+        except (OSError, BadInput, KeyError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else exc
+            report.refused.append(
+                f"{name} in the history cannot be written here ({why}); not pulled"
+            )
+            return
         problems = records.check_whole(staging, machine, run_id, listing)
         if not problems and git_tree_oid(staging) != snap.runs[key]:
             problems = ["its files differ from the history's tree"]
@@ -602,7 +952,7 @@ def _place(root: Path, snap: Snapshot, key, entries, blobs, listing, report: Pul
         try:
             os.rename(staging, final)
         except OSError:
-            if final.exists() and git_tree_oid(final) == snap.runs[key]:
+            if not final.is_symlink() and final.is_dir() and git_tree_oid(final) == snap.runs[key]:
                 report.here.append(key)  # another pull placed it meanwhile
             else:
                 report.refused.append(
@@ -637,12 +987,18 @@ def prune(
         + ([f"--older-than {older_than_days:g}"] if older_than_days is not None else [])
     )
     planned: list[tuple[str, str]] = []
+    blocked: list[str] = []
 
     def make(snap: Snapshot) -> Change | None:
         planned.clear()
+        blocked.clear()
         for m in [machine] if machine else snap.machines():
-            ids = records.prune_selection(snap.run_ids(m), keep, older_than_days)
-            planned.extend((m, i) for i in ids)
+            for i in records.prune_selection(snap.run_ids(m), keep, older_than_days):
+                why = snap.in_the_way(f"{PRUNED}/{m}/{i}.json")
+                if why:  # its tombstone would be written over someone else's entry
+                    blocked.append(f"{m}/{i}: {why}, where its tombstone goes; not pruned")
+                else:
+                    planned.append((m, i))
         if not planned or not yes:
             return None
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -675,4 +1031,6 @@ def prune(
         )
     else:
         print(f"results history: commit {commit[:12]} prunes {len(planned)} run(s)", file=out)
+    if blocked:
+        raise Refused("refused: " + " | ".join(blocked))
     return planned

@@ -21,6 +21,7 @@ The formats, the ones the harness itself writes:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -165,27 +166,18 @@ def links_in(folder: os.PathLike | str) -> list[Path]:
     return sorted(out)
 
 
+# a JSON string (escapes included; one left open runs to the end), and what is not a bracket
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
 def _nesting_at_most(text: str, limit: int) -> bool:
     """Whether brackets outside strings nest at most `limit` deep (before json.loads, whose
-    recursion a deep file would exhaust)."""
-    depth, in_str, escaped = 0, False, False
-    for ch in text:
-        if in_str:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            if depth > limit:
-                return False
-        elif ch in "]}":
-            depth -= 1
-    return True
+    recursion a deep file would exhaust). Scanned by regular expressions and itertools, not
+    character by character in Python: a pull checks every JSON file of every record."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)).encode("ascii")
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) <= limit
 
 
 def loads(data: bytes | str, where: str, what: str = "JSON", *, nesting: int = MAX_JSON_NESTING):
