@@ -35,7 +35,6 @@ import contextlib
 import dataclasses
 import datetime
 import hashlib
-import json
 import os
 import re
 import secrets
