@@ -12,6 +12,7 @@ import types
 import pytest
 
 from harness.core import clocks, records, settings
+from harness.core.exits import BadInput
 from harness.measure import activity, gputime, rowfacts, timing
 
 
@@ -410,8 +411,10 @@ def test_row_facts_are_one_file_per_row_and_a_rerun_replaces_its_own(tmp_path):
         "a.B.track_x('p/q', 1)": {"device": "cpu", "n": 2},
         "a.B.track_y": {"device": "cuda", "busy": 0.9},
     }
+    # a damaged file of a record is bad input naming it (the gate relies on row facts)
     (tmp_path / records.ROW_FACTS / "broken.json").write_text("{")
-    assert len(records.read_row_facts(tmp_path)) == 2  # a damaged file is not a row
+    with pytest.raises(BadInput, match="broken.json: row facts file does not parse"):
+        records.read_row_facts(tmp_path)
 
 
 # ---- the CUDA device, with a stand-in torch that records what is called ----
