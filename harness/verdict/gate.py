@@ -388,9 +388,11 @@ def run_gate(
         for r in rows
         if r.threshold and r.unit not in ("bytes", "instructions") and r.threshold > 2 * threshold
     ]
-    # a built-in drift allowance is the row's own, measured; a wide calibrated band is the machine's
-    built_in = [r.name for r in wide if metrics.drift_allowance(r.name) == r.threshold]
-    banded = [r.name for r in wide if r.name not in built_in]
+    # a built-in drift allowance is the row's own, measured; a wide calibrated band is the
+    # machine's; a wide history threshold is what this machine's runs move by
+    built_in = [r.name for r in wide if r.basis == "drift"]
+    banded = [r.name for r in wide if r.basis == "band"]
+    learned_wide = [r.name for r in wide if r.basis == "history"]
     if banded:
         message = (message + "\n" if message else "") + (
             f"warning: calibrated noise bands above {2 * threshold:.0%} hide smaller timing "
@@ -402,6 +404,15 @@ def run_gate(
             f"note: built-in drift allowances above {2 * threshold:.0%} (harness.verdict.metrics."
             f"DRIFT_ALLOWANCE: these ratios move that much between identical runs) hide smaller "
             f"timing changes for: {', '.join(built_in)} (counters are still exact)"
+        )
+    if learned_wide:
+        few = ", ".join(learned_wide[:5]) + (
+            f" and {len(learned_wide) - 5} more" if len(learned_wide) > 5 else ""
+        )
+        message = (message + "\n" if message else "") + (
+            f"note: {len(learned_wide)} row(s) move so much between runs on this machine that "
+            f"their thresholds from its history pass {2 * threshold:.0%}, hiding smaller "
+            f"changes: {few} (`harness noise` lists each row's threshold)"
         )
     dirty = dirty_note(base, head)
     if dirty:
