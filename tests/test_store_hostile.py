@@ -316,6 +316,7 @@ REFUSED = {  # a hostile record -> why the pull names it
 }
 
 
+@pytest.mark.xdist_group("store-zoo")  # one worker builds the zoo once
 @pytest.mark.parametrize("entry", sorted(SKIPPED))
 def test_a_hostile_entry_of_the_history_is_skipped_with_one_line(zoo, entry):
     _, _, err = zoo["pull"]
@@ -324,6 +325,7 @@ def test_a_hostile_entry_of_the_history_is_skipped_with_one_line(zoo, entry):
     assert lines[0].endswith("; skipped")
 
 
+@pytest.mark.xdist_group("store-zoo")  # one worker builds the zoo once
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_a_hostile_record_is_refused_by_name_and_why(zoo, name):
     _, _, err = zoo["pull"]
@@ -333,6 +335,7 @@ def test_a_hostile_record_is_refused_by_name_and_why(zoo, name):
     assert not (zoo["root"] / "runs" / MACHINE / zoo["hostile"][name]).exists()
 
 
+@pytest.mark.xdist_group("store-zoo")  # one worker builds the zoo once
 def test_the_pull_brings_the_good_records_and_writes_nothing_else(zoo):
     code, out, err = zoo["pull"]
     assert code == 3
@@ -347,6 +350,7 @@ def test_the_pull_brings_the_good_records_and_writes_nothing_else(zoo):
     assert records.unfinished(zoo["root"]) == []
 
 
+@pytest.mark.xdist_group("store-zoo")  # one worker builds the zoo once
 def test_a_pull_of_a_machine_with_nothing_hostile_exits_0_and_still_names_the_rest(zoo):
     code, out, err = zoo["pull other"]
     assert code == 0 and "pulled 1 run(s)" in out
@@ -354,6 +358,7 @@ def test_a_pull_of_a_machine_with_nothing_hostile_exits_0_and_still_names_the_re
     assert len(err.splitlines()) == len(SKIPPED) and "error" not in err
 
 
+@pytest.mark.xdist_group("store-zoo")  # one worker builds the zoo once
 def test_a_pull_by_mode_reads_run_json_of_hostile_records_without_a_crash(zoo):
     code, out, err = zoo["pull by mode"]
     assert code == 3 and "pulled 4 run(s)" in out
@@ -361,6 +366,7 @@ def test_a_pull_by_mode_reads_run_json_of_hostile_records_without_a_crash(zoo):
     assert "nests deeper" not in err  # its run.json was no mode: not selected
 
 
+@pytest.mark.xdist_group("store-zoo")  # one worker builds the zoo once
 def test_a_push_keeps_what_others_wrote_as_it_is(zoo):
     code, out, err = zoo["push"]
     assert code == 0 and "pushed 1 run(s)" in out
@@ -371,6 +377,7 @@ def test_a_push_keeps_what_others_wrote_as_it_is(zoo):
     assert b"notes" in after and b".." in after and b"runs/.." in after
 
 
+@pytest.mark.xdist_group("store-zoo")  # one worker builds the zoo once
 def test_a_push_never_writes_over_an_entry_it_did_not_write(zoo):
     code, out, err = zoo["push taken"]
     assert code == 3
@@ -381,6 +388,7 @@ def test_a_push_never_writes_over_an_entry_it_did_not_write(zoo):
     assert zoo["before prune"] == zoo["after push"]
 
 
+@pytest.mark.xdist_group("store-zoo")  # one worker builds the zoo once
 def test_prune_on_a_hostile_history_works_and_keeps_the_rest(zoo):
     code, out, err = zoo["prune"]
     assert code == 0, err
