@@ -236,6 +236,17 @@ class History:
         worst = max([x for x in (within, reference) if x is not None], default=1.0)
         return State(worst if worst >= NOISIER else 1.0, within, reference)
 
+    def as_json(self) -> dict:
+        return {
+            "machine": self.machine,
+            "mode": self.mode,
+            "runs": self.runs,
+            "left_out": self.left_out,
+            "multiple": MULTIPLE,
+            "cap": CAP,
+            "min_runs": MIN_RUNS,
+        }
+
     def summary(self) -> str:
         span = f"{self.runs[0]} .. {self.runs[-1]}" if self.runs else "none"
         text = (
@@ -477,14 +488,8 @@ class Learned:
         return lines
 
     def as_json(self) -> dict:
-        h = self.history
         return {
-            "machine": h.machine,
-            "mode": h.mode,
-            "runs": h.runs,
-            "left_out": h.left_out,
-            "multiple": MULTIPLE,
-            "cap": CAP,
+            **self.history.as_json(),
             "states": [
                 {"side": side, "factor": st.factor, "within": st.within, "reference": st.reference}
                 for side, st in zip(("base", "head"), self.states)
@@ -527,14 +532,4 @@ def rows(h: History, names=None) -> list[tuple]:
 
 
 def as_table_json(h: History, names=None) -> dict:
-    return {
-        "schema": 1,
-        "machine": h.machine,
-        "mode": h.mode,
-        "runs": h.runs,
-        "left_out": h.left_out,
-        "multiple": MULTIPLE,
-        "cap": CAP,
-        "min_runs": MIN_RUNS,
-        "rows": [dict(zip(HEADER, r)) for r in rows(h, names)],
-    }
+    return {"schema": 1, **h.as_json(), "rows": [dict(zip(HEADER, r)) for r in rows(h, names)]}
