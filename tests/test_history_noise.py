@@ -307,3 +307,18 @@ def test_the_report_shows_each_rows_noise_beside_its_value(tmp_path):
     assert cells[1].endswith("us") and cells[2].startswith("+-") and cells[3].endswith("%")
     # the paired ratios' table of their suite carries the two columns too
     assert "smallest change caught" in text.split("## Noise between runs")[0]
+
+
+def test_a_base_that_strayed_from_its_level_is_no_change_of_the_head(tmp_path):
+    """A base run 25% fast for one row (a lucky process) against a head at the history's level:
+    beyond the pair's threshold, but the head stands where identical code stands, so ok; a head
+    that is slower than both still is a regression."""
+    history(tmp_path)
+    lucky, usual = write_runs(
+        tmp_path, [run_of(0.8e-3, 0.8, 80), run_of(1.0e-3, 0.8, 81)], start=40
+    )
+    raw = next(r for r in run_gate(str(lucky), str(usual), root=tmp_path).rows if r.name == RAW)
+    assert raw.verdict == "ok" and "head within its history's level" in raw.note
+    slow = write_runs(tmp_path, [run_of(1.4e-3, 0.8, 82)], start=42)[0]
+    raw = next(r for r in run_gate(str(lucky), str(slow), root=tmp_path).rows if r.name == RAW)
+    assert raw.verdict == "REGRESSION"

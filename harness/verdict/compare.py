@@ -372,6 +372,18 @@ def _statistical(b, h, kind, threshold, alpha, band, learned) -> Row:
         source += f"; history of {learned.runs} runs: +-{learned.moves:.1%} between runs"
     row = _judge(b, h, kind, limit, alpha, kind.label, basis, source)
     row.history_runs = learned.runs
+    if row.verdict in (REGRESSION, IMPROVED):
+        # the head must stand out of its history's newest level too, the same way: a base run
+        # that strayed from that level on its own is no change of the head's
+        off = learned.off_level(hv)
+        worse_off = -off if kind.higher_is_better else off
+        beyond = learned.level_threshold()
+        if (worse_off <= beyond) if row.verdict == REGRESSION else (worse_off >= -beyond):
+            row.note += (
+                f"; head within its history's level ({math.expm1(off):+.1%} off, threshold "
+                f"{math.expm1(beyond):.1%}): base strayed from it"
+            )
+            row.verdict = OK
     return row
 
 

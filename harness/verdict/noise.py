@@ -82,11 +82,14 @@ def segments(values: list[float], threshold: float) -> list[tuple[int, int]]:
 
 @dataclasses.dataclass(frozen=True)
 class Spread:
-    """One row's spread between runs: sigma of one run's log value, within `segments` levels."""
+    """One row's spread between runs: sigma of one run's log value, within `segments` levels;
+    the newest level (the median log value of its `last` runs)."""
 
     sigma: float
     runs: int
     segments: int
+    level: float = 0.0
+    last: int = 1
 
 
 def spread(values: list[float], multiple: float = MULTIPLE) -> Spread | None:
@@ -103,7 +106,8 @@ def spread(values: list[float], multiple: float = MULTIPLE) -> Spread | None:
     sigma = shamos(pairs)
     if sigma is None:  # every level a single run: only the successive differences are left
         sigma = first
-    return Spread(sigma, len(values), len(levels))
+    newest = logs[levels[-1][0] :]
+    return Spread(sigma, len(values), len(levels), statistics.median(newest), len(newest))
 
 
 Factors = tuple[float, float]  # each judged run's noisier-state factor (1: as its history)
@@ -135,6 +139,18 @@ class RowNoise:
     threshold: float  # relative, the judged runs' noisier states included
     caught: float  # the smallest change caught 9 times in 10
     factors: Factors = (1.0, 1.0)  # the judged runs' noisier-state factors the threshold includes
+    level: float = 0.0  # the history's newest level (log of the value)
+    last: int = 1  # runs in that level
+    multiple: float = MULTIPLE
+
+    def off_level(self, value: float) -> float:
+        """How far a head's value lies from the history's newest level, in logs (signed)."""
+        return math.log(value) - self.level if value > 0 else 0.0
+
+    def level_threshold(self) -> float:
+        """How far, in logs, a head run's value strays from the newest level of identical code:
+        multiple x its own deviation (widened by its state) and the level's own uncertainty."""
+        return self.multiple * self.sigma * math.sqrt(self.factors[1] ** 2 + 1 / self.last)
 
     @property
     def factor(self) -> float:
@@ -215,6 +231,9 @@ class History:
             threshold_of(s.sigma, factors, multiple),
             smallest_caught(s.sigma, factors, multiple),
             factors,
+            s.level,
+            s.last,
+            multiple,
         )
 
     def why(self, name: str) -> str:
