@@ -50,6 +50,8 @@ OUTLIER_RUN = 2.5  # a run whose median |deviation| over rows passes this many s
 NOISIER = 1.5  # a judged run this many times noisier than its history is said to be noisier
 SHAMOS = 1.0483  # sigma of a normal sample = SHAMOS x median |x_i - x_j|
 MIN_SAMPLES = 4  # samples a row needs in a run for its within-run spread to count
+STEP_SIGMAS = 2.0  # a level's step is looked for down to this many sigmas of a run's difference
+MIN_STEP = 0.01  # ...and never below 1%
 
 
 def statistical(unit: str | None) -> bool:
@@ -100,8 +102,9 @@ def spread(values: list[float], multiple: float = MULTIPLE) -> Spread | None:
         return None
     logs = [math.log(v) for v in values]
     first = shamos([b - a for a, b in zip(logs, logs[1:])]) or 0.0
-    # steps are looked for at the size the gate would call a change, from the first estimate
-    levels = segments(values, max(DEFAULT_THRESHOLD, math.expm1(multiple * math.sqrt(2) * first)))
+    # steps are looked for down to STEP_SIGMAS of the first estimate (history's Mann-Whitney test
+    # keeps noise from splitting): a step the gate would not call a change still is no noise
+    levels = segments(values, max(MIN_STEP, math.expm1(STEP_SIGMAS * math.sqrt(2) * first)))
     pairs = [logs[j] - logs[i] for a, b in levels for i in range(a, b) for j in range(i + 1, b)]
     sigma = shamos(pairs)
     if sigma is None:  # every level a single run: only the successive differences are left
