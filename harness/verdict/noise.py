@@ -94,7 +94,7 @@ class Spread:
     last: int = 1
 
 
-def spread(values: list[float], multiple: float = MULTIPLE) -> Spread | None:
+def spread(values: list[float]) -> Spread | None:
     """The row's between-run sigma (in logs) from its series, oldest first; None for fewer than
     MIN_RUNS positive values."""
     values = [v for v in values if v > 0 and math.isfinite(v)]
@@ -116,17 +116,20 @@ def spread(values: list[float], multiple: float = MULTIPLE) -> Spread | None:
 Factors = tuple[float, float]  # each judged run's noisier-state factor (1: as its history)
 
 
-def threshold_of(sigma: float, factors: Factors = (1.0, 1.0), multiple: float = MULTIPLE) -> float:
-    """The relative change a gate of two runs calls real: multiple x the sd of the difference
-    of two runs' logs, each run's own deviation widened by its factor (a noisier state)."""
-    return math.expm1(multiple * sigma * math.hypot(*factors))
+def threshold_of(
+    sigma: float, factors: Factors = (1.0, 1.0), multiple: float | None = None
+) -> float:
+    """The relative change a gate of two runs calls real: multiple (MULTIPLE) x the sd of the
+    difference of two runs' logs, each run's own deviation widened by its factor (a noisier
+    state)."""
+    return math.expm1((multiple or MULTIPLE) * sigma * math.hypot(*factors))
 
 
 def smallest_caught(
-    sigma: float, factors: Factors = (1.0, 1.0), multiple: float = MULTIPLE
+    sigma: float, factors: Factors = (1.0, 1.0), multiple: float | None = None
 ) -> float:
     """The smallest true change this threshold catches 9 times in 10 (z 1.2816 beyond it)."""
-    return math.expm1((multiple + 1.2816) * sigma * math.hypot(*factors))
+    return math.expm1(((multiple or MULTIPLE) + 1.2816) * sigma * math.hypot(*factors))
 
 
 # ---- the history of a machine ----
@@ -220,7 +223,7 @@ class History:
     reference: dict[str, float]  # reference-normalised row -> median reference time
 
     def row(
-        self, name: str, factors: Factors = (1.0, 1.0), multiple: float = MULTIPLE
+        self, name: str, factors: Factors = (1.0, 1.0), multiple: float | None = None
     ) -> RowNoise | None:
         s = self.spreads.get(name)
         if s is None:
@@ -236,7 +239,7 @@ class History:
             factors,
             s.level,
             s.last,
-            multiple,
+            multiple or MULTIPLE,
         )
 
     def why(self, name: str) -> str:
