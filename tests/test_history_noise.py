@@ -322,3 +322,11 @@ def test_a_base_that_strayed_from_its_level_is_no_change_of_the_head(tmp_path):
     slow = write_runs(tmp_path, [run_of(1.4e-3, 0.8, 82)], start=42)[0]
     raw = next(r for r in run_gate(str(lucky), str(slow), root=tmp_path).rows if r.name == RAW)
     assert raw.verdict == "REGRESSION"
+
+
+def test_a_row_whose_default_threshold_wins_still_names_its_history(tmp_path):
+    history(tmp_path)  # the ratio moves +-0.5% between runs: the gate's 5% wins
+    a, b = write_runs(tmp_path, [run_of(1e-3, 0.8, 90), run_of(1e-3, 0.8, 91)], start=40)
+    ratio = next(r for r in run_gate(str(a), str(b), root=tmp_path).rows if r.name == RATIO)
+    assert ratio.basis == "default" and ratio.history_runs == 10
+    assert "threshold 5.0% (the gate's --threshold; history of 10 runs: +-" in ratio.note

@@ -368,7 +368,7 @@ def _statistical(b, h, kind, threshold, alpha, band, learned) -> Row:
         (learned.threshold, "history", learned.source()),
     ]
     limit, basis, source = max(bases, key=lambda t: t[0])
-    if limit > learned.threshold and limit > threshold:
+    if basis != "history":  # the history was heard all the same: say what it said
         source += f"; history of {learned.runs} runs: +-{learned.moves:.1%} between runs"
     row = _judge(b, h, kind, limit, alpha, kind.label, basis, source)
     row.history_runs = learned.runs
