@@ -148,7 +148,10 @@ def run(args) -> int:
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
     )
     base, head = out["records"]["base"], out["records"]["head"]
-    outcome = run_gate(str(base.path), str(head.path), root=root, ab_threshold=threshold)
+    # judged across its own processes, not by the machine's history
+    outcome = run_gate(
+        str(base.path), str(head.path), root=root, ab_threshold=threshold, history=False
+    )
     print(outcome.render("text"), end="")
     print(
         f"ab: ran {ab.what_ran(out, outcome.rows, policy)}; {out['seconds']:.0f} s; runs kept as "

@@ -422,6 +422,7 @@ class Bisect:
             str(found[1].path),
             root=self.root,
             ab_threshold=self.pairs.threshold,
+            history=False,  # judged across processes, not by a history
         )
         if not outcome.rows:
             raise BadInput(f"GOOD and BAD cannot be compared: {outcome.message}")
@@ -465,7 +466,11 @@ class Bisect:
             self.longest_s = max(self.longest_s, self.clock() - t0)
         base, rec = found
         outcome = run_gate(
-            str(base.path), str(rec.path), root=self.root, ab_threshold=self.pairs.threshold
+            str(base.path),
+            str(rec.path),
+            root=self.root,
+            ab_threshold=self.pairs.threshold,
+            history=False,  # judged across processes, not by a history
         )
         if not outcome.rows:
             verdict, why = SKIP, f"not compared: {outcome.message}"
@@ -650,7 +655,11 @@ def _explained(
     rows, lines, ops = [], [], {}
     if before is not None and after is not None:
         outcome = run_gate(
-            str(before.path), str(after.path), root=b.root, ab_threshold=b.pairs.threshold
+            str(before.path),
+            str(after.path),
+            root=b.root,
+            ab_threshold=b.pairs.threshold,
+            history=False,  # judged across processes, not by a history
         )
         rows = [r for r in outcome.rows if r.name in ends.decide]
         out["environment_differences"] = [list(t) for t in outcome.env_diff]

@@ -228,10 +228,14 @@ def trials(
         c = asv_run(project, bench_dir, work / f"t{i}-C", spec, commit) if aa else None
         run_seconds.append((time.perf_counter() - t0) / (3 if aa else 2))
         t0 = time.perf_counter()
-        reg = run_gate(str(a), str(b), root=root, threshold=threshold, noise_file=str(npath))
+        reg = run_gate(
+            str(a), str(b), root=root, threshold=threshold, noise_file=str(npath), history=False
+        )
         gate_seconds.append(time.perf_counter() - t0)
         same = (
-            run_gate(str(a), str(c), root=root, threshold=threshold, noise_file=str(npath))
+            run_gate(
+                str(a), str(c), root=root, threshold=threshold, noise_file=str(npath), history=False
+            )
             if aa
             else None
         )
@@ -311,6 +315,7 @@ def ab_trials(
                 root=root,
                 threshold=threshold,
                 ab_threshold=pairs.threshold,
+                history=False,
             )
             if key == "caught":
                 caught += outcome.code == 1
