@@ -4,6 +4,7 @@ and the gate that uses it."""
 import json
 import math
 import random
+import statistics
 
 import pytest
 
@@ -74,6 +75,29 @@ def test_threshold_widens_with_a_noisier_run_and_says_what_it_catches():
     assert t == pytest.approx(math.expm1(noise.MULTIPLE * 0.02 * math.sqrt(2)))
     assert noise.threshold_of(0.02, (1.0, 2.0)) > t
     assert noise.smallest_caught(0.02) > t
+
+
+def test_a_short_quiet_history_is_pooled_with_its_kind_and_a_long_one_speaks_for_itself():
+    """Five quiet runs of a row whose kind moves 10% between runs cannot show the row's tail:
+    its sigma is pooled up towards its kind's; thirty runs keep nearly their own; pooling never
+    narrows a row."""
+    kinds = {"quiet": "raw time", "a": "raw time", "b": "raw time", "c": "raw time"}
+    for n, pulled in ((5, True), (30, False)):
+        spreads = {k: noise.spread(levels(n, 0.10, seed=i)) for i, k in enumerate("abc")}
+        spreads["quiet"] = noise.spread(levels(n, 0.01, seed=9))
+        out = noise.pooled(spreads, kinds)
+        own, kind = spreads["quiet"].sigma, statistics.median(s.sigma for s in spreads.values())
+        assert out["quiet"].own == own and out["quiet"].sigma > own
+        # five runs: half the kind's noise at least; thirty: less than half of it
+        assert (out["quiet"].sigma > kind / 2) == pulled
+        for k in "abc":
+            assert out[k].sigma >= spreads[k].sigma
+
+
+def test_rows_of_another_kind_do_not_pool_together():
+    spreads = {"r": noise.spread(levels(6, 0.01, seed=1)), "t": noise.spread(levels(6, 0.2))}
+    out = noise.pooled(spreads, {"r": "paired ratio", "t": "raw time"})
+    assert out["r"].sigma == spreads["r"].sigma
 
 
 # ---- the gate with it ----

@@ -17,7 +17,11 @@ Per row, over the newest clean runs (DEFAULT_LAST, at least MIN_RUNS):
    differences; Shamos 1976, Rousseeuw & Croux 1993) over pairs of runs in the same segment:
    robust to outliers (a breakdown point of 29%), and one run, in n - 1 of the n(n - 1)/2 pairs,
    moves the median by at most 2/n of the pairs, whatever its value;
-4. the threshold for a gate of two runs: MULTIPLE x sqrt(2) x sigma in logs (each run draws its
+4. pooled with its kind's typical spread on the same history (the median sigma of the rows of
+   its kind, weighted as PRIOR_RUNS runs against the row's own runs less its levels; never
+   narrowing a row): the rows of a kind share a machine's noise, and a few runs of a quiet spell
+   cannot show a row's tail;
+5. the threshold for a gate of two runs: MULTIPLE x sqrt(2) x sigma in logs (each run draws its
    own between-run deviation), as a relative change exp(.) - 1. MULTIPLE is chosen so that a
    whole-suite A/A gate stays clean (the rule and its measured rate: docs/gate.md).
 
@@ -25,8 +29,9 @@ A run that sits off its segments for most rows at once (the median over rows of 
 from its segment in sigmas beyond OUTLIER_RUN: a machine that was swapping) is named and left
 out. A run being judged is never part of its own history. A run measured in a noisier state
 than its history (its rows' spread within the run, or its reference workloads' time, beyond
-NOISIER times the history's typical) has its thresholds widened by that factor (its own
-deviation is that much larger); a row whose threshold passes CAP then is not judged, saying why.
+the history's typical) has its thresholds widened by that factor (its own deviation is that much
+larger), and from NOISIER on the gate's header says so; a row whose threshold passes CAP then is
+not judged, saying why.
 """
 
 from __future__ import annotations
@@ -47,7 +52,8 @@ MIN_RUNS = 5  # fewer comparable runs: the row's noise is unknown (judged as bef
 CAP = 0.25  # a history threshold above this: the row moves too much to be judged
 MULTIPLE = 4.0  # the threshold in sigmas of one run's deviation (docs/gate.md: the rule)
 OUTLIER_RUN = 2.5  # a run whose median |deviation| over rows passes this many sigmas is left out
-NOISIER = 1.5  # a judged run this many times noisier than its history is said to be noisier
+NOISIER = 1.5  # a judged run this many times noisier than its history is said so in the header
+PRIOR_RUNS = 4  # a row's sigma is pooled with its kind's typical sigma, weighted as this many runs
 SHAMOS = 1.0483  # sigma of a normal sample = SHAMOS x median |x_i - x_j|
 MIN_SAMPLES = 4  # samples a row needs in a run for its within-run spread to count
 STEP_SIGMAS = 2.0  # a level's step is looked for down to this many sigmas of a run's difference
@@ -92,6 +98,29 @@ class Spread:
     segments: int
     level: float = 0.0
     last: int = 1
+    own: float | None = None  # the row's own sigma, before pooling with its kind (None: same)
+
+    @property
+    def freedom(self) -> int:
+        """Degrees of freedom of the estimate: runs less one per level."""
+        return max(0, self.runs - self.segments)
+
+
+def pooled(spreads: dict[str, Spread], kinds: dict[str, str]) -> dict[str, Spread]:
+    """Each row's sigma pooled with the median sigma of the rows of its kind on the same history,
+    that median weighted as PRIOR_RUNS runs, and never below the row's own: a few runs of a quiet
+    spell cannot know the row's tail (rows of a kind share a machine's noise); a long history
+    speaks for itself."""
+    typical: dict[str, list[float]] = {}
+    for name, s in spreads.items():
+        typical.setdefault(kinds.get(name, ""), []).append(s.sigma)
+    median = {k: statistics.median(v) for k, v in typical.items()}
+    out = {}
+    for name, s in spreads.items():
+        prior, df = median[kinds.get(name, "")], s.freedom
+        sigma = math.sqrt((df * s.sigma**2 + PRIOR_RUNS * prior**2) / (df + PRIOR_RUNS))
+        out[name] = dataclasses.replace(s, sigma=sigma, own=s.sigma) if sigma > s.sigma else s
+    return out
 
 
 def spread(values: list[float]) -> Spread | None:
@@ -259,7 +288,9 @@ class History:
         rratios = [refs[n] / self.reference[n] for n in refs if self.reference.get(n)]
         reference = statistics.median(rratios) if rratios else None
         worst = max([x for x in (within, reference) if x is not None], default=1.0)
-        return State(worst if worst >= NOISIER else 1.0, within, reference)
+        # any noisier state widens (the run's own deviation is that much larger); from NOISIER
+        # on the gate's header says so
+        return State(max(1.0, worst), within, reference)
 
     def as_json(self) -> dict:
         return {
@@ -414,6 +445,7 @@ def learn(root, want: Wanted, only=None) -> History:
         sets = [(r, rs) for r, rs in sets if r.run_id not in outliers]
         series, units = _series(sets, versions, only)
         spreads = {n: s for n, vals in series.items() if (s := spread([v for _, v in vals]))}
+    spreads = pooled(spreads, {n: _kind(u) for n, u in units.items()})
     within: dict[str, list[float]] = {}
     refs: dict[str, list[float]] = {}
     for _, rs in sets:
@@ -433,6 +465,13 @@ def learn(root, want: Wanted, only=None) -> History:
         {n: statistics.median(v) for n, v in within.items()},
         {n: statistics.median(v) for n, v in refs.items()},
     )
+
+
+def _kind(unit: str) -> str:
+    try:
+        return metrics.kind_of(unit).label
+    except KeyError:
+        return unit
 
 
 def _series(sets, versions: dict, only) -> tuple[dict[str, list[tuple[str, float]]], dict]:
