@@ -69,7 +69,9 @@ def run(args) -> int:
         f"noise between runs: {found.summary()}\n"
         f"{judged} of {len(table)} statistical rows judged by the gate with it (threshold "
         f"{noise.MULTIPLE:g} x sqrt(2) x the spread, at least the gate's own; a row past "
-        f"{noise.CAP:.0%} is not judged); a noisier run widens its own thresholds\n"
+        f"{noise.CAP:.0%} is not judged); a row's spread is pooled with its kind's typical "
+        f"(weighted as {noise.PRIOR_RUNS} runs, never narrowing: 'own' is the row's alone); a "
+        "noisier run widens its own thresholds\n"
     )
     print(lead + render(noise.HEADER, table), end="")
     if args.markdown:

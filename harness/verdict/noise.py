@@ -580,13 +580,15 @@ def rows(h: History, names=None) -> list[tuple]:
             continue
         floor = max(DEFAULT_THRESHOLD, metrics.drift_allowance(name) or 0.0)
         limit = max(r.threshold, floor)
+        own = h.spreads[name].own
+        pooled = f" (own +-{math.expm1(own):.1%})" if own is not None else ""
         out.append(
             (
                 name,
                 kind,
                 r.runs,
                 r.segments,
-                f"+-{r.moves:.1%}",
+                f"+-{r.moves:.1%}{pooled}",
                 f"{limit:.1%}" + ("" if r.threshold >= floor else " (floor)"),
                 f"{max(r.caught, limit):.1%}",
                 f"no: over the {CAP:.0%} cap" if r.too_noisy else "yes",
