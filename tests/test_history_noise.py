@@ -134,6 +134,17 @@ def history(root, n=10, sd=0.02, seed=0):
     return write_runs(root, [run_of(r, q, seed + i) for i, (r, q) in enumerate(zip(raws, ratios))])
 
 
+def test_a_rows_noise_does_not_depend_on_the_rows_selected(tmp_path):
+    """Each kind's typical spread and the outlier test are the whole suite's: --bench RAW gives
+    RAW the threshold it has in a gate of every row."""
+    history(tmp_path, n=6, sd=0.01)
+    want = noise.Wanted("m1-cpu", noise.mode_of(records.list_runs(tmp_path)[0].meta))
+    alone, every = noise.learn(tmp_path, want, only={RAW}), noise.learn(tmp_path, want)
+    assert set(alone.spreads) == {RAW}
+    assert alone.row(RAW).threshold == every.row(RAW).threshold
+    assert every.spreads[RAW].own is not None  # STEP, a raw time too, pooled it
+
+
 def test_raw_times_are_judged_by_their_history_and_the_note_says_so(tmp_path):
     history(tmp_path)
     a, b = write_runs(tmp_path, [run_of(1e-3, 0.8, 50), run_of(1.5e-3, 0.8, 51)], start=20)

@@ -417,7 +417,9 @@ def candidates(root, want: Wanted) -> tuple[list[records.RunRecord], dict[str, s
 
 def learn(root, want: Wanted, only=None) -> History:
     """The history of `want.machine`: each statistical row's spread between runs (`only`: the
-    rows to learn, default every statistical row)."""
+    rows to keep, default every statistical row). Every row is learned all the same: a run's
+    outlier test and each kind's typical spread are the whole suite's, so a row's threshold
+    does not depend on which rows a --bench selects."""
     recs, left = candidates(root, want)
     sets: list[tuple[records.RunRecord, ResultSet]] = []
     for rec in recs:
@@ -437,15 +439,19 @@ def learn(root, want: Wanted, only=None) -> History:
                 continue
         sets.append((rec, rs))
     versions = {n: e.version for n, e in (want.like.entries.items() if want.like else ())}
-    series, units = _series(sets, versions, only)
+    series, units = _series(sets, versions)
     spreads = {n: s for n, vals in series.items() if (s := spread([v for _, v in vals]))}
     outliers = _outlier_runs(series, spreads)
     if outliers:
         left.update(outliers)
         sets = [(r, rs) for r, rs in sets if r.run_id not in outliers]
-        series, units = _series(sets, versions, only)
+        series, units = _series(sets, versions)
         spreads = {n: s for n, vals in series.items() if (s := spread([v for _, v in vals]))}
     spreads = pooled(spreads, {n: _kind(u) for n, u in units.items()})
+    if only is not None:
+        keep = set(only)
+        series = {n: v for n, v in series.items() if n in keep}
+        spreads = {n: s for n, s in spreads.items() if n in keep}
     within: dict[str, list[float]] = {}
     refs: dict[str, list[float]] = {}
     for _, rs in sets:
@@ -474,15 +480,13 @@ def _kind(unit: str) -> str:
         return unit
 
 
-def _series(sets, versions: dict, only) -> tuple[dict[str, list[tuple[str, float]]], dict]:
+def _series(sets, versions: dict) -> tuple[dict[str, list[tuple[str, float]]], dict]:
     """Row -> [(run id, central value)] oldest first, for statistical rows measured on a CPU
     (GPU times have their own rule), of the judged run's benchmark version where it has one."""
     out: dict[str, list[tuple[str, float]]] = {}
     units: dict[str, str] = {}
     for rec, rs in sets:
         for name, e in rs.entries.items():
-            if only is not None and name not in only:
-                continue
             if not statistical(e.unit) or e.failed or e.skipped:
                 continue
             if versions.get(name) and e.version and e.version != versions[name]:
