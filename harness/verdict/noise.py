@@ -545,7 +545,15 @@ class Learned:
 
     def header(self) -> list[str]:
         """What the gate's header says of the history and of each run's state."""
-        lines = [f"noise between runs learned from {self.history.summary()}"]
+        h = self.history
+        if h.runs:
+            lines = [f"noise between runs learned from {h.summary()}"]
+        else:
+            lines = [
+                f"noise between runs: no earlier clean {h.mode or ''} run of {h.machine} to learn "
+                f"it from ({MIN_RUNS} teach it); rows are judged without it".replace("  ", " ")
+                + (f"; {h.summary().split('; ', 1)[1]}" if h.left_out else "")
+            ]
         for side, st in zip(("base", "head"), self.states):
             if st.noisier:
                 lines.append(
