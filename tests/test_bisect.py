@@ -200,6 +200,7 @@ def test_bad_revisions_are_bad_input(capsys, tmp_path, in_history):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow  # the second tier: over 5 s of the default tier's 3-minute budget under load
 def test_a_bench_regex_matching_nothing_is_bad_input_naming_what_it_could_match(
     capsys, tmp_path, in_history
 ):
@@ -560,6 +561,7 @@ def test_sigterm_mid_bisect_leaves_no_worktree_and_the_rerun_resumes(
     assert len(data["measured"]) == len(reused) + 1  # only the interrupted commit again
 
 
+@pytest.mark.slow  # the second tier: over 5 s of the default tier's 3-minute budget under load
 def test_suites_the_selection_matches_nothing_of_are_left_out(
     monkeypatch, tmp_path, capsys, in_history
 ):

@@ -108,6 +108,7 @@ def _interpreter(path, extra_env: str) -> str:
     return str(path)
 
 
+@pytest.mark.slow  # the second tier: over 5 s of the default tier's 3-minute budget under load
 def test_two_interpreters_end_to_end(tmp_path, monkeypatch, capsys):
     models = tmp_path / "tiny_models.py"
     models.write_text(MODEL)

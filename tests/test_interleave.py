@@ -141,6 +141,7 @@ def test_odd_pairs_let_the_other_side_lead(tmp_path, suite):
     assert order[:8] == ["head", "time-1", "base", "time-1", "base", "time-1", "head", "time-1"]
 
 
+@pytest.mark.slow  # the second tier: over 5 s of the default tier's 3-minute budget under load
 def test_a_row_past_its_timeout_fails_and_the_next_row_still_runs(tmp_path, suite):
     files, _ = _pair(tmp_path, suite, r"^rows\.(track_hang|track_count)", labels=("base",))
     e = results.load(files["base"]).entries

@@ -39,6 +39,7 @@ def _wait_for(path: pathlib.Path, timeout: float = 30) -> str:
 @pytest.mark.skipif(
     not pathlib.Path("/proc").is_dir(), reason="reads process states from /proc (Linux)"
 )
+@pytest.mark.slow  # the second tier: over 5 s of the default tier's 3-minute budget under load
 def test_a_timed_out_runner_is_ended_with_the_child_in_a_group_of_its_own(tmp_path):
     pid_file = tmp_path / "child.pid"
     with pytest.raises(subprocess.TimeoutExpired):

@@ -120,6 +120,7 @@ def test_the_projects_repository_is_left_alone_and_a_shallow_checkout_pushes_to_
     assert subprocess.run(["git", "-C", str(plain), "cat-file", "-e", tip]).returncode != 0
 
 
+@pytest.mark.slow  # the second tier: over 5 s of the default tier's 3-minute budget under load
 def test_pull_selects_and_downloads_only_the_records_asked_for(tmp_path, capsys):
     bare = bare_repo(tmp_path / "history.git")
     a = tmp_path / "a" / "results"
@@ -317,6 +318,7 @@ def test_remotes_that_fail_exit_5_in_one_line_with_nothing_local_changed(tmp_pat
     assert files_of(a) == before
 
 
+@pytest.mark.slow  # the second tier: over 5 s of the default tier's 3-minute budget under load
 def test_a_server_that_cannot_write_the_ref_is_not_taken_for_a_race(tmp_path, capsys):
     # git says "failed to update ref" both when two pushes meet at the ref's lock and when the
     # server cannot write it at all (permissions, a lock file left behind): only the first moves
@@ -401,6 +403,7 @@ def test_history_over_pulled_runs_prints_what_it_prints_over_the_same_runs_kept_
     assert rest == local and "torch 2.14.1 -> 2.15.0" in rest
 
 
+@pytest.mark.slow  # the second tier: over 5 s of the default tier's 3-minute budget under load
 def test_gate_pull_takes_the_newest_clean_nightly_of_the_machine_in_heads_mode(
     tmp_path, capsys, monkeypatch
 ):

@@ -316,6 +316,7 @@ REFUSED = {  # a hostile record -> why the pull names it
 }
 
 
+@pytest.mark.slow  # the second tier: over 5 s of the default tier's 3-minute budget under load
 @pytest.mark.xdist_group("store-zoo")  # one worker builds the zoo once
 @pytest.mark.parametrize("entry", sorted(SKIPPED))
 def test_a_hostile_entry_of_the_history_is_skipped_with_one_line(zoo, entry):
@@ -453,6 +454,7 @@ def test_a_store_json_not_the_harnesss_is_refused_on_pull_push_and_prune(tmp_pat
 # ---- the folders of the layout themselves ----
 
 
+@pytest.mark.slow  # the second tier: over 5 s of the default tier's 3-minute budget under load
 def test_runs_pruned_or_manifests_that_are_not_folders_block_only_what_goes_there(tmp_path):
     bare = bare_repo(tmp_path / "history.git")
     fleet = tmp_path / "fleet" / "results"
