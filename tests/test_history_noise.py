@@ -172,9 +172,11 @@ def test_a_row_that_moves_too_much_between_runs_is_not_judged_with_the_figure(tm
 def test_with_too_few_runs_a_raw_time_says_how_many_the_history_holds(tmp_path):
     history(tmp_path, n=3)
     a, b = write_runs(tmp_path, [run_of(1e-3, 0.8, 50), run_of(1.0e-3, 0.8, 51)], start=20)
-    raw = next(r for r in run_gate(str(a), str(b), root=tmp_path).rows if r.name == RAW)
+    out = run_gate(str(a), str(b), root=tmp_path)
+    raw = next(r for r in out.rows if r.name == RAW)
     assert raw.verdict == "not judged"
     assert "the history holds 3 comparable run(s) of it (5 needed)" in raw.note
+    assert out.learned.header()[0].startswith("noise between runs: only 3 earlier clean")
 
 
 def test_the_judged_runs_dirty_runs_and_other_modes_never_teach_the_noise(tmp_path):

@@ -546,12 +546,15 @@ class Learned:
     def header(self) -> list[str]:
         """What the gate's header says of the history and of each run's state."""
         h = self.history
-        if h.runs:
+        if len(h.runs) >= MIN_RUNS:
             lines = [f"noise between runs learned from {h.summary()}"]
         else:
+            have = f"only {len(h.runs)}" if h.runs else "no"
             lines = [
-                f"noise between runs: no earlier clean {h.mode or ''} run of {h.machine} to learn "
-                f"it from ({MIN_RUNS} teach it); rows are judged without it".replace("  ", " ")
+                f"noise between runs: {have} earlier clean {h.mode or ''} run(s) of {h.machine} "
+                f"to learn it from ({MIN_RUNS} teach it); rows are judged without it".replace(
+                    "  ", " "
+                )
                 + (f"; {h.summary().split('; ', 1)[1]}" if h.left_out else "")
             ]
         for side, st in zip(("base", "head"), self.states):
