@@ -255,4 +255,4 @@ def test_what_is_left_comes_from_recorded_durations_at_this_runs_pace():
     assert lines[1].endswith("10 s, 2 left of unknown duration"), lines
     assert "estimated: unknown at the start" in lines[-1]
     lines = _fed({names[0]: None, names[1]: 20.0, names[2]: None}, [10.0, 20.0, 30.0])
-    assert lines[1].endswith("10 s, ~20 s left + 1 of unknown duration"), lines
+    assert lines[1].endswith("10 s, time left unknown (~20 s + 1 of unknown duration)"), lines

@@ -9,7 +9,8 @@ blocks holding skip reasons and tracebacks. Progress reads those lines and print
 where the estimate of what is left comes from the recorded durations of the benchmarks still to
 run (`planned`: seconds per benchmark from the durations files, None where none is recorded),
 scaled by how this run's finished benchmarks compared with theirs; benchmarks with no recorded
-duration are counted apart and said (`+ 2 of unknown duration`), never guessed. Without a plan,
+duration are counted apart and make the time left unknown (`time left unknown (~40 s + 2 of
+unknown duration)`), never guessed. Without a plan,
 from asv's percentage and the time so far.
 
 It also keeps where the seconds went (`timing()`): asv's start (from the Progress's creation to
@@ -378,7 +379,7 @@ class Progress:
         unknown = sum(self.planned[n] is None for n in remaining)
         if unknown == len(remaining):
             return f", {unknown} left of unknown duration"
-        return f", ~{known:.0f} s left" + (f" + {unknown} of unknown duration" if unknown else "")
+        return _left(known, unknown)
 
     def status(self) -> str | None:
         """Where the run stands now, for the heartbeat: the benchmark running (or, while the
@@ -425,7 +426,7 @@ class Progress:
             return ""
         if unknown and known < 1:
             return f", time left unknown ({unknown} of unknown duration)"
-        return f", ~{known:.0f} s left" + (f" + {unknown} of unknown duration" if unknown else "")
+        return _left(known, unknown)
 
     def close(self) -> None:
         with self._lock:
@@ -489,3 +490,11 @@ class Progress:
 
 def _short_floats(text: str) -> str:
     return _FLOAT.sub(lambda m: f"{float(m[0]):.4g}", text)
+
+
+def _left(known: float, unknown: int) -> str:
+    """The clock column's time left: with a benchmark of unknown duration still ahead the time
+    left is unknown, whatever the others add up to (never "~2 s left" ahead of minutes)."""
+    if unknown:
+        return f", time left unknown (~{known:.0f} s + {unknown} of unknown duration)"
+    return f", ~{known:.0f} s left"
