@@ -163,7 +163,7 @@ def test_a_suite_of_instruction_rows_only_is_counted_once_and_runs_no_pairs(monk
     from harness.runs import asv
     from harness.runs.spec import RunSpec
 
-    calls = []
+    calls, said = [], []
 
     def fake_run(run):
         calls.append(run.benches[0])
@@ -188,10 +188,13 @@ def test_a_suite_of_instruction_rows_only_is_counted_once_and_runs_no_pairs(monk
         ab.Pairs(),
         None,
         bench_dir,
-        lambda msg: None,
+        said.append,
     )
     done, left_out = ab._measure(job)
     assert list(done) == ["instructions"] and left_out == []
+    # each side's end is said, so the next side's first heartbeat is never 25 s after silence
+    ends = [m for m in said if "side (" in m and "counted in" in m]
+    assert [m.split(" side (")[0].rsplit(" ", 1)[1] for m in ends] == ["base", "head"]
     assert set(done["instructions"].instructions) == {"base", "head"}
     assert done["instructions"].pairs == []
     assert len(calls) == 2  # two counting processes; the pair's found nothing to time

@@ -395,6 +395,7 @@ def _once(job: _Job, runs: SuiteRuns, suite: str) -> bool:
     try:
         for k, label in enumerate(job.side):
             status = _counting_status(job, suite, label, (k + 1, len(job.side)))
+            started = time.perf_counter()
             with progress.Heartbeat(job.log, status):
                 runs.instructions[label] = run_side(
                     job,
@@ -403,6 +404,12 @@ def _once(job: _Job, runs: SuiteRuns, suite: str) -> bool:
                     job.work / f"{suite}-{label}-instructions",
                     rows="instructions",
                 )
+            # a line as each side ends: the next side's heartbeat starts its own 25 s (without
+            # it a side's end and the next one's start left 47 s of silence)
+            job.log(
+                f"ab: {suite} instruction rows, {label} side ({k + 1} of {len(job.side)}) "
+                f"counted in {time.perf_counter() - started:.0f} s"
+            )
     except NoMatch:
         return False
     job.log(
