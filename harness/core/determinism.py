@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from harness.core import tolerances
+
 # Tight: two runs of the same program on the same input agree bit for bit on CPU; a GPU's
-# atomics may move the last bits. A random op moves values by O(1).
-RTOL, ATOL = 1e-5, 1e-6
+# atomics may move the last bits. A random op moves values by O(1). (harness.core.tolerances)
+RTOL, ATOL = tolerances.REPEAT.rtol, tolerances.REPEAT.atol
 
 
 @dataclasses.dataclass

@@ -242,6 +242,13 @@ PYTHON = Setting(
     "the interpreter behind asv's fixed launcher (~/.cache/harness/asv-python)",
     "harness",
 )
+ANSWER_KEEP_BYTES = Setting(
+    "HARNESS_ANSWER_KEEP_BYTES",
+    INT,
+    16 * 1024 * 1024,
+    "at most this many bytes of tensors (inputs and differing results) in the file a run keeps "
+    "for its first WRONG answer (`answers/first-wrong.pt` in the record)",
+)
 RUN_RECORD = Setting(
     "HARNESS_RUN_RECORD",
     PATH,
@@ -310,6 +317,21 @@ TEST_SLOWDOWN_ROWS = Setting(
     "",
     "test-only: `REGEX=F;...`: rows whose name a REGEX is found in have their measured side "
     "slowed by F of its CPU time (harness.measure.inject)",
+    "tests",
+)
+TEST_ANSWER_NOISE = Setting(
+    "HARNESS_TEST_ANSWER_NOISE",
+    TEXT,
+    "",
+    "test-only: `REGEX=F;...`: rows whose name a REGEX is found in get seeded per-element noise "
+    "of F times their answer rule's tolerance on the new side's results (harness.measure.answers)",
+    "tests",
+)
+TEST_ANSWER_SEED = Setting(
+    "HARNESS_TEST_ANSWER_SEED",
+    INT,
+    0,
+    "test-only: the seed of HARNESS_TEST_ANSWER_NOISE's noise",
     "tests",
 )
 TEST_EXTRA_INSTRUCTIONS = Setting(

@@ -17,10 +17,12 @@ import dataclasses
 import re
 from pathlib import Path
 
+from harness.core import tolerances
 from harness.golden import store
 
-# Decomposed ops may pick other GPU kernels than eager's (TF32 is off while checking).
-TOLERANCE = {"cpu": (1e-4, 1e-5), "cuda": (1e-3, 1e-4)}
+# Decomposed ops may pick other GPU kernels than eager's (TF32 is off while checking):
+# (rtol, atol) per device type, from the package's one table (harness.core.tolerances)
+TOLERANCE = {k: (t.rtol, t.atol) for k, t in tolerances.CAPTURED.items()}
 _DEVICE_NAME = re.compile(r"device\('cuda(:\d+)?'\)|device\(type='cuda'(, index=\d+)?\)")
 MAX_DIFF_LINES = 60
 

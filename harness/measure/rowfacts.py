@@ -33,6 +33,10 @@ def suppressed():
         _suppressed -= 1
 
 
+def is_suppressed() -> bool:
+    return _suppressed > 0
+
+
 def recording() -> bool:
     """Whether facts are wanted: inside a run that writes a record, not suppressed."""
     return not _suppressed and settings.RUN_RECORD.get() is not None and current_row() is not None

@@ -47,7 +47,7 @@ import torch
 
 from harness.core import settings
 from harness.core.env import synchronize
-from harness.measure import gputime, inject
+from harness.measure import answers, gputime, inject
 from harness.measure.activity import quiet_stderr
 
 # fast (default) and full settings for the sampling loop; full_mode() (HARNESS_FULL) picks one.
@@ -143,6 +143,7 @@ def measure_paired(
     samples: int | None = None,
     budget_s: float | None = None,
     clock: str | None = None,
+    answer: answers.Pair | None = None,
 ) -> list[float]:
     """The time of `fn()` over the time of `base()` timed beside it, as samples: compiled/eager,
     pinned/pageable, AMP/fp32, workers N/0, or a workload over the machine's reference workload.
@@ -168,7 +169,13 @@ def measure_paired(
     On CUDA (unless `clock="wall"`): both sides' GPU time per call (harness.measure.gputime),
     taking turns in each round, one ratio per round; sampling stops once the ratio's median is
     steady or the budget ends.
+
+    First, before any timed or warm-up call, the answer check (harness.measure.answers): each
+    side called once after the same seed, the results compared by the pair's rule (`answer`, or
+    the check `answers.declare` tagged the two callables with), the verdict recorded as the row's
+    answer. A row over the reference workload is no pair and is not checked.
     """
+    answers.before_timing(fn, base, device, answer)
     fn, base = inject.measured_side([fn, base])  # test-only (HARNESS_TEST_SLOWDOWN_ROWS)
     if torch.device(device).type == "cuda" and clock != "wall":
         sampling = gpu_sampling(

@@ -1,0 +1,74 @@
+"""What "the same result" means, in one table for the whole package.
+
+Four places compare two tensors that should agree, each for another reason, so each takes its
+own row of this table (docs/answers.md#tolerances lists them with their sources):
+
+- REPEAT: one program run twice on one input (harness.core.determinism, `harness check`): on a
+  CPU the two agree bit for bit, so the band is tight; a random op moves values by O(1).
+- CAPTURED: a captured graph (jit, fx, export, dynamo, AOT) run against eager on the same device
+  (harness.golden.devicecheck): decomposed ops may pick other kernels than eager's.
+- ANSWER: the two sides of a paired benchmark row (harness.measure.answers): a faster way of
+  computing the same thing, judged per dtype of the reference side's result, PyTorch's dynamo
+  benchmark runner's accuracy rule (`torch._dynamo.utils.same`) made explicit: allclose first,
+  then, where that fails, each side's error against a float64 run of the same inputs.
+- LOW_PRECISION: a side that computes in bf16/fp16 (autocast) against fp32: elementwise bands
+  say nothing there, so the cosine similarity of each result and the loss's relative difference.
+
+torch is not imported here: dtypes are named by their torch attribute ("float32").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+    source: str  # where the figure comes from, shown beside every verdict that used it
+
+
+# Two runs of one program on one input.
+REPEAT = Tolerance(
+    1e-5, 1e-6, "two runs of one program: bit-identical on a CPU, last bits on a GPU"
+)
+
+# A captured program against eager, on each device type (TF32 is off while checking).
+CAPTURED = {
+    "cpu": Tolerance(1e-4, 1e-5, "captured vs eager on a CPU: decompositions reorder sums"),
+    "cuda": Tolerance(1e-3, 1e-4, "captured vs eager on CUDA: other kernels than eager's"),
+}
+
+# The two sides of a paired row, by the reference side's dtype. fp32: `same()`'s default tol
+# (allclose with rtol = atol = 1e-4); fp16/bf16: the dynamo benchmark runner's --float16 /
+# --bfloat16 / --amp tol of 1e-3; fp64: its band scaled to float64's precision.
+_SAME = "torch._dynamo.utils.same"
+ANSWER = {
+    "float64": Tolerance(1e-7, 1e-7, f"{_SAME}'s rule at float64 precision"),
+    "float32": Tolerance(1e-4, 1e-4, f"{_SAME}'s default tol=1e-4"),
+    "float16": Tolerance(1e-3, 1e-3, "the dynamo benchmark runner's fp16 tol=1e-3"),
+    "bfloat16": Tolerance(1e-3, 1e-3, "the dynamo benchmark runner's bf16 tol=1e-3"),
+}
+ANSWER_DEFAULT = "float32"  # complex and other float dtypes take float32's row
+
+# Where allclose fails, the faster side passes if its RMSE against the float64 run is at most
+# MULTIPLIER x the reference side's RMSE + tol / 10 (`same()`'s rule): 3 for low-precision
+# results and tensors of fewer than SMALL_TENSOR elements, where noise dominates the metric.
+FP64_MULTIPLIER = 2.0
+FP64_MULTIPLIER_LOOSE = 3.0
+SMALL_TENSOR = 1000
+
+# Low precision (autocast) against fp32: cosine similarity of every result at least this
+# (`same()`'s cos_similarity threshold), and the loss within this relative difference.
+LOW_PRECISION_COSINE = 0.99
+LOW_PRECISION_LOSS = {"bfloat16": 2e-2, "float16": 1e-2}
+LOW_PRECISION_SOURCE = (
+    f"{_SAME}'s cos_similarity threshold 0.99; loss within 2% (bf16) / 1% (fp16): 2-3 ulps of "
+    "each format's 8 / 11-bit mantissa over a summed loss"
+)
+
+
+def answer(dtype_name: str) -> Tolerance:
+    """The ANSWER row for a result of this dtype (its torch attribute name, "float32")."""
+    return ANSWER.get(dtype_name, ANSWER[ANSWER_DEFAULT])
