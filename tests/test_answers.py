@@ -252,6 +252,11 @@ def test_declare_tags_closures_and_wraps_bound_methods():
     assert answers.declared(new, ref) is pair
     assert answers.declared(ref, new) is None  # the roles are the pair's order
     assert torch.equal(new(), torch.ones(2))
+    # one callable, a side of two pairs
+    other = answers.Pair("second")
+    new2, third = answers.declare(new, lambda: torch.ones(2), other)
+    assert new2 is new and answers.declared(new, third) is other
+    assert answers.declared(new, ref) is pair
 
 
 def test_the_answer_lands_in_the_record_as_row_facts(tmp_path, monkeypatch):

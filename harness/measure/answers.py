@@ -50,7 +50,7 @@ from harness.core.answerfacts import (
 from harness.core.env import DEFAULT_SEED, seed_everything, synchronize
 from harness.core.files import write_json_atomic
 
-_TAG = "__harness_answer__"  # the attribute `declare` sets on a timed callable
+_TAG = "__harness_answers__"  # on a timed callable: {id(partner): (pair, role)} (`declare`)
 REPRODUCE_DIR = "answers"
 REPRODUCE_FILE = "first-wrong.pt"  # inside REPRODUCE_DIR of the record
 _CLAIM = "first-wrong.json"  # taken with O_EXCL: one run's first WRONG only
@@ -116,26 +116,34 @@ UNDECLARED = (
 
 def declare(new: Callable, reference: Callable, pair: Pair) -> tuple[Callable, Callable]:
     """Tag the two timed callables of a paired row with their check; measure_paired finds it.
-    A callable that takes no attributes (a bound method) is wrapped in one that does."""
-    return _tagged(new, pair, "new"), _tagged(reference, pair, "reference")
+    One callable may be a side of several pairs (inference_mode against no_grad and against
+    grad enabled). A callable that takes no attributes (a bound method) is wrapped in one that
+    does."""
+    new, reference = _taggable(new), _taggable(reference)
+    getattr(new, _TAG)[id(reference)] = (pair, "new")
+    getattr(reference, _TAG)[id(new)] = (pair, "reference")
+    return new, reference
 
 
-def _tagged(fn: Callable, pair: Pair, role: str) -> Callable:
+def _taggable(fn: Callable) -> Callable:
+    if isinstance(getattr(fn, _TAG, None), dict):
+        return fn
     try:
-        setattr(fn, _TAG, (pair, role))
+        setattr(fn, _TAG, {})
         return fn
     except AttributeError:
 
         def call():
             return fn()
 
-        setattr(call, _TAG, (pair, role))
+        setattr(call, _TAG, {})
         return call
 
 
 def declared(new: Callable, reference: Callable) -> Pair | None:
-    """The pair both callables were declared with (`declare`), else None."""
-    a, b = getattr(new, _TAG, None), getattr(reference, _TAG, None)
+    """The pair the two callables were declared with (`declare`), in this order, else None."""
+    a = getattr(new, _TAG, {}).get(id(reference))
+    b = getattr(reference, _TAG, {}).get(id(new))
     if a and b and a[0] is b[0] and (a[1], b[1]) == ("new", "reference"):
         return a[0]
     return None
