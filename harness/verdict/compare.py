@@ -64,7 +64,10 @@ FAILED, MISSING, SKIPPED, BAD = "FAILED", "MISSING", "skipped", "BAD INPUT"
 CHANGED = "changed"  # the benchmark's code differs between the sides: not compared, exit unaffected
 NOT_JUDGED = "not judged"  # shown with the reason (raw time without a narrow calibrated band)
 UNKNOWN = "UNKNOWN"  # harness ab: judged across processes, not decided yet (more pairs decide it)
-JUDGED = (OK, IMPROVED, REGRESSION)  # the verdicts of rows a rule decided
+# an answer row whose faster side computes another result (harness.verdict.answers): judged
+# absolutely, a failure whatever the base says
+WRONG = "WRONG"
+JUDGED = (OK, IMPROVED, REGRESSION, WRONG)  # the verdicts of rows a rule decided
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.002
@@ -87,6 +90,10 @@ class Row:
     # "default" (the gate's --threshold); "" for other rows
     basis: str = ""
     history_runs: int = 0  # the runs of the machine's history its noise was learned from
+    # an answer row's status on each side (same, WRONG, fail_to_run, n/a; "" where the side has
+    # no answer row, and for every other row): harness.verdict.answers
+    answer: str = ""
+    answer_base: str = ""
 
 
 def central(e: Entry) -> float | None:
@@ -502,13 +509,18 @@ def compare(
     """One Row per benchmark in either set (or in `only`), sorted by name. `learned`: row ->
     its noise between runs from the machine's history (harness.verdict.noise.RowNoise), or a
     function giving why a statistical row has none (`learned.why(name)`)."""
+    from harness.verdict import answers
+
     noise = noise or {}
     card = gpurows.card_difference(fingerprint_of(base), fingerprint_of(head))
-    names = sorted(set(base.entries) | set(head.entries))
+    names = sorted(set(base.entries) | set(head.entries), key=answers.sort_key)
     if only:
         names = [n for n in names if any(selects(o, n) for o in only)]
     rows = []
     for name in names:
+        if name in base.answers or name in head.answers:  # judged absolutely, never MISSING
+            rows.append(answers.judge(name, base, head))
+            continue
         b, h = base.entries.get(name), head.entries.get(name)
         if b is None or h is None:
             e = b or h
