@@ -43,7 +43,9 @@ def wrong(reproduce: str | None = "answers/first-wrong.pt") -> Answer:
     return Answer(
         WRONG,
         WHAT,
-        reason="output[0]: RMSE against float64 0.31, the reference side's 1.2e-07 (max |diff| 0.52)",
+        reason=(
+            "output[0]: RMSE against float64 0.31, the reference side's 1.2e-07 (max |diff| 0.52)"
+        ),
         value=5200.0,
         output="output[0]",
         outputs=2,
@@ -96,9 +98,7 @@ def rows_of(data: dict) -> dict[str, dict]:
 
 
 def test_answer_facts_become_rows_of_the_result_set(tmp_path):
-    path = one_set(
-        tmp_path, "run", "a" * 10, {ROW: wrong(), OTHER: failed(), "x.Y.track_z": na()}
-    )
+    path = one_set(tmp_path, "run", "a" * 10, {ROW: wrong(), OTHER: failed(), "x.Y.track_z": na()})
     rs = results.load(path)
     e = rs.entries[ANS]
     assert e.unit == answerfacts.UNIT == "error/tol" and e.value == 5200.0 and not e.failed
@@ -254,9 +254,7 @@ def test_the_summary_counts_answers_apart_from_timing_rows(tmp_path):
     ]
     for i, status in enumerate([SAME] * 24 + [WRONG] + [NOT_APPLICABLE] * 2):
         verdict = {SAME: compare.OK, WRONG: compare.WRONG}.get(status, compare.NOT_JUDGED)
-        rows.append(
-            compare.Row(f"a.B.answer_{i}", "error/tol", 0, 0, None, verdict, answer=status)
-        )
+        rows.append(compare.Row(f"a.B.answer_{i}", "error/tol", 0, 0, None, verdict, answer=status))
     said = gate.tally(rows)
     assert said.startswith("1 judged (1 ok); 1 not judged")
     assert said.endswith("answers: 1 WRONG, 24 same, 2 n/a (not judged)")
@@ -493,3 +491,148 @@ def test_report_shows_answers_per_model_and_an_answer_column_escaped(tmp_path, c
     # the answer column in the suite's ratio table
     fusion = md[md.index("## fusion") :].split("\n## ")[0]
     assert "answer (error/tol)" in fusion and "same 0.02" in fusion
+
+
+# ---- ab and bisect -----------------------------------------------------------------------------
+
+CHECKED_SUITE = '''
+import os, sys, types
+
+
+class _Checked:
+    """What harness.measure.answers keeps of a check (its LAST), as the row worker reads it."""
+
+    def __init__(self, facts):
+        self.facts = facts
+
+    def to_facts(self):
+        return self.facts
+
+
+def _last():
+    mod = sys.modules.setdefault("harness.measure.answers", types.ModuleType("answers"))
+    if not hasattr(mod, "LAST"):
+        mod.LAST = {}
+    return mod.LAST
+
+
+CALLS = []
+
+
+def track_fast_over_slow():
+    CALLS.append(1)
+    # the head's faster side computes something else on its second call (a flaky miscompile)
+    wrong = os.environ["SIDE"] == "head" and len(CALLS) == 2
+    facts = {"status": "WRONG", "what": "fast vs slow", "value": 40.0, "output": "output"}
+    same = {"status": "same", "what": "fast vs slow", "value": 0.01, "output": "output"}
+    _last()["rows.track_fast_over_slow"] = _Checked(facts if wrong else same)
+    return {"samples": [0.5, 0.52], "number": 1}
+
+
+track_fast_over_slow.unit = "ratio"
+'''
+
+
+def test_ab_keeps_each_side_s_answer_beside_the_ratio(tmp_path):
+    import os
+    import pathlib
+    import sys
+
+    from harness.runs import ab, interleave
+
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    (bench / "__init__.py").write_text("")
+    (bench / "rows.py").write_text(CHECKED_SUITE)
+    root = pathlib.Path(__file__).resolve().parents[1]
+    sides = [
+        interleave.SideRun(
+            label,
+            sys.executable,
+            dict(os.environ, SIDE=label, PYTHONPATH=str(root)),
+            bench,
+            "0" * 40,
+            tmp_path / label,
+        )
+        for label in ("base", "head")
+    ]
+    files = interleave.run_pair(sides, r"^rows\.", "m1", work=tmp_path / "w", mode="fork")
+    # the worst of the row's blocks: one WRONG among them is the row's answer
+    kept = json.loads((tmp_path / "head" / interleave.ANSWERS_FILE).read_text())
+    assert kept["rows.track_fast_over_slow"]["status"] == WRONG
+    said = []
+    for label, f in files.items():
+        assert ab._keep_answers({"rows": [f]}, f.parent.parent, label, said.append) == 1
+    out = gate.run_gate(str(files["base"]), str(files["head"]), history=False)
+    names = [r.name for r in out.rows]
+    row = out.rows[names.index("rows.answer_fast_over_slow")]
+    assert names.index("rows.answer_fast_over_slow") == names.index("rows.track_fast_over_slow") + 1
+    assert (row.answer_base, row.answer, row.verdict) == (SAME, WRONG, compare.WRONG)
+    assert (row.base, row.head) == (0.01, 40.0)  # each side's error, beside the ratio row
+    assert out.code == exits.REGRESSION and not said
+
+
+def test_worst_answer_prefers_wrong_then_fail_to_run_then_the_larger_error():
+    from harness.runs.interleave import worst_answer
+
+    s1, s2 = {"status": SAME, "value": 0.1}, {"status": SAME, "value": 0.3}
+    w, f, n = {"status": WRONG, "differs": True}, {"status": FAIL_TO_RUN}, {"status": "n/a"}
+    assert worst_answer(None, s1) is s1 and worst_answer(s1, s2) is s2
+    assert worst_answer(w, s2) is w and worst_answer(f, w) is w and worst_answer(n, f) is f
+    assert worst_answer(s1, n) is s1 and worst_answer(s1, "junk") is s1
+
+
+def test_bisect_names_the_commit_range_where_an_answer_changed(tmp_path, monkeypatch):
+    from harness.core.exits import RunnerFailed
+    from harness.runs import ab, bisect
+    from harness.runs.spec import RunSpec
+
+    row = "canary.Canary.track_fast_over_slow"
+    good, c1, c2, c3, bad = (c * 40 for c in "abcde")
+    spec = RunSpec(machine="m1-cpu", suites=("canary",))
+    b = bisect.Bisect(
+        pathlib_root(), tmp_path, good, bad, spec, pairs=ab.Pairs(), log=lambda m: None
+    )
+
+    def keep(commit, answer, role, against=None, base_run=None):
+        run_id = records.new_run_id(commit, b.label)
+        meta = {"commit": commit, "bisect": {**b.key, "role": role, "against": against}}
+        with records.writing(tmp_path, "m1-cpu", run_id, meta) as staging:
+            write_set(staging / "asv", commit, {"canary.Canary.track_ops": 10}, units={})
+            write_answers(staging, {row: answer})
+            if base_run:
+                records.write_ab_pairs(staging, base_run, {}, {})
+        return run_id
+
+    g = keep(good, same(), "good")
+    keep(bad, wrong(), "bad", base_run=g)
+    keep(c1, same(), "step", against=g)
+    keep(c3, wrong(), "step", against=g)
+
+    def no_measuring(*args, **kw):
+        raise RunnerFailed("asv saved nothing (a build that breaks)")
+
+    monkeypatch.setattr(ab, "run", no_measuring)
+    ends = b.ends()
+    ans = answerfacts.answer_row(row)
+    assert ends.decide == {ans: bisect.WORSE}  # the counter did not move; the answer did
+    assert bisect.answer_changes(ends.rows, ends.decide) == [f"{ans}: answer same -> WRONG"]
+    assert b.paired is False  # an answer decides in one process a commit
+    # c2 cannot be measured: the answer changed somewhere in c2..c3
+    found = bisect.search([c1, c2, c3, bad], lambda c: b.classify(c).verdict)
+    assert found.first_bad is None and found.range == [c2, c3]
+    # with c2 measured (the same answer), c3 is the commit
+    keep(c2, same(), "step", against=g)
+    found = bisect.search([c1, c2, c3, bad], lambda c: b.classify(c).verdict)
+    assert found.first_bad == c3
+    # a WRONG answer at both ends did not change between them: it decides nothing
+    rows = [
+        compare.Row(ans, "error/tol", 40, 40, None, compare.WRONG, answer=WRONG, answer_base=WRONG)
+    ]
+    assert bisect.decisive(rows) == {}
+
+
+def pathlib_root():
+    import pathlib
+
+    return pathlib.Path(__file__).resolve().parents[1]
