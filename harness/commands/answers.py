@@ -1,5 +1,5 @@
 """`harness answers [RUN]`: one run's answer checks judged alone, the single-run form of the
-gate's answer rows (harness.verdict.answers): per model pass / WRONG / fail_to_run, and per row.
+gate's answer rows (harness.verdict.accuracy): per model pass / WRONG / fail_to_run, and per row.
 Exit codes: 0 every judged answer the same, 1 a WRONG answer, 2 an answer check that failed to
 run, 3 bad input, 6 no answer judged."""
 
@@ -39,7 +39,7 @@ def add_arguments(parser):
 def run(args) -> int:
     from harness.core.exits import BadInput
     from harness.core.files import write_atomic, write_json_atomic
-    from harness.verdict import answers
+    from harness.verdict import accuracy
     from harness.verdict.results import load, param_names, resolve, results_root
 
     root = results_root(args.results_dir)
@@ -49,7 +49,7 @@ def run(args) -> int:
             "--results-dir"
         )
     rs = load(resolve(args.run, root, args.machine))
-    found = answers.single(rs, args.bench, args.suite, param_names(rs))
+    found = accuracy.single(rs, args.bench, args.suite, param_names(rs))
     print(found.render("text"), end="")
     if args.markdown:
         write_atomic(args.markdown, found.render("markdown"))

@@ -15,27 +15,26 @@ its reason as the error), and the rules that judge them (docs/answers.md#verdict
   row, never MISSING; a row on the base only is not judged, with a note;
 - answer rows count as judged rows, and every summary counts them apart from timing rows.
 
-`single` is the single-run form (`harness answers RUN`): one run's answers alone, per model (the
-accuracy column of PyTorch's dashboard: pass / WRONG / fail_to_run) and per row.
+The single-run form (`harness answers RUN`: one run's answers alone, per model and per row) is
+harness.verdict.accuracy.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import pathlib
 
 from harness.core import answerfacts, escape, exits, records, trust
 from harness.core.answerfacts import FAIL_TO_RUN, NOT_APPLICABLE, SAME, UNIT, WRONG, Answer
 from harness.core.exits import BadInput
-from harness.core.table import render
-from harness.verdict import compare, metrics
+from harness.verdict import metrics
+from harness.verdict import rows as verdicts
 from harness.verdict.rerun import rerun_command
 from harness.verdict.resultset import Entry, ResultSet
 
 LOAD_HINT = "torch.load(path, weights_only=True)"
 BASE_ONLY = "base only"
-PASS = "pass"  # the per-model column's word for every judged answer the same (PyTorch's)
+
 SHOWN = 3  # WRONG rows named in a summary line; the table has them all
 
 
@@ -85,7 +84,7 @@ def _where(rs: ResultSet, row: str) -> str:
     return str(path) if path.is_file() else f"{rs.folder / records.ROW_FACTS} (row {row!r})"
 
 
-def is_answer(row: compare.Row) -> bool:
+def is_answer(row: verdicts.Row) -> bool:
     return row.unit == UNIT
 
 
@@ -182,20 +181,20 @@ def cells(rs: ResultSet, timed: list[str]) -> str:
         by[a.status] = by.get(a.status, 0) + 1
     if len(by) == 1:
         return f"{next(iter(by))} ({len(found)} cases)"
-    return ", ".join(f"{n} {s}" for s, n in _ordered(by))
+    return ", ".join(f"{n} {s}" for s, n in ordered(by))
 
 
 _ORDER = (WRONG, FAIL_TO_RUN, SAME, NOT_APPLICABLE, BASE_ONLY)
 
 
-def _ordered(counts: dict[str, int]) -> list[tuple[str, int]]:
+def ordered(counts: dict[str, int]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: _ORDER.index(kv[0]) if kv[0] in _ORDER else 9)
 
 
 # ---- judging against a base ----------------------------------------------------------------
 
 
-def judge(name: str, base: ResultSet, head: ResultSet) -> compare.Row:
+def judge(name: str, base: ResultSet, head: ResultSet) -> verdicts.Row:
     """An answer row's verdict (the module docstring's rules): head's answer judged absolutely,
     the base's consulted only for growth."""
     b, h = base.answers.get(name), head.answers.get(name)
@@ -204,8 +203,8 @@ def judge(name: str, base: ResultSet, head: ResultSet) -> compare.Row:
     both = b is not None and h is not None and b.status == h.status == SAME
     ratio = hv / bv if both and _number(bv) and _number(hv) and bv > 0 else None
 
-    def row(verdict: str, note: str) -> compare.Row:
-        return compare.Row(
+    def row(verdict: str, note: str) -> verdicts.Row:
+        return verdicts.Row(
             name,
             UNIT,
             bv,
@@ -219,35 +218,35 @@ def judge(name: str, base: ResultSet, head: ResultSet) -> compare.Row:
 
     if h is None:
         return row(
-            compare.NOT_JUDGED,
+            verdicts.NOT_JUDGED,
             f"answer on {BASE_ONLY}: the head ran no answer check for it (a run made before "
             "answer checks, or the row did not run there); not judged",
         )
     said = _base_said(b)
     if h.status == NOT_APPLICABLE:
-        return row(compare.NOT_JUDGED, f"answer n/a: {h.reason or 'no reason recorded'}")
+        return row(verdicts.NOT_JUDGED, f"answer n/a: {h.reason or 'no reason recorded'}")
     if h.status == FAIL_TO_RUN:
         return row(
-            compare.FAILED,
+            verdicts.FAILED,
             f"answer check failed to run on head: {h.reason or 'no reason recorded'}; "
             f"rerun it alone: {rerun(name, head)}",
         )
     if h.status == WRONG:
-        return row(compare.WRONG, f"{wrong_note(name, h, head)}; {said}")
+        return row(verdicts.WRONG, f"{wrong_note(name, h, head)}; {said}")
     note = f"answer same ({h.what})" if h.what else "answer same"
     note += f": {figures(h)}; tolerance {tolerance(h)}; {said}"
     if b is not None and b.status == WRONG:
-        return row(compare.IMPROVED, note)
+        return row(verdicts.IMPROVED, note)
     if b is not None and b.status == SAME and _number(bv) and _number(hv):
         limit = max(metrics.ANSWER_GROWTH * bv, metrics.ANSWER_GROWTH_FLOOR)
         if hv > limit:
             return row(
-                compare.REGRESSION,
+                verdicts.REGRESSION,
                 f"answer error grew: {hv:.3g} x tolerance, past max({metrics.ANSWER_GROWTH:g} x "
                 f"the base's {bv:.3g}, {metrics.ANSWER_GROWTH_FLOOR:g}) = {limit:.3g}, still "
                 f"within its tolerance; {note}",
             )
-    return row(compare.OK, note)
+    return row(verdicts.OK, note)
 
 
 def _number(x) -> bool:
@@ -265,26 +264,26 @@ def _base_said(b: Answer | None) -> str:
     return f"base {b.status}"
 
 
-def decided_apart(rows: list[compare.Row]) -> list[compare.Row]:
+def decided_apart(rows: list[verdicts.Row]) -> list[verdicts.Row]:
     """The answer rows among `rows`."""
     return [r for r in rows if is_answer(r)]
 
 
-def counts(rows: list[compare.Row]) -> dict[str, int]:
+def counts(rows: list[verdicts.Row]) -> dict[str, int]:
     """Answer rows by head's status (BASE_ONLY for a row the head lacks)."""
     out: dict[str, int] = {}
     for r in decided_apart(rows):
         key = r.answer or BASE_ONLY
         out[key] = out.get(key, 0) + 1
-    return dict(_ordered(out))
+    return dict(ordered(out))
 
 
-def tally(rows: list[compare.Row]) -> str:
+def tally(rows: list[verdicts.Row]) -> str:
     """`answers: 24 same, 1 WRONG, 2 n/a` ("" where there are no answer rows)."""
     found = counts(rows)
     if not found:
         return ""
-    grew = sum(is_answer(r) and r.verdict == compare.REGRESSION for r in rows)
+    grew = sum(is_answer(r) and r.verdict == verdicts.REGRESSION for r in rows)
     parts = []
     for status, n in found.items():
         text = f"{n} {status}"
@@ -298,9 +297,9 @@ def tally(rows: list[compare.Row]) -> str:
     return "answers: " + ", ".join(parts)
 
 
-def lead(rows: list[compare.Row]) -> str:
+def lead(rows: list[verdicts.Row]) -> str:
     """`2 WRONG answer(s): row (output 'x'), ...` ("" where no answer is WRONG)."""
-    wrong = [r for r in rows if r.verdict == compare.WRONG]
+    wrong = [r for r in rows if r.verdict == verdicts.WRONG]
     if not wrong:
         return ""
     shown = ", ".join(escape.terminal(r.name, 100) for r in wrong[:SHOWN])
@@ -313,206 +312,6 @@ def sort_key(name: str) -> tuple[str, bool]:
     if answerfacts.is_answer_row(name):
         return (answerfacts.timed_row(name), True)
     return (name, False)
-
-
-# ---- the single-run form ----------------------------------------------------------------------
-
-
-def model_of(row: str, params: dict[str, list[str]]) -> str:
-    """The model an answer row is about: its benchmark's `model` parameter where its first
-    parameter is one (the models, amp and training-loop suites, a project's models), else the
-    benchmark itself (`fusion.PointwiseChain`)."""
-    timed = answerfacts.timed_row(row)
-    bench, _, rest = timed.partition("(")
-    names = params.get(bench) or []
-    if names[:1] == ["model"] and rest:
-        first = rest.rstrip(")").split(", ")[0]
-        return first[1:-1] if len(first) >= 2 and first[0] == first[-1] in "'\"" else first
-    return bench.rsplit(".", 1)[0]
-
-
-@dataclasses.dataclass
-class Single:
-    """One run's answers judged alone: the rows selected, each model's column, the exit code."""
-
-    rs: ResultSet
-    rows: list[tuple[str, Answer]]
-    models: list[tuple[str, str, dict[str, int]]]  # (model, its column, statuses counted)
-    code: int
-    message: str
-    model_of: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    def count(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for _, a in self.rows:
-            out[a.status] = out.get(a.status, 0) + 1
-        return dict(_ordered(out))
-
-    def summary(self) -> str:
-        found = ", ".join(f"{n} {s}" for s, n in self.count().items()) or "no answer rows"
-        return f"answers: exit {self.code} ({exits.MEANING[self.code]}); {found}"
-
-    def as_json(self) -> dict:
-        return {
-            "schema": 1,
-            "exit": self.code,
-            "meaning": exits.MEANING[self.code],
-            "run": str(self.rs.path),
-            "commit": self.rs.commit,
-            "machine": self.rs.machine,
-            "message": self.message,
-            "counts": self.count(),
-            "models": [{"model": m, "answer": col, "counts": dict(c)} for m, col, c in self.models],
-            "rows": [
-                {
-                    "row": name,
-                    "timed_row": answerfacts.timed_row(name),
-                    "model": self.model_of.get(name, ""),
-                    **a.to_facts(),
-                    **({"rerun": rerun(name, self.rs)} if a.status in (WRONG, FAIL_TO_RUN) else {}),
-                }
-                for name, a in self.rows
-            ],
-        }
-
-    def render(self, fmt: str = "text") -> str:
-        """The per-model column, the per-row table, then each WRONG / fail_to_run spelled out
-        with its reproduction and rerun; what the record says is escaped (render, escape)."""
-        md = fmt == "markdown"
-        rec = records.record_of(self.rs.path)
-        dirty = " (dirty)" if self.rs.dirty else ""
-        title = (
-            f"answers of run {rec.run_id if rec else self.rs.path}, commit "
-            f"{self.rs.commit[:8]}{dirty}, on {self.rs.machine}"
-        )
-        out = [f"### {escape.markdown_text(title)}\n" if md else escape.terminal(title)]
-        if self.models:
-            out.append(
-                "per model (pass: every judged answer the same; WRONG: a faster side computes "
-                "another result; fail_to_run: a side or the check could not run):"
-            )
-            cells_ = [
-                (m, col, ", ".join(f"{n} {s}" for s, n in c.items()), _first_problem(self, m))
-                for m, col, c in self.models
-            ]
-            out.append(render(("model", "answer", "rows", "first problem"), cells_, fmt))
-            out.append("per row (error/tol: the error over the tolerance, at most 1 the same):")
-            rows = [
-                (
-                    name,
-                    a.status,
-                    "" if value_of(a) is None else f"{value_of(a):.3g}",
-                    a.output or "",
-                    tolerance(a) if a.status in (SAME, WRONG) else "",
-                    a.reason,
-                )
-                for name, a in self.rows
-            ]
-            out.append(
-                render(("row", "answer", "error/tol", "output", "tolerance", "reason"), rows, fmt)
-            )
-        bad = [(n, a) for n, a in self.rows if a.status in (WRONG, FAIL_TO_RUN)]
-        text = escape.markdown_text if md else escape.terminal
-        for name, a in bad:
-            said = (
-                wrong_note(name, a, self.rs)
-                if a.status == WRONG
-                else (
-                    f"answer check failed to run: {a.reason}; "
-                    f"rerun it alone: {rerun(name, self.rs)}"
-                )
-            )
-            out.append(text(f"{a.status} {name}: {said}", limit=escape.MAX_MESSAGE))
-        if md:
-            said = escape.markdown_text(self.message, lines=True) if self.message else ""
-            out.append(escape.strong(self.summary()) + (f"\n\n{said}" if said else ""))
-        else:
-            out.append(self.summary() + (f"\n{self.message}" if self.message else ""))
-        return ("\n\n" if md else "\n").join(x.rstrip("\n") for x in out) + "\n"
-
-
-def _first_problem(s: Single, model: str) -> str:
-    for name, a in s.rows:
-        if s.model_of.get(name) == model and a.status in (WRONG, FAIL_TO_RUN):
-            short = name.split(".", 1)[-1]
-            return f"{short}: {a.reason}" if a.reason else short
-    return ""
-
-
-def column(statuses: dict[str, int]) -> str:
-    """A model's accuracy column, as PyTorch's dashboard has it: WRONG where any answer of it is
-    WRONG, else fail_to_run where any failed to run, else pass where any was judged, else n/a."""
-    for status, word in ((WRONG, WRONG), (FAIL_TO_RUN, FAIL_TO_RUN), (SAME, PASS)):
-        if statuses.get(status):
-            return word
-    return NOT_APPLICABLE
-
-
-def code_of(statuses: dict[str, int]) -> int:
-    """2 on a fail_to_run, else 1 on a WRONG, else 6 when no answer was judged, else 0."""
-    if statuses.get(FAIL_TO_RUN):
-        return exits.FAILED
-    if statuses.get(WRONG):
-        return exits.REGRESSION
-    if not (statuses.get(SAME) or statuses.get(WRONG)):
-        return exits.UNDECIDED
-    return exits.PASS
-
-
-def single(
-    rs: ResultSet,
-    only: list[str] | None = None,
-    suites: list[str] | None = None,
-    params: dict[str, list[str]] | None = None,
-) -> Single:
-    """One run's answer rows judged alone (`harness answers`): `suites` keeps those of these
-    suites, `only` those whose name or timed row's name a --bench pattern selects; a suite or a
-    pattern that selects no answer row is bad input naming what could."""
-    names = sorted(rs.answers, key=sort_key)
-    if suites:
-        held = sorted({n.split(".", 1)[0] for n in names})
-        unknown = [s for s in suites if s not in held]
-        if unknown:
-            raise BadInput(
-                f"--suite {', '.join(map(repr, unknown))}: {rs.path} holds no answer row of "
-                f"{'it' if len(unknown) == 1 else 'them'}; its answer rows are of: "
-                f"{', '.join(held) or 'none (a run made before answer checks)'}"
-            )
-        names = [n for n in names if n.split(".", 1)[0] in suites]
-    if only:
-
-        def both(p: str, n: str) -> bool:
-            return compare.selects(p, n) or compare.selects(p, answerfacts.timed_row(n))
-
-        unknown = [p for p in only if not any(both(p, n) for n in names)]
-        if unknown:
-            raise BadInput(
-                f"--bench {', '.join(map(repr, unknown))} selects no answer row of {rs.path} "
-                f"(matched against each answer row's name and its timed row's); "
-                f"{compare.could_match(names)}"
-            )
-        names = [n for n in names if any(both(p, n) for p in only)]
-    rows = [(n, rs.answers[n]) for n in names]
-    params = params or {}
-    by_model: dict[str, dict[str, int]] = {}
-    model = {n: model_of(n, params) for n in names}
-    for n, a in rows:
-        c = by_model.setdefault(model[n], {})
-        c[a.status] = c.get(a.status, 0) + 1
-    models = [(m, column(c), dict(_ordered(c))) for m, c in sorted(by_model.items())]
-    statuses: dict[str, int] = {}
-    for _, a in rows:
-        statuses[a.status] = statuses.get(a.status, 0) + 1
-    code = code_of(statuses)
-    message = ""
-    if not rows:
-        message = (
-            "undecided: the run holds no answer rows (a run made before answer checks, or no "
-            "paired row ran); `harness bench` records them"
-        )
-    elif code == exits.UNDECIDED:
-        message = "undecided: no answer was judged (every one n/a: its reason is in the table)"
-    return Single(rs, rows, models, code, message, model)
 
 
 # ---- a run's wrong answers, loudly ---------------------------------------------------------

@@ -50,50 +50,34 @@ The statistics, for rows that are judged: a REGRESSION needs both
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 import shlex
 import statistics
 
-from harness.verdict import functions, gpurows, instead, metrics
+from harness.verdict import answers, functions, gpurows, instead, metrics
 from harness.verdict.results import Entry, ResultSet, fingerprint_of
 
-OK, IMPROVED, REGRESSION = "ok", "improved", "REGRESSION"
-FAILED, MISSING, SKIPPED, BAD = "FAILED", "MISSING", "skipped", "BAD INPUT"
-CHANGED = "changed"  # the benchmark's code differs between the sides: not compared, exit unaffected
-NOT_JUDGED = "not judged"  # shown with the reason (raw time without a narrow calibrated band)
-UNKNOWN = "UNKNOWN"  # harness ab: judged across processes, not decided yet (more pairs decide it)
-# an answer row whose faster side computes another result (harness.verdict.answers): judged
-# absolutely, a failure whatever the base says
-WRONG = "WRONG"
-JUDGED = (OK, IMPROVED, REGRESSION, WRONG)  # the verdicts of rows a rule decided
+# the verdicts and the row they are given on (harness.verdict.rows), named here as before
+from harness.verdict.rows import (  # noqa: F401
+    BAD,
+    CHANGED,
+    FAILED,
+    IMPROVED,
+    JUDGED,
+    MISSING,
+    NOT_JUDGED,
+    OK,
+    REGRESSION,
+    SKIPPED,
+    UNKNOWN,
+    WRONG,
+    Row,
+)
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.002
 LAYOUT_SIGMAS = 3.0  # an instruction row's tolerance is at least this many standard errors
-
-
-@dataclasses.dataclass
-class Row:
-    name: str
-    unit: str
-    base: float | None
-    head: float | None
-    ratio: float | None  # head / base
-    verdict: str
-    note: str = ""
-    p: float | None = None
-    threshold: float | None = None
-    device: str = ""  # `busy NN%` / `ATen share NN%` (gpurows.label), also at the end of the note
-    # where a judged statistical row's threshold came from: "history", "band", "drift",
-    # "default" (the gate's --threshold); "" for other rows
-    basis: str = ""
-    history_runs: int = 0  # the runs of the machine's history its noise was learned from
-    # an answer row's status on each side (same, WRONG, fail_to_run, n/a; "" where the side has
-    # no answer row, and for every other row): harness.verdict.answers
-    answer: str = ""
-    answer_base: str = ""
 
 
 def central(e: Entry) -> float | None:
@@ -509,8 +493,6 @@ def compare(
     """One Row per benchmark in either set (or in `only`), sorted by name. `learned`: row ->
     its noise between runs from the machine's history (harness.verdict.noise.RowNoise), or a
     function giving why a statistical row has none (`learned.why(name)`)."""
-    from harness.verdict import answers
-
     noise = noise or {}
     card = gpurows.card_difference(fingerprint_of(base), fingerprint_of(head))
     names = sorted(set(base.entries) | set(head.entries), key=answers.sort_key)

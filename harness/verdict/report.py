@@ -22,7 +22,7 @@ from harness.core import escape, records
 from harness.core.files import write_atomic
 from harness.core.table import render
 from harness.core.units import format_value, scale
-from harness.verdict import answers, bands, gpurows, noise
+from harness.verdict import accuracy, answers, bands, gpurows, noise
 from harness.verdict.compare import central
 from harness.verdict.results import BadInput, ResultSet, load
 from harness.verdict.summary import COMPUTE_BOUND_BELOW, bandwidth_view, cases, workers_scaling
@@ -314,7 +314,7 @@ def answers_section(rs: ResultSet) -> list[str]:
 
     if not rs.answers:
         return []
-    found = answers.single(rs, params=param_names(rs))
+    found = accuracy.single(rs, params=param_names(rs))
     lines = [
         "## Answers: do both sides of each paired row compute the same result?",
         "",
