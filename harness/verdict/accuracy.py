@@ -6,6 +6,7 @@ and per row; exit 1 on a WRONG, 2 on a fail_to_run, 6 where no answer was judged
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from harness.core import answerfacts, escape, exits, records
 from harness.core.answerfacts import FAIL_TO_RUN, NOT_APPLICABLE, SAME, WRONG, Answer
@@ -108,7 +109,7 @@ class Single:
                 (
                     name,
                     a.status,
-                    "" if value_of(a) is None else f"{value_of(a):.3g}",
+                    _shown(value_of(a)),
                     a.output or "",
                     tolerance(a) if a.status in (SAME, WRONG) else "",
                     a.reason,
@@ -136,6 +137,12 @@ class Single:
         else:
             out.append(self.summary() + (f"\n{self.message}" if self.message else ""))
         return ("\n\n" if md else "\n").join(x.rstrip("\n") for x in out) + "\n"
+
+
+def _shown(v: float | None) -> str:
+    if v is None or math.isnan(v):
+        return ""
+    return "inf (not bit-identical)" if math.isinf(v) else f"{v:.3g}"
 
 
 def _first_problem(s: Single, model: str) -> str:
