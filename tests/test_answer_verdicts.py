@@ -636,3 +636,10 @@ def pathlib_root():
     import pathlib
 
     return pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_an_answer_with_a_nan_figure_leaves_the_record_readable(tmp_path):
+    # a float64 run that is NaN itself gives NaN RMSEs: the record must still read
+    a = dataclass_replace(wrong(), fp64_error=math.nan, fp64_error_reference=math.nan)
+    rs = results.load(one_set(tmp_path, "run", "a" * 10, {ROW: a}))
+    assert rs.answers[ANS].status == WRONG and rs.answers[ANS].fp64_error is None
