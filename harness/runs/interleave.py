@@ -11,8 +11,10 @@ per row on CUDA), so nothing one row leaves behind reaches the next.
 
 Each side's answers are saved as the asv result file `asv run` would have written (values,
 samples, skipped and failed rows, benchmarks.json, machine.json), so merging, run records and
-the gate read a pair exactly as they read asv's runs. Figures of the per-pair spread this buys:
-docs/measurements.md#ab-interleaved-pairs.
+the gate read a pair exactly as they read asv's runs. The answer checks a row's calls made
+(harness.measure.answers, in the side's process) come back with each block and are kept beside
+the result (ANSWERS_FILE, the worst of the row's), for harness.runs.ab to keep in the record.
+Figures of the per-pair spread this buys: docs/measurements.md#ab-interleaved-pairs.
 """
 
 from __future__ import annotations

@@ -264,7 +264,7 @@ def _base_said(b: Answer | None) -> str:
     return f"base {b.status}"
 
 
-def decided_apart(rows: list[verdicts.Row]) -> list[verdicts.Row]:
+def answer_rows(rows: list[verdicts.Row]) -> list[verdicts.Row]:
     """The answer rows among `rows`."""
     return [r for r in rows if is_answer(r)]
 
@@ -272,7 +272,7 @@ def decided_apart(rows: list[verdicts.Row]) -> list[verdicts.Row]:
 def counts(rows: list[verdicts.Row]) -> dict[str, int]:
     """Answer rows by head's status (BASE_ONLY for a row the head lacks)."""
     out: dict[str, int] = {}
-    for r in decided_apart(rows):
+    for r in answer_rows(rows):
         key = r.answer or BASE_ONLY
         out[key] = out.get(key, 0) + 1
     return dict(ordered(out))
@@ -298,7 +298,8 @@ def tally(rows: list[verdicts.Row]) -> str:
 
 
 def lead(rows: list[verdicts.Row]) -> str:
-    """`2 WRONG answer(s): row (output 'x'), ...` ("" where no answer is WRONG)."""
+    """`2 WRONG answer(s) (exit 1 on its own): row, row` for the summary line ("" where no
+    answer is WRONG): exit 2 wins over 1, so a WRONG must not hide behind a failure."""
     wrong = [r for r in rows if r.verdict == verdicts.WRONG]
     if not wrong:
         return ""

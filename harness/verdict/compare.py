@@ -26,6 +26,9 @@ applied (the same table: docs/gate.md#which-rows-are-judged-and-how):
 - raw times measured on CUDA (GPU time per call, with their noise in the run record): by their
   recorded noise and a floor, between comparable GPUs (harness.verdict.gpurows); never a bare
   "not judged": the note says why (not comparable, different card, throttled, noisy).
+- answer rows ("error/tol": whether a paired row's two sides computed the same result): judged
+  absolutely by harness.verdict.answers (WRONG whatever the base says; a base without them is
+  no MISSING), each listed right after its timed row.
 - raw times ("seconds", compile times included) and throughputs ("samples/s"): only where the
   machine's calibrated noise band for that row (`harness calibrate`) is below the threshold,
   as on a dedicated GPU runner. Otherwise the row is shown, "not judged", with the band, or

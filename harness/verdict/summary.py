@@ -1,6 +1,7 @@
 """What a result set says at a glance: failed cases, the key ratios, DataLoader workers scaling
 and the fusion suite's memory-bandwidth view. Shared by `harness bench` (printed after a run)
-and `harness report` (plotted). Its tables escape what the result set says (harness.core.table)."""
+and `harness report` (plotted). Its tables escape what the result set says (harness.core.table).
+Where the run has answer rows (harness.verdict.answers), its ratio tables get an answer column."""
 
 from __future__ import annotations
 
