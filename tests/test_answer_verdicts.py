@@ -643,3 +643,18 @@ def test_an_answer_with_a_nan_figure_leaves_the_record_readable(tmp_path):
     a = dataclass_replace(wrong(), fp64_error=math.nan, fp64_error_reference=math.nan)
     rs = results.load(one_set(tmp_path, "run", "a" * 10, {ROW: a}))
     assert rs.answers[ANS].status == WRONG and rs.answers[ANS].fp64_error is None
+
+
+def test_merged_shards_keep_their_answers(tmp_path, capsys):
+    from test_hostile_records import record as shard_record
+
+    root = tmp_path / "results"
+    one = shard_record(root, benches={ROW: draw(30)}, shard="1/2")
+    two = shard_record(root, benches={OTHER: draw(30, seed=3)}, shard="2/2")
+    write_answers(one.path, {ROW: wrong()})
+    write_answers(two.path, {OTHER: same()})
+    assert main(["merge", str(one.path), str(two.path), "--results-dir", str(root)]) == 0
+    merged = next(r for r in records.list_runs(root) if r.meta.get("merged_from"))
+    capsys.readouterr()
+    assert main(["answers", merged.run_id, "--results-dir", str(root)]) == exits.REGRESSION
+    assert "1 WRONG, 1 same" in capsys.readouterr().out
