@@ -35,6 +35,10 @@ COMMANDS = {
         "refresh suites/durations.json (shard balance) from runs",
     ),
     "gate": ("harness.commands.gate", "compare two result sets; exit 1 on a regression"),
+    "answers": (
+        "harness.commands.answers",
+        "one run's answer checks: pass / WRONG / fail_to_run per model; exit 1 on a WRONG",
+    ),
     "ab": ("harness.commands.ab", "run BASE and HEAD alternately in this job, then gate them"),
     "bisect": (
         "harness.commands.bisect",

@@ -106,7 +106,12 @@ class Answer:
         return f"rtol {self.rtol:g}, atol {self.atol:g}"
 
     def to_facts(self) -> dict:
-        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        # NaN (an RMSE of a float64 run that is NaN itself) is left out: from_facts refuses it
+        out = {
+            k: v
+            for k, v in dataclasses.asdict(self).items()
+            if v is not None and not (isinstance(v, float) and math.isnan(v))
+        }
         if self.value is not None and math.isinf(self.value):
             out.pop("value")  # JSON has no infinity; an exact mismatch reads back as inf
             out["differs"] = True

@@ -10,7 +10,8 @@ SCALES = {
 }
 SCALES["bytes moved"] = SCALES["bytes saved"] = SCALES["bytes"]
 SCALES["instructions"] = [(1e9, "G instr"), (1e6, "M instr"), (1e3, "k instr"), (1, "instr")]
-UNITLESS = ("ratio", "relative", "efficiency", "fraction of copy bandwidth")
+# "error/tol": an answer row's error over its tolerance (harness.core.answerfacts.UNIT)
+UNITLESS = ("ratio", "relative", "efficiency", "fraction of copy bandwidth", "error/tol")
 
 
 def scale(unit: str, magnitude: float) -> tuple[float, str]:

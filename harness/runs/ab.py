@@ -821,6 +821,7 @@ def _keep(
             python_hash_seed=job.env["PYTHONHASHSEED"],
         )
         write_json_atomic(staging / records.FINGERPRINT, fp)
+        _keep_answers(by_suite, staging, label, job.log)
         if ab_pairs is not None:
             records.write_ab_pairs(staging, *ab_pairs)
         if operators:
@@ -831,6 +832,42 @@ def _keep(
             ):
                 meta["operator_pass"] = _operator_pass(job, s, staging, ran_suites)
     return records.load_record(records.runs_dir(root) / machine / run_id)
+
+
+def _keep_answers(
+    by_suite: dict[str, list[pathlib.Path]], staging: pathlib.Path, label: str, log
+) -> int:
+    """The answer checks the side's processes made (harness.runs.interleave.ANSWERS_FILE beside
+    each pair's result), the worst of each row's over its blocks and pairs, kept as the record's
+    answer rows (harness.verdict.answers reads them, so the gate of the two records shows each
+    side's answer beside the row's ratio). One that does not read as an answer is left out, said
+    in a line. Returns how many were kept."""
+    import json
+
+    from harness.core import answerfacts
+    from harness.core.exits import BadInput
+
+    checks: dict = {}
+    for files in by_suite.values():
+        for f in files:
+            path = f.parent.parent / interleave.ANSWERS_FILE
+            try:
+                data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+            except ValueError:
+                data = {}
+            for timed, facts in data.items() if isinstance(data, dict) else ():
+                checks[timed] = interleave.worst_answer(checks.get(timed), facts)
+    kept = 0
+    for timed, facts in sorted(checks.items()):
+        try:
+            answerfacts.Answer.from_facts(facts, f"{label}'s answer check of {timed}")
+        except BadInput as exc:
+            log(f"ab: {exc}; left out of the record")
+            continue
+        row = answerfacts.answer_row(timed)
+        records.write_row_facts(staging, row, {answerfacts.FACTS_KEY: facts})
+        kept += 1
+    return kept
 
 
 def _operator_pass(job: _Job, s: Side, staging: pathlib.Path, suites: list[str]) -> str:

@@ -44,6 +44,7 @@ from harness.runs import asv
 from harness.runs.progress import EVERY_S, Heartbeat, Progress, counting
 from harness.runs.scratch import RunScratch
 from harness.runs.spec import RunSpec
+from harness.verdict.rerun import RERUN_LABEL, rerun_command  # noqa: F401 (bench.rerun_command)
 
 # Suites that run only when named with --suite (the canary: the gate's test subject).
 ONLY_WHEN_NAMED = ("canary",)
@@ -395,22 +396,7 @@ def _verbose_heartbeat(out, counter: Path) -> Heartbeat:
     return Heartbeat(lambda line: print(line, file=out, flush=True), status)
 
 
-RERUN_LABEL = "rerun"
 SHOWN_FAILED = 3  # failed cases given a rerun command each; the others are named
-
-
-def rerun_command(name: str, flags: tuple[str, ...] = ()) -> str:
-    """A shell line that runs one benchmark case alone, where `harness bench` printed it:
-    `harness bench` with the run's own flags (`flags`: mode, threads, machine, results root),
-    the case's suite, the case's full name anchored and escaped as a --bench regex, asv's output
-    (and the traceback) shown with -v; it keeps its run record, labelled RERUN_LABEL."""
-    import re
-
-    from harness.core import escape
-
-    words = ["harness", "bench", *flags, "--suite", name.split(".", 1)[0]]
-    words += ["--bench", f"^{re.escape(name)}$", "--label", RERUN_LABEL, "-v"]
-    return escape.shell_join(words)
 
 
 def report(ran: BenchRun, root: Path, out=None, rerun: tuple[str, ...] = ()) -> int:
@@ -418,6 +404,7 @@ def report(ran: BenchRun, root: Path, out=None, rerun: tuple[str, ...] = ()) -> 
     code: 0 done, 2 a benchmark failed, 5 asv failed or saved nothing. `rerun`: the run's flags,
     for the command that reruns a failed case alone (rerun_command)."""
     from harness.core import exits
+    from harness.verdict import answers
     from harness.verdict.results import load
     from harness.verdict.summary import failures, summary_table
 
@@ -431,8 +418,14 @@ def report(ran: BenchRun, root: Path, out=None, rerun: tuple[str, ...] = ()) -> 
         return exits.RUNNER_FAILED
     saved = load(ran.record.result_file())
     saved.entries = {k: e for k, e in saved.entries.items() if k.split(".", 1)[0] in ran.suites}
+    saved.answers = {k: a for k, a in saved.answers.items() if k in saved.entries}
     print(file=out)
     print(summary_table(saved), file=out)
+    # a faster side that computes something else, loudly after the table; the exit code stays
+    # the benchmarks' (`harness gate` and `harness answers` fail on it)
+    wrong = answers.problems(saved)
+    if wrong:
+        print("\n" + "\n".join(wrong), file=out)
     run = ran.record
     print(
         f"\nrun record: {run.path} (asv's log: {records.ASV_LOG} there)"

@@ -15,7 +15,10 @@ Two halves:
   with GOOD's record of the ends; every other row needs ab's interleaved pairs (GOOD and the
   commit in pairs of processes taking turns row by row, SAME / DIFFERENT / UNKNOWN,
   harness.verdict.between), so a step with such rows is a whole `harness ab GOOD COMMIT`, and a
-  decided timing row is also checked against both ends (classify_rows).
+  decided timing row is also checked against both ends (classify_rows). An answer row (a paired
+  row's answer check, harness.verdict.answers) whose answer changed between the ends (same ->
+  WRONG) decides like a counter: one process a commit, WRONG bad, same good; the answer says
+  so (`answer same -> WRONG`).
 
 A rerun with the same ends and selection finds the records of commits already measured (by the
 bisect's key in run.json) and measures nothing twice, so an interrupted bisect resumes.
@@ -31,7 +34,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from harness.core import escape, exits, records
+from harness.core import answerfacts, escape, exits, records
 from harness.core.exits import BadInput, HarnessError
 from harness.runs import ab
 from harness.runs.spec import RunSpec
@@ -109,13 +112,29 @@ def search(
 # ---- classifying a commit by its rows ----
 
 WORSE, BETTER = "worse", "better"
-DIRECTION = {compare.REGRESSION: WORSE, compare.IMPROVED: BETTER}
+DIRECTION = {compare.REGRESSION: WORSE, compare.IMPROVED: BETTER, compare.WRONG: WORSE}
 CANNOT_RUN = (compare.FAILED, compare.MISSING, compare.SKIPPED, compare.BAD)
 
 
 def decisive(rows: list[compare.Row]) -> dict[str, str]:
-    """The rows that differ between GOOD and BAD, and which way: row -> worse | better."""
-    return {r.name: DIRECTION[r.verdict] for r in rows if r.verdict in DIRECTION}
+    """The rows that differ between GOOD and BAD, and which way: row -> worse | better. A WRONG
+    answer decides only where GOOD's answer was not WRONG too (the gate calls it WRONG whatever
+    the base says; a bisect looks for where it changed)."""
+    return {
+        r.name: DIRECTION[r.verdict]
+        for r in rows
+        if r.verdict in DIRECTION
+        and not (r.verdict == compare.WRONG and r.answer_base == compare.WRONG)
+    }
+
+
+def answer_changes(rows: list[compare.Row], decide: dict[str, str]) -> list[str]:
+    """`row: answer same -> WRONG` for each deciding answer row (GOOD's answer, BAD's)."""
+    return [
+        f"{r.name}: answer {r.answer_base or 'not checked'} -> {r.answer or 'not checked'}"
+        for r in rows
+        if r.name in decide and r.unit == answerfacts.UNIT
+    ]
 
 
 def classify_rows(
@@ -219,12 +238,12 @@ def across_bounds(record: records.RunRecord, rows: list[compare.Row]) -> dict:
 
 
 def one_process_decides(unit: str) -> bool:
-    """Exact counters and instruction counts: one process of a commit decides them."""
+    """Exact counters, instruction counts and answers: one process of a commit decides them."""
     try:
         kind = metrics.kind_of(unit)
     except KeyError:
         return False
-    return kind.exact or kind.kind == metrics.INSTRUCTIONS
+    return kind.exact or kind.kind in (metrics.INSTRUCTIONS, metrics.ANSWER)
 
 
 # ---- git ----
@@ -598,13 +617,14 @@ def run(
             result.message = "undecided: no selected row was judged between GOOD and BAD"
         result.seconds = b.spent()
         return result
+    changed = answer_changes(ends.rows, ends.decide)
     log(
         f"bisect: {len(commits)} first-parent commits after GOOD up to BAD; deciding rows: "
         + ", ".join(f"{n} ({d})" for n, d in ends.decide.items())
         + (
             "; each step is a `harness ab` of GOOD and the commit (timing rows need pairs)"
             if b.paired
-            else "; one process a commit (exact counters and instruction counts)"
+            else "; one process a commit (exact counters, instruction counts and answers)"
         )
     )
     steps: list[Step] = []
@@ -621,13 +641,15 @@ def run(
     found = search(commits, classify, b.out_of_time)
     result.steps, result.search = steps, found
     result.range = [describe(project, c) for c in found.range]
+    # where an answer changed (same -> WRONG), the answer names the commit (or the range) with it
+    said = f" ({'; '.join(changed)})" if changed else ""
     if found.first_bad:
         result.first_bad = _explained(project, b, commits, found, steps)
-        result.message = f"first bad commit: {found.first_bad} {result.range[0]['subject']}"
+        result.message = f"first bad commit: {found.first_bad} {result.range[0]['subject']}{said}"
     else:
         result.code = exits.UNDECIDED
         result.message = (
-            f"{found.stopped}: the first bad commit is one of {len(found.range)} commits"
+            f"{found.stopped}: the first bad commit is one of {len(found.range)} commits{said}"
         )
     result.seconds = b.spent()
     return result
@@ -757,6 +779,7 @@ def render(r: Result, fmt: str = "text") -> str:
     if r.first_bad:
         fb = r.first_bad
         out.append(f"first bad commit: {_short(fb)}")
+        out += answer_changes(r.ends.rows, r.ends.decide) if r.ends else []
         out.append(f"parent: {_short(fb['parent'])}")
         # as every comparison: the environment first, then the rows with how they were judged
         env = ", ".join(f"{k} {v}" for k, v in fb["environment"].items())

@@ -107,7 +107,7 @@ def noise_bands(runs: list[ResultSet]) -> dict[str, dict]:
             kind = metrics.kind_of(entries[0].unit)
         except KeyError:
             continue
-        if kind.exact or kind.kind == metrics.MEMORY:
+        if kind.exact or kind.kind in (metrics.MEMORY, metrics.ANSWER):
             continue
         meds = [central(e) for e in entries]
         if any(m is None or m != m or m <= 0 for m in meds):

@@ -11,8 +11,10 @@ per row on CUDA), so nothing one row leaves behind reaches the next.
 
 Each side's answers are saved as the asv result file `asv run` would have written (values,
 samples, skipped and failed rows, benchmarks.json, machine.json), so merging, run records and
-the gate read a pair exactly as they read asv's runs. Figures of the per-pair spread this buys:
-docs/measurements.md#ab-interleaved-pairs.
+the gate read a pair exactly as they read asv's runs. The answer checks a row's calls made
+(harness.measure.answers, in the side's process) come back with each block and are kept beside
+the result (ANSWERS_FILE, the worst of the row's), for harness.runs.ab to keep in the record.
+Figures of the per-pair spread this buys: docs/measurements.md#ab-interleaved-pairs.
 """
 
 from __future__ import annotations
@@ -125,6 +127,9 @@ class _Row:
     values: list = dataclasses.field(default_factory=list)
     skipped: bool = False
     error: str = ""
+    # timed row -> the facts of its answer check (harness.measure.answers), the worst of the
+    # row's blocks (worst_answer)
+    checks: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -285,6 +290,10 @@ def _take(st: _Side, row: str) -> bool:
         return False
     if "value" in reply:
         st.answers[row].values.append(reply["value"])
+        checks = reply.get("answers")
+        for timed, facts in checks.items() if isinstance(checks, dict) else ():
+            kept = st.answers[row].checks
+            kept[timed] = worst_answer(kept.get(timed), facts)
         return True
     _note(st.answers[row], reply)
     return not reply.get("died")  # a block that failed or skipped: the row still ends
@@ -320,9 +329,30 @@ def _restart(st: _Side, work, mode, regex) -> None:
     st.worker = _start(st.run, regex, work, mode, fresh=True).worker
 
 
+ANSWERS_FILE = "answers.json"  # beside a side's result of a pair: timed row -> answer facts
+_RANK = {"n/a": 0, "same": 1, "fail_to_run": 2, "WRONG": 3}
+
+
+def worst_answer(a, b):
+    """Of two answer checks' facts of one row (None: none), the one that says most: WRONG over
+    fail_to_run over same (the larger error) over n/a. A row's blocks and pairs each check its
+    answer again; one WRONG among them is the row's answer."""
+
+    def key(facts):
+        if not isinstance(facts, dict):
+            return (-1, 0.0)
+        value = facts.get("value")
+        value = float("inf") if facts.get("differs") is True else value
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return (_RANK.get(facts.get("status"), -1), value if number and value == value else 0.0)
+
+    return b if key(b) > key(a) else a
+
+
 def _save(st: _Side, machine: str) -> pathlib.Path:
     """The side's answers as the asv result file (and benchmarks.json, machine.json) `asv run
-    --record-samples` would have written for the same rows."""
+    --record-samples` would have written for the same rows; the rows' answer checks beside it
+    (ANSWERS_FILE), for harness ab to keep in the side's run record."""
     from asv import util
     from asv.environment import get_env_name
     from asv.results import Results
@@ -370,6 +400,12 @@ def _save(st: _Side, machine: str) -> pathlib.Path:
             record_samples=True,
         )
     res.save(str(out))
+    checks: dict = {}
+    for ans in st.answers.values():
+        for timed, facts in ans.checks.items():
+            checks[timed] = worst_answer(checks.get(timed), facts)
+    if checks:
+        (out / ANSWERS_FILE).write_text(json.dumps(checks, indent=2, sort_keys=True))
     return out / res._filename
 
 

@@ -295,9 +295,14 @@ def merge(
             shutil.copy2(mj, asv_dir / where / "machine.json")
         write_json_atomic(asv_dir / where / files[0].name, merged)
         load(asv_dir / where / files[0].name)
+        # each shard's row facts (device facts, answer checks): a merged run's answers are its
+        # shards' (a damaged file is bad input naming it, as records.read_row_facts says)
+        row_facts = {row: f for r in recs for row, f in records.read_row_facts(r.path).items()}
         with records.writing(root, where, run_id, meta) as staging:
             shutil.copytree(asv_dir, staging / "asv")
             write_json_atomic(staging / records.FINGERPRINT, fp)
             for rel, data in operator_files.items():
                 write_json_atomic(staging / rel, data)
+            for row, facts in row_facts.items():
+                records.write_row_facts(staging, row, facts)
     return records.load_record(records.runs_dir(root) / where / run_id)

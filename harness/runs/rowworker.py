@@ -13,7 +13,10 @@ JSON line on its stdout (the benchmarks' own prints go to stderr):
         child (MODE "fork": the suite is imported once, every row gets a fresh process, as asv's
         forkserver) or in this process (MODE "once": one row, then exit; CUDA, where a forked
         CUDA context is unusable)
-    {"block": true} -> {"value": <what the benchmark returned>} | {"skipped": true} | {"error": ...}
+    {"block": true} -> {"value": <what the benchmark returned>, "answers": {row: facts}}
+        | {"skipped": true} | {"error": ...}; "answers": the answer checks the block's call made
+        (harness.measure.answers.LAST of the side's own harness, where it has one), as the run
+        record keeps them
     {"end": true}   -> {"done": true}: teardown, the row's process exits
     a row's process that dies (a crash, a signal) is answered for by this one: {"died": "..."}
 
@@ -61,6 +64,20 @@ def _cached(bench, cache_dir):
         bench.set_cache(pickle.load(f))
 
 
+def _answers():
+    """row -> the record's facts of every answer check this process made: what the side's own
+    harness keeps in harness.measure.answers.LAST (nothing where its harness has no answer
+    checks, or the row's benchmark never imported them)."""
+    last = getattr(sys.modules.get("harness.measure.answers"), "LAST", None)
+    out = {}
+    for row, answer in (last if isinstance(last, dict) else {}).items():
+        try:
+            out[str(row)] = answer.to_facts()
+        except Exception:  # another revision's answer: left out, the timing stands
+            traceback.print_exc()
+    return out
+
+
 def _serve_row(req, bench_dir, cache_dir, out):
     from asv_runner.benchmarks.mark import SkipNotImplemented
     from asv_runner.discovery import get_benchmark_from_name
@@ -94,7 +111,7 @@ def _serve_row(req, bench_dir, cache_dir, out):
         if isinstance(value, float) and math.isnan(value):
             _send(out, {"skipped": True})
         else:
-            _send(out, {"value": value})
+            _send(out, {"value": value, "answers": _answers()})
     if skip is not None:
         try:
             bench.do_teardown()

@@ -20,23 +20,25 @@ which the line states). Verdicts:
   or is not in this run (which `harness bench --suite` adds it);
 - launch-bound at this size: on CUDA, a side of the row kept the GPU busy less than half of a
   call (its busy fraction, from the run record): what helps or hurts there is launch overhead,
-  not the advice; the effect is still shown, the verdict says so instead of helps or hurts.
+  not the advice; the effect is still shown, the verdict says so instead of helps or hurts;
+- not recommended: the row's answer check found the advice's side computing another result
+  (WRONG), or could not check it (fail_to_run; harness.verdict.answers): a speed-up that changes
+  the answer is none, so such a tip is never "helps"; the line says what differed.
 Every line on a run with device facts also shows them (`busy NN%`, or `ATen share NN%` on a CPU).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 import statistics
 from collections.abc import Callable
 
-from harness.core import sizes
+from harness.core import answerfacts, sizes
 from harness.core.exits import BadInput
 from harness.verdict import gpurows
-from harness.verdict.results import ResultSet, find_benchmarks_json, fingerprint_of
+from harness.verdict.results import ResultSet, fingerprint_of, param_names
 from harness.verdict.summary import cases
 
 CONFIDENCE = 0.95
@@ -46,6 +48,10 @@ HELPS, HURTS, NO_EFFECT, NA = "helps", "hurts", "no measurable effect", "n/a her
 # a CUDA row whose GPU was busy less than half of a call (harness.verdict.gpurows) times launches
 # and Python, not the work the advice is about: its effect says nothing about the advice
 LAUNCH_BOUND = gpurows.LAUNCH_BOUND_VERDICT  # the verdict's text; gpurows.LAUNCH_BOUND is 0.5
+# the advice side computes another result than the habit's (its answer row WRONG), or its answer
+# could not be checked (fail_to_run): whatever the time, the tip is not recommended
+NOT_RECOMMENDED = "not recommended: wrong answer"
+NOT_CHECKED = "not recommended: answer not checked"
 
 
 # ---- what each case was measured on (sizes from the workloads' own definitions) ----
@@ -343,6 +349,7 @@ class Line:
     sizes: str = ""
     reason: str = ""
     device: str = ""  # busy NN% / ATen share NN% (harness.verdict.gpurows.label)
+    answer: str = ""  # the row's answer check: same, WRONG, fail_to_run, n/a ("" where none)
 
     def figure(self) -> str:
         if self.median is None:
@@ -361,15 +368,6 @@ class Advice:
     confidence: float
     lines: list[Line]
     tips: tuple = ()  # the Tip entries the lines answer, in order
-
-
-def _param_names(rs: ResultSet) -> dict[str, list[str]]:
-    """benchmark name -> its parameter names, from the run's benchmarks.json."""
-    try:
-        data = json.loads(find_benchmarks_json(rs.path).read_text(encoding="utf-8"))
-    except Exception:  # a run without its benchmarks.json was refused when loaded; stay usable
-        return {}
-    return {k: list(v.get("param_names") or []) for k, v in data.items() if isinstance(v, dict)}
 
 
 def _unquote(value: str) -> str:
@@ -419,7 +417,7 @@ def advise(
 ) -> Advice:
     info = run_info(rs)
     on = run_sizing(info)
-    names = _param_names(rs)
+    names = param_names(rs)
     lines: list[Line] = []
     for tip in tips:
         lines += _tip_lines(rs, tip, info, on, names, tolerance, confidence)
@@ -459,7 +457,8 @@ def _tip_lines(
             skipped.append(label or bench)
         else:
             line = _case_line(tip, bench, params, entry, label, threads, on, tolerance, confidence)
-            out.append(_with_facts(line, rs.facts.get(entry.name)))
+            line = _with_facts(line, rs.facts.get(entry.name))
+            out.append(_with_answer(line, rs.answers.get(answerfacts.answer_row(entry.name))))
     if skipped and not out:
         return [
             Line(
@@ -520,6 +519,27 @@ def _with_facts(line: Line, facts: dict | None) -> Line:
             )
         )
         line.verdict = LAUNCH_BOUND
+    return line
+
+
+def _with_answer(line: Line, answer) -> Line:
+    """A case whose answer check found the advice's side computing another result (or could not
+    check it) is never recommended, whatever its effect; the line says what differed."""
+    from harness.verdict import answers
+
+    if answer is None:
+        return line
+    line.answer = answer.status
+    if answer.status not in (answerfacts.WRONG, answerfacts.FAIL_TO_RUN):
+        return line
+    was = f"would read {line.verdict}; " if line.verdict in (HELPS, HURTS, NO_EFFECT) else ""
+    if answer.status == answerfacts.WRONG:
+        why = f"WRONG answer: {answers.figures(answer)}, tolerance {answers.tolerance(answer)}"
+        line.verdict = NOT_RECOMMENDED
+    else:
+        why = f"its answer check failed to run: {answer.reason or 'no reason recorded'}"
+        line.verdict = NOT_CHECKED
+    line.reason = "; ".join(filter(None, [line.reason, was + why]))
     return line
 
 

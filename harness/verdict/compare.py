@@ -26,6 +26,9 @@ applied (the same table: docs/gate.md#which-rows-are-judged-and-how):
 - raw times measured on CUDA (GPU time per call, with their noise in the run record): by their
   recorded noise and a floor, between comparable GPUs (harness.verdict.gpurows); never a bare
   "not judged": the note says why (not comparable, different card, throttled, noisy).
+- answer rows ("error/tol": whether a paired row's two sides computed the same result): judged
+  absolutely by harness.verdict.answers (WRONG whatever the base says; a base without them is
+  no MISSING), each listed right after its timed row.
 - raw times ("seconds", compile times included) and throughputs ("samples/s"): only where the
   machine's calibrated noise band for that row (`harness calibrate`) is below the threshold,
   as on a dedicated GPU runner. Otherwise the row is shown, "not judged", with the band, or
@@ -50,43 +53,34 @@ The statistics, for rows that are judged: a REGRESSION needs both
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 import shlex
 import statistics
 
-from harness.verdict import functions, gpurows, instead, metrics
+from harness.verdict import answers, functions, gpurows, instead, metrics
 from harness.verdict.results import Entry, ResultSet, fingerprint_of
 
-OK, IMPROVED, REGRESSION = "ok", "improved", "REGRESSION"
-FAILED, MISSING, SKIPPED, BAD = "FAILED", "MISSING", "skipped", "BAD INPUT"
-CHANGED = "changed"  # the benchmark's code differs between the sides: not compared, exit unaffected
-NOT_JUDGED = "not judged"  # shown with the reason (raw time without a narrow calibrated band)
-UNKNOWN = "UNKNOWN"  # harness ab: judged across processes, not decided yet (more pairs decide it)
-JUDGED = (OK, IMPROVED, REGRESSION)  # the verdicts of rows a rule decided
+# the verdicts and the row they are given on (harness.verdict.rows), named here as before
+from harness.verdict.rows import (  # noqa: F401
+    BAD,
+    CHANGED,
+    FAILED,
+    IMPROVED,
+    JUDGED,
+    MISSING,
+    NOT_JUDGED,
+    OK,
+    REGRESSION,
+    SKIPPED,
+    UNKNOWN,
+    WRONG,
+    Row,
+)
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.002
 LAYOUT_SIGMAS = 3.0  # an instruction row's tolerance is at least this many standard errors
-
-
-@dataclasses.dataclass
-class Row:
-    name: str
-    unit: str
-    base: float | None
-    head: float | None
-    ratio: float | None  # head / base
-    verdict: str
-    note: str = ""
-    p: float | None = None
-    threshold: float | None = None
-    device: str = ""  # `busy NN%` / `ATen share NN%` (gpurows.label), also at the end of the note
-    # where a judged statistical row's threshold came from: "history", "band", "drift",
-    # "default" (the gate's --threshold); "" for other rows
-    basis: str = ""
-    history_runs: int = 0  # the runs of the machine's history its noise was learned from
 
 
 def central(e: Entry) -> float | None:
@@ -504,11 +498,14 @@ def compare(
     function giving why a statistical row has none (`learned.why(name)`)."""
     noise = noise or {}
     card = gpurows.card_difference(fingerprint_of(base), fingerprint_of(head))
-    names = sorted(set(base.entries) | set(head.entries))
+    names = sorted(set(base.entries) | set(head.entries), key=answers.sort_key)
     if only:
         names = [n for n in names if any(selects(o, n) for o in only)]
     rows = []
     for name in names:
+        if name in base.answers or name in head.answers:  # judged absolutely, never MISSING
+            rows.append(answers.judge(name, base, head))
+            continue
         b, h = base.entries.get(name), head.entries.get(name)
         if b is None or h is None:
             e = b or h

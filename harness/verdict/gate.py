@@ -13,7 +13,11 @@ Exit codes (harness.core.exits; the highest that applies wins):
      ratio, reference-normalised time, or a raw time whose calibrated noise band is below the
      threshold) is slower: significant *and* beyond max(threshold, noise band). Raw times
      without such a band are shown "not judged" with the reason (harness.verdict.compare).
-  2  a benchmark failed, or is present (or skipped) on one side only
+     Also: an answer row is WRONG (the faster side of a paired row computes another result),
+     whatever the base says, or its error grew past max(10 x the base's, 0.1)
+     (harness.verdict.answers)
+  2  a benchmark failed, or is present (or skipped) on one side only; an answer check failed
+     to run
   3  bad input: missing, corrupt or truncated file, unknown benchmark name or unit, empty
      sample list, NaN/inf value, runs that are not comparable (another machine name, device
      model or CPU thread count; --allow-env-change to override), or nothing to compare
@@ -23,13 +27,14 @@ Exit codes (harness.core.exits; the highest that applies wins):
 from __future__ import annotations
 
 import dataclasses
+import math
 import pathlib
 import re
 
 from harness.core import escape, exits, provenance, settings
 from harness.core.table import render
 from harness.core.units import format_ratio, format_value
-from harness.verdict import between, compare, metrics, noise
+from harness.verdict import answers, between, compare, metrics, noise
 from harness.verdict.results import (
     BadInput,
     ResultSet,
@@ -45,6 +50,7 @@ from harness.verdict.results import (
 
 CODE_OF = {
     compare.REGRESSION: exits.REGRESSION,
+    compare.WRONG: exits.REGRESSION,
     compare.FAILED: exits.FAILED,
     compare.MISSING: exits.FAILED,
     compare.BAD: exits.BAD_INPUT,
@@ -97,7 +103,7 @@ class Outcome:
         them (exit 2 wins over 1, so the regression must not hide behind the failure), then how
         many rows were judged and how many were not, and why: a comparison that judged nothing
         is never a plain pass."""
-        lead = failures_first(self.rows)
+        lead = "; ".join(filter(None, [answers.lead(self.rows), failures_first(self.rows)]))
         return (
             f"gate: exit {self.code} ({exits.MEANING[self.code]}); "
             f"{lead + '; ' if lead else ''}{tally(self.rows)}"
@@ -105,6 +111,7 @@ class Outcome:
 
     def as_json(self) -> dict:
         """The outcome for --json (schema in docs/gate.md)."""
+        timing = [r for r in self.rows if not answers.is_answer(r)]
         counts = verdict_counts(self.rows)
         return {
             "schema": 1,
@@ -114,16 +121,18 @@ class Outcome:
             "head": str(self.head.path) if self.head else None,
             "base_dirty": self.base.dirty if self.base else None,
             "head_dirty": self.head.dirty if self.head else None,
-            "judged": sum(counts.get(v, 0) for v in compare.JUDGED),
+            # timing rows (every row but the answer rows, which "answers" counts apart)
+            "judged": sum(r.verdict in compare.JUDGED for r in timing),
             "judged_by_history": by_history(self.rows),
-            "not_judged": counts.get(compare.NOT_JUDGED, 0),
+            "not_judged": sum(r.verdict == compare.NOT_JUDGED for r in timing),
+            "answers": answers.counts(self.rows),
             "history": self.learned.as_json() if self.learned else None,
             "counts": counts,
             "message": self.message,
             "environment_differences": [
                 {"setting": k, "base": b, "head": h} for k, b, h in self.env_diff
             ],
-            "rows": [dataclasses.asdict(r) for r in self.rows],
+            "rows": [_json_row(r) for r in self.rows],
         }
 
     @property
@@ -179,6 +188,17 @@ class Outcome:
         else:
             shown = self.rows
         return env + table(shown, fmt, self.title, footer)
+
+
+def _json_row(r: compare.Row) -> dict:
+    """A row for --json; an answer row's exact mismatch (inf) is null there (JSON has no
+    infinity; its note and `answer` say it)."""
+    out = dataclasses.asdict(r)
+    if answers.is_answer(r):
+        for key in ("base", "head", "ratio"):
+            if out[key] is not None and not math.isfinite(out[key]):
+                out[key] = None
+    return out
 
 
 def verdict_counts(rows: list[compare.Row]) -> dict[str, int]:
@@ -253,7 +273,13 @@ def _error_of(note: str) -> str:
 
 def tally(rows: list[compare.Row]) -> str:
     """`12 judged (11 ok, 1 REGRESSION); 16 not judged (raw time: no calibrated noise band);
-    3 skipped`: judged rows first, then the rest with their reasons."""
+    3 skipped; answers: 24 same, 1 WRONG, 2 n/a`: judged rows first, then the rest with their
+    reasons, then the answer rows, counted apart (harness.verdict.answers)."""
+    said = answers.tally(rows)
+    timing = [r for r in rows if not answers.is_answer(r)]
+    if said and not timing:
+        return said
+    rows = timing
     counts = verdict_counts(rows)
     judged = {v: counts[v] for v in compare.JUDGED if v in counts}
     learned = by_history(rows)
@@ -275,7 +301,7 @@ def tally(rows: list[compare.Row]) -> str:
         if v not in (*compare.JUDGED, compare.UNKNOWN, compare.NOT_JUDGED)
     }
     parts += [f"{n} {v}" for v, n in sorted(rest.items())]
-    return "; ".join(parts)
+    return "; ".join(parts + ([said] if said else []))
 
 
 def ab_pairs(base: ResultSet, head: ResultSet) -> dict | None:
@@ -371,7 +397,9 @@ def run_gate(
             exits.BAD_INPUT,
             "nothing was compared: every benchmark was skipped on both sides",
         )
-    elif not any(r.name in base.entries and r.name in head.entries for r in rows):
+    elif not any(
+        (r.name in base.entries and r.name in head.entries) or r.answer for r in rows
+    ):  # an answer row of the head is judged alone
         code, message = exits.BAD_INPUT, "nothing was compared: no benchmark is on both sides"
     elif code == exits.UNDECIDED and any(r.verdict == compare.UNKNOWN for r in rows):
         message = (

@@ -26,19 +26,33 @@ relative tolerance: the count repeats between processes whatever the load, but a
 process's history (another set of workloads counted, another path to a temporary folder) moves
 it by a few hundredths of a percent. INSTRUCTION_TOLERANCE is derived from the A/A spread
 measured on the shared runner (docs/measurements.md). Lower is better.
+
+"error/tol" (harness.core.answerfacts.UNIT) is an answer row's: the error of a paired row's
+faster side over the tolerance its answer check allowed (at most 1: the same answer). Such a row
+is judged absolutely, not against the base (harness.verdict.answers, docs/answers.md#verdicts):
+WRONG fails whatever the base says; the base only matters for growth (ANSWER_GROWTH).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from harness.core import answerfacts
+
 TIMING, COUNTER, MEMORY, THROUGHPUT, RATIO = "timing", "counter", "memory", "throughput", "ratio"
 NORMALISED, INSTRUCTIONS = "normalised", "instructions"
+ANSWER = "answer"
 
 # Peak memory may move by allocator rounding between runs; more than this is a change.
 MEMORY_TOLERANCE = 0.02
 # An instruction count that moves by more than this is a change (see the module docstring).
 INSTRUCTION_TOLERANCE = 0.005
+# An answer still within its tolerance whose error grew past max(ANSWER_GROWTH x the base's,
+# ANSWER_GROWTH_FLOOR) is a regression: a kernel that drifted tenfold is on its way to WRONG.
+# The floor, in error/tol units, is `torch._dynamo.utils.same`'s tol/10 slack: below it an
+# error is rounding whatever it grew from.
+ANSWER_GROWTH = 10.0
+ANSWER_GROWTH_FLOOR = 0.1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +83,7 @@ class MetricKind:
             COUNTER: "exact counter",
             MEMORY: "memory",
             INSTRUCTIONS: "instructions",
+            ANSWER: "answer",
         }[self.kind]
 
 
@@ -85,6 +100,9 @@ UNITS = {
     "bytes moved": MetricKind(COUNTER),
     # instructions one call executes (callgrind): a counter with INSTRUCTION_TOLERANCE
     "instructions": MetricKind(INSTRUCTIONS),
+    # an answer row: the error over the tolerance of a paired row's answer check, judged
+    # absolutely (at most 1: the same answer)
+    answerfacts.UNIT: MetricKind(ANSWER),
     "samples/s": MetricKind(THROUGHPUT, higher_is_better=True),
     # all-reduce bandwidth (distributed suite): tensor bytes per second, higher is better
     "bytes/s": MetricKind(THROUGHPUT, higher_is_better=True),

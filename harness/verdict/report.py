@@ -22,7 +22,7 @@ from harness.core import escape, records
 from harness.core.files import write_atomic
 from harness.core.table import render
 from harness.core.units import format_value, scale
-from harness.verdict import bands, gpurows, noise
+from harness.verdict import accuracy, answers, bands, gpurows, noise
 from harness.verdict.compare import central
 from harness.verdict.results import BadInput, ResultSet, load
 from harness.verdict.summary import COMPUTE_BOUND_BELOW, bandwidth_view, cases, workers_scaling
@@ -306,6 +306,54 @@ def device_section(rs: ResultSet) -> list[str]:
     return lines
 
 
+def answers_section(rs: ResultSet) -> list[str]:
+    """Whether both sides of each paired row computed the same result (harness.verdict.answers):
+    per model, the accuracy column of PyTorch's dashboard (pass / WRONG / fail_to_run), then
+    every WRONG and fail_to_run row with what differed; rendered escaped (records are input)."""
+    from harness.verdict.results import param_names
+
+    if not rs.answers:
+        return []
+    found = accuracy.single(rs, params=param_names(rs))
+    lines = [
+        "## Answers: do both sides of each paired row compute the same result?",
+        "",
+        escape.markdown_text(
+            f"{found.summary().split('; ', 1)[1]}. pass: every judged answer of the model the "
+            "same; WRONG: a faster side computes another result, so its speed-up is none; "
+            "fail_to_run: a side or the check could not run (docs/answers.md).",
+            limit=escape.MAX_PROSE,
+        ),
+        "",
+        render(
+            ["model", "answer", "rows"],
+            [(m, col, ", ".join(f"{n} {s}" for s, n in c.items())) for m, col, c in found.models],
+            "markdown",
+        ),
+    ]
+    bad = [(n, a) for n, a in found.rows if a.status in (answers.WRONG, answers.FAIL_TO_RUN)]
+    if bad:
+        lines += [
+            "",
+            render(
+                ["row", "answer", "output and error", "tolerance", "reason", "reproduce"],
+                [
+                    (
+                        n,
+                        a.status,
+                        answers.figures(a),
+                        answers.tolerance(a) if a.status == answers.WRONG else "",
+                        a.reason,
+                        answers.reproduce(a, rs) or answers.rerun(n, rs),
+                    )
+                    for n, a in bad
+                ],
+                "markdown",
+            ),
+        ]
+    return lines + [""]
+
+
 NOISE_COLUMNS = ("between runs", "smallest change caught")
 
 
@@ -522,9 +570,14 @@ def write_report(
         plot_speedups(suite, bars, png)
         lines += [f"![{md(suite)} ratios]({png.name})", ""]
         with_facts = any(b.device for b in bars)
+        said = [answers.cell(rs, b.row) if b.row else "" for b in bars]
         header = ["case", f"ratio ({hint})"] + (["busy / ATen share"] if with_facts else [])
         cells = [(b.label, f"{b.value:.3g}") + ((b.device,) if with_facts else ()) for b in bars]
         align = ("left", "right") + (("left",) if with_facts else ())
+        if any(said):  # whether both sides computed the same result (answers_section)
+            header += ["answer (error/tol)"]
+            cells = [c + (a,) for c, a in zip(cells, said)]
+            align += ("left",)
         if learned is not None:
             header += list(NOISE_COLUMNS)
             cells = [c + noise_cells(learned, b.row) for c, b in zip(cells, bars)]
@@ -532,6 +585,7 @@ def write_report(
         lines += [render(header, cells, "markdown", align)]
     if "fusion" in held_suites(rs):
         lines += bandwidth_section(rs)
+    lines += answers_section(rs)
     lines += device_section(rs)
     lines += noise_section(rs, learned)
     lines += sanity_section(rs)

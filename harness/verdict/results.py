@@ -108,7 +108,28 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
     rs.benches = tuple(map(str, benches)) if isinstance(benches, list) and benches else None
     if rec and any(e.failed for e in rs.entries.values()):
         rs.errors = asvlog.read_failures(rec.path, records.ASV_LOG)
+    rs.folder = folder
+    if rec:
+        quick, full = rec.meta.get("quick") is True, rec.meta.get("mode") == "full"
+        rs.mode_flags = ("--quick",) * quick + ("--full",) * full
+    from harness.verdict import answers
+
+    answers.attach(rs)  # the answer checks' verdicts, as rows of their own
     return rs
+
+
+def param_names(rs: ResultSet) -> dict[str, list[str]]:
+    """benchmark name -> its parameter names, from the run's benchmarks.json (empty where it
+    cannot be read: a set without it was refused when loaded)."""
+    try:
+        data = _load_json(find_benchmarks_json(rs.path), "benchmarks.json")
+    except BadInput:
+        return {}
+    return {
+        k: [str(n) for n in v.get("param_names") or [] if isinstance(n, str)]
+        for k, v in data.items()
+        if isinstance(v, dict) and isinstance(v.get("param_names") or [], list)
+    }
 
 
 def same_runner(base: ResultSet, head: ResultSet) -> None:

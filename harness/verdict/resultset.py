@@ -7,6 +7,8 @@ import dataclasses
 import math
 import pathlib
 
+from harness.core.answerfacts import Answer
+
 
 @dataclasses.dataclass
 class Entry:
@@ -55,6 +57,14 @@ class ResultSet:
     # failed cases' errors, the first line of each, from the run record's asv log
     # (harness.core.asvlog)
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
+    # answer row -> the answer check's verdict kept in the run record's row facts
+    # (harness.verdict.answers.attach; each is also an entry of unit "error/tol")
+    answers: dict[str, Answer] = dataclasses.field(default_factory=dict)
+    # the folder of the run record (or asv results) the set was read from: where an answer's
+    # reproduction file lies; None for a bare result file
+    folder: pathlib.Path | None = None
+    # the run's mode as `harness bench` flags (--quick, --full): what a rerun of a row needs
+    mode_flags: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:

@@ -1,6 +1,7 @@
 """What a result set says at a glance: failed cases, the key ratios, DataLoader workers scaling
 and the fusion suite's memory-bandwidth view. Shared by `harness bench` (printed after a run)
-and `harness report` (plotted). Its tables escape what the result set says (harness.core.table)."""
+and `harness report` (plotted). Its tables escape what the result set says (harness.core.table).
+Where the run has answer rows (harness.verdict.answers), its ratio tables get an answer column."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import statistics
 from harness.core import escape
 from harness.core.table import render
 from harness.core.units import format_value
-from harness.verdict import gpurows
+from harness.verdict import answers, gpurows
 from harness.verdict.compare import central
 from harness.verdict.results import Entry, ResultSet
 
@@ -64,8 +65,10 @@ COMPUTE_BOUND_BELOW = 0.5
 
 
 def failures(rs: ResultSet) -> list[str]:
-    """Benchmark cases that raised (asv stores None), named with their parameters."""
-    return [name for name, e in sorted(rs.entries.items()) if e.failed]
+    """Benchmark cases that raised (asv stores None), named with their parameters. Answer rows
+    whose check failed to run are not among them: answers have a block of their own
+    (harness.verdict.answers.problems), and a run's exit code stays the benchmarks'."""
+    return [name for name, e in sorted(rs.entries.items()) if e.failed and name not in rs.answers]
 
 
 def cases(rs: ResultSet, benchmark: str) -> list[tuple[tuple[str, ...], Entry]]:
@@ -151,6 +154,17 @@ def paired_rows(rs: ResultSet) -> list[tuple[str, str]]:
         for name, e in sorted(rs.entries.items())
         if e.unit == "ratio" and not e.failed and not e.skipped
     ]
+
+
+ANSWER_HEADER = "answer (error/tol)"
+
+
+def with_answers(header: list[str], rows: list[tuple], cells: list[str]) -> tuple[list, list]:
+    """The table with an answer column (harness.verdict.answers.cell) where any row has an
+    answer; as it was where none has."""
+    if not any(cells):
+        return header, rows
+    return header + [ANSWER_HEADER], [(*r, c) for r, c in zip(rows, cells)]
 
 
 @dataclasses.dataclass
@@ -321,22 +335,31 @@ def _ratio_tables(rs: ResultSet) -> str:
         if not paired:
             return NONE_SUMMARISED
         # suites of a project's own, or the models suite alone: their paired ratios
+        header, paired = with_answers(
+            ["benchmark", "value"], paired, [answers.cell(rs, name) for name, _ in paired]
+        )
         return (
             "paired ratios (both sides timed in the same rounds; lower is faster)\n"
-            + render(["benchmark", "value"], paired).rstrip("\n")
+            + render(header, paired).rstrip("\n")
             + _device_table(rs, "\n\n")
         )
     labels = {label: device_label(rs, name) for label, name in KEY_RATIOS}
     shown = [(label, value, labels.get(label, "")) for label, value in rows]
     with_facts = any(cell for _, _, cell in shown)
+    named = dict(KEY_RATIOS)
+    said = [
+        answers.cells(rs, [e.name for _, e in cases(rs, named[label])]) if label in named else ""
+        for label, _ in rows
+    ]
+    header, table = with_answers(
+        ["key ratio", "value"] + (["busy / ATen share"] if with_facts else []),
+        shown if with_facts else rows,
+        said,
+    )
     out = (
         (
             "key ratios (lower is better for time ratios; workers scaling, scaling efficiency and "
-            "GB/s: higher is better)\n"
-            + render(
-                ["key ratio", "value"] + (["busy / ATen share"] if with_facts else []),
-                shown if with_facts else rows,
-            ).rstrip("\n")
+            "GB/s: higher is better)\n" + render(header, table).rstrip("\n")
         )
         if rows
         else ""
