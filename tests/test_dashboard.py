@@ -253,6 +253,51 @@ def test_a_view_file_whose_state_was_not_written_is_not_imported_again(tmp_path)
     assert [f.name for f, _, _ in records.foreign_files(root)] == ["bbbbbbbb-x.json"]
 
 
+def test_files_put_into_the_view_by_others_never_reach_the_dashboard(tmp_path, capsys):
+    """The view never deletes a file it did not write (an old-layout result, a machine.json):
+    such a file is imported as a record and checked like any record, and the dashboard's copy
+    holds only what the rebuild wrote. A machine.json that is not an object in the view made
+    `asv publish` raise for everyone."""
+    root, copy = tmp_path / "results", tmp_path / "copy"
+    make_record(root, "good-cpu", "a" * 40, {GOOD: 1.0})
+    evil = root / "asv" / "evil-cpu"
+    write_set(root / "asv", "c" * 40, {GOOD: 1.0}, machine="evil-cpu")
+    (evil / "machine.json").write_text("[1, 2]")
+    result = next(evil.glob("cccccccc-*.json"))
+    data = json.loads(result.read_text())
+    data["params"][payload("view")] = "1"
+    result.write_text(json.dumps(data))
+    records.rebuild_view(root, copy_to=copy)
+    err = capsys.readouterr().err
+    (imported,) = records.list_runs(root, "evil-cpu")
+    assert f"left out '{imported.path}'" in err and "not a JSON object" in err
+    assert sorted(p.relative_to(copy).parts[0] for p in copy.rglob("*.json")) == [
+        "benchmarks.json",
+        "good-cpu",
+        "good-cpu",
+    ]
+    assert (evil / "machine.json").read_text() == "[1, 2]", "not deleted, not rewritten"
+    assert "pwned" in result.read_text() and "pwned" not in "".join(_view_files(copy).values())
+
+
+def test_a_forged_view_file_is_not_published(tmp_path):
+    """A file in the view that claims to be made from a record's file (the view's own mark)
+    is not imported, and not published either: the dashboard reads only what the rebuild wrote."""
+    root, copy = tmp_path / "results", tmp_path / "copy"
+    make_record(root, "good-cpu", "a" * 40, {GOOD: 1.0})
+    records.rebuild_view(root)
+    (made,) = (root / "asv" / "good-cpu").glob("aaaaaaaa-*.json")
+    forged = json.loads(made.read_text())
+    forged["params"][payload("forged")] = "1"
+    (made.parent / "aaaaaaaa-forged.json").write_text(json.dumps(forged))
+    assert records.foreign_files(root) == [], "it names a source a record holds"
+    records.rebuild_view(root, copy_to=copy)
+    assert sorted(_view_files(copy)) == sorted(
+        ["benchmarks.json", "good-cpu/machine.json", f"good-cpu/{made.name}"]
+    )
+    assert "pwned" not in "".join(_view_files(copy).values())
+
+
 # ---- the checks one by one ----
 
 
@@ -495,6 +540,7 @@ def hostile_dashboard(tmp_path_factory, history):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("dashboard-pages")  # one worker builds the fixture for both
 def test_nightly_publishes_for_the_good_records_whatever_one_record_holds(hostile_dashboard):
     """A machine.json that is not an object made `asv publish` raise (nightly exit 5, no
     dashboard for anyone): now each hostile record is named on a line, the others published."""
@@ -535,6 +581,7 @@ def _pages(html: pathlib.Path, pages: dict[str, str]) -> dict[str, str]:
     "installs it)",
 )
 @pytest.mark.slow
+@pytest.mark.xdist_group("dashboard-pages")
 def test_no_payload_runs_on_any_page_in_headless_chromium(hostile_dashboard, history, tmp_path):
     """The summary grid and list, a graph and the regressions page render the good records and
     run no payload (each would mark the body with its field's name). The control: the same

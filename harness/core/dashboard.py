@@ -11,16 +11,18 @@ is made here from values checked field by field (a whitelist of fields; nothing 
 file is passed through):
 
 - `benchmarks.json`: per benchmark `name` (dotted ASCII identifiers, at most MAX_NAME
-  characters), `type`, `unit`, `version`, `pretty_name`, `param_names` (short plain text, no
-  quotes), `params` (lists of short plain text; quotes allowed: they are Python reprs) and
-  `code` (HTML-escaped, cut at MAX_CODE characters). A benchmark that fails is left out of the
-  dashboard, named on one line; the records keep it.
+  characters), `type`, `unit`, `version`, `param_names` (short plain text), `pretty_name`
+  (plain text of at most MAX_NAME characters), `params` (lists of short plain text, quotes
+  allowed: they are Python reprs; at most MAX_CASES combinations) and `code` (HTML-escaped, cut
+  at MAX_CODE characters). A benchmark that fails is left out of the dashboard, named on one
+  line; the records keep it.
 - `<machine>/machine.json`: only asv's fields (MACHINE_FIELDS), short plain text, `machine`
   the record's own machine name; anything else in the file is dropped.
 - result files: `commit_hash` (hex), `date` (a number), `env_name`, `python`, `params` and
   `env_vars` (keys in KEY/ENV_KEY form, values short plain text), and per benchmark the
   numbers asv plots (result, stats, samples) with its parameter lists; other columns
-  (profiles, durations, start times) are dropped, rows of benchmarks not shown are dropped.
+  (profiles, durations, start times) are dropped, and so are rows whose names are not benchmark
+  names (NAME).
 
 "Short plain text": a string of at most MAX_TEXT characters without control or format
 characters and without `<`, `>`, `&`, a backtick, `"` or `'`. A record with a result file or
@@ -170,9 +172,9 @@ def benchmark(name, entry) -> Benchmark:
     for n in names:
         _text(n, "a param name")
     fields = {}
-    for key in ("type", "unit", "pretty_name"):
+    for key, limit in (("type", MAX_TEXT), ("unit", MAX_TEXT), ("pretty_name", MAX_NAME)):
         if entry.get(key) is not None:
-            fields[key] = _text(entry[key], f"its {key}", limit=MAX_NAME)
+            fields[key] = _text(entry[key], f"its {key}", limit=limit)
     version = entry.get("version")
     if version is not None:
         fields["version"] = _text(str(version) if _is_number(version) else version, "its version")
@@ -180,15 +182,6 @@ def benchmark(name, entry) -> Benchmark:
     if code is not None and not isinstance(code, str):
         raise BadInput("its code is not text")
     return Benchmark(name, params, tuple(names), code=code, **fields)
-
-
-def why_left_out(name, entry) -> str:
-    """Why benchmark `name` of a benchmarks.json stays off the dashboard ("" when it may go)."""
-    try:
-        benchmark(name, entry)
-    except BadInput as exc:
-        return str(exc)
-    return ""
 
 
 def check_benchmarks(data: dict) -> tuple[dict[str, Benchmark], list[str]]:

@@ -1269,8 +1269,8 @@ def _view_input(rec: RunRecord, checked: dict) -> _ViewInput:
     for f in rec.result_files():
         where = f"asv/{rec.machine}/{f.name}"
         raw, parsed = _read_result(f, where)
-        checked = dashboard.result_file(parsed, rec.machine, where)
-        results[f.name] = checked.to_json(hashlib.sha256(raw).hexdigest())
+        result = dashboard.result_file(parsed, rec.machine, where)
+        results[f.name] = result.to_json(hashlib.sha256(raw).hexdigest())
     return _ViewInput(kept, left, results, machine_json)
 
 
@@ -1328,8 +1328,8 @@ def rebuild_view(root: Path, *, copy_to: Path | None = None) -> Path:
             continue
         # A file that was there before the view ever listed it (the old layout) is adopted, not
         # made: imported into a record first (import_foreign), never rewritten or deleted; the
-        # dashboard gets the checked rendition all the same (copy_to).
-        # (one it made, whose state entry was lost, names its source: not adopted)
+        # dashboard gets the checked rendition all the same (copy_to). One the view made whose
+        # state entry was lost names its source (_made_from): not adopted.
         adopted = (
             before[rel]["adopted"] if rel in before else dest.is_file() and not _made_from(dest)
         )
