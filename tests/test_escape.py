@@ -1,7 +1,7 @@
-"""What a record says is escaped for where it goes (harness.core.escape, harness.core.dashboard):
-Markdown tables and text, the terminal and CI log, shell commands the harness prints, the
-dashboard's data; end to end through `harness gate --markdown`, `harness report`, the nightly's
-bisect hint and the asv view's rebuild."""
+"""What a record says is escaped for where it goes (harness.core.escape): Markdown tables and
+text, the terminal and CI log, shell commands the harness prints; end to end through `harness
+gate --markdown`, `harness report` and the nightly's bisect hint. The dashboard's data:
+tests/test_dashboard.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from test_gate_support import draw, write_set
 
 from harness.cli import main
-from harness.core import dashboard, escape, records
+from harness.core import escape
 from harness.core.table import render
 
 # names a hostile record could carry, each meant to do something where it is shown
@@ -363,61 +363,3 @@ def test_bisect_markdown_escapes_commit_subjects_and_rows():
     assert "<" not in md.replace("&lt;", "") and "\n# " not in md and "\n| not" not in md
     table = [line for line in md.split("\n") if line.startswith("|")]
     assert len(table) == 3, "header, rule, one row"
-
-
-# ---- the dashboard's data ----
-
-
-def _entry(name, **more):
-    return {"name": name, "code": "def f(): return a < b", "params": [], "param_names": [], **more}
-
-
-def test_the_dashboard_leaves_out_names_that_could_be_markup(capsys):
-    data = {
-        "version": 2,
-        "fusion.A.track_x": _entry("fusion.A.track_x"),
-        "fusion.A.track_p": _entry(
-            "fusion.A.track_p", params=[["'a'", '"b"']], param_names=["size"]
-        ),
-        "t.<script>alert(1)</script>": _entry("t.<script>alert(1)</script>"),
-        "t.x\n::error::y": _entry("t.x\n::error::y"),
-        "t.quote": _entry("t.quote", pretty_name='a" onmouseover="alert(1)'),
-        "t.param": _entry("t.param", params=[["<img src=x onerror=alert(1)>"]]),
-        "t.other": _entry("t.wrong"),
-        "t.long": _entry("t.long", unit="`x`"),
-    }
-    kept = dashboard.benchmarks(data)
-    assert sorted(kept) == ["fusion.A.track_p", "fusion.A.track_x", "version"]
-    assert kept["fusion.A.track_x"]["code"] == "def f(): return a &lt; b"
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "6 benchmark(s) left out of the dashboard" in err
-    assert "<script>" in err and "t.x\\n::error::y" in err, "named, escaped for the terminal"
-
-
-def test_machine_json_for_the_dashboard_is_escaped(tmp_path):
-    path = tmp_path / "machine.json"
-    path.write_text(
-        json.dumps(
-            {"machine": "vm-cpu", "cpu": "<img src=x onerror=alert(1)>", "num_cpu": 8, "x y": "z"}
-        )
-    )
-    got = json.loads(dashboard.machine_json(path))
-    assert got == {"machine": "vm-cpu", "cpu": "&lt;img src=x onerror=alert(1)&gt;", "num_cpu": 8}
-    path.write_text("[1, 2]")
-    assert json.loads(dashboard.machine_json(path)) == {}
-
-
-def test_the_view_rebuilt_from_a_hostile_record_holds_no_markup(tmp_path, capsys):
-    from tests.test_history import write_runs
-
-    root = tmp_path / "results"
-    hostile = "t.<script>alert(1)</script>"
-    write_runs(root, [{"canary.Canary.track_ops": 10, hostile: 3}])
-    (run,) = records.list_runs(root, "m1-cpu")
-    mj = run.asv_dir / "m1-cpu" / "machine.json"
-    mj.write_text(json.dumps({"machine": "m1-cpu", "cpu": "<b>x</b>", "version": 1}))
-    view = records.rebuild_view(root)
-    shown = (view / "benchmarks.json").read_text() + (view / "m1-cpu" / "machine.json").read_text()
-    assert "<" not in shown and "canary.Canary.track_ops" in shown
-    assert "left out of the dashboard" in capsys.readouterr().err
-    assert hostile in (run.asv_dir / "benchmarks.json").read_text(), "the record is unchanged"

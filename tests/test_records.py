@@ -119,15 +119,11 @@ def test_prune_removes_the_view_copy_the_view_made(tmp_path, capsys):
     for commit in ("c" * 40, "d" * 40):
         run_id = records.new_run_id(commit)
         with records.writing(root, "m", run_id, {"commit": commit}) as staging:
-            (staging / "asv" / "m").mkdir(parents=True)
-            (staging / "asv" / "m" / f"{commit[:8]}-env.json").write_text(
-                json.dumps({"commit_hash": commit})
-            )
+            write_set(staging / "asv", commit, {"a.k": 1}, machine="m")
     records.rebuild_view(root)
-    made = root / "asv" / "m" / "cccccccc-env.json"
-    assert made.is_file()
+    (made,) = (root / "asv" / "m").glob("cccccccc-*.json")
     assert main(["prune", "--keep", "1", "--yes", "--results-dir", str(root)]) == 0
-    assert not made.exists() and (root / "asv" / "m" / "dddddddd-env.json").is_file()
+    assert not made.exists() and next((root / "asv" / "m").glob("dddddddd-*.json")).is_file()
 
 
 def test_two_runs_of_one_commit_in_one_second_get_two_records(tmp_path):

@@ -35,6 +35,7 @@ import contextlib
 import dataclasses
 import datetime
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -1113,8 +1114,23 @@ def foreign_files(root: Path) -> list[tuple[Path, str, str]]:
         candidates += _result_files_in(history, "imported.history")
     if candidates:  # the same content kept in a record already is not foreign
         known = _known_hashes(root)
-        candidates = [c for c in candidates if _sha256(c[0]) not in known]
+        candidates = [
+            c for c in candidates if _sha256(c[0]) not in known and _made_from(c[0]) not in known
+        ]
     return candidates
+
+
+_MADE_FROM = re.compile(rb'"' + dashboard.SOURCE.encode() + rb'": "([0-9a-f]{64})"\}\s*\Z')
+
+
+def _made_from(view_file: Path) -> str:
+    """The sha256 of the record's file a view file was made from, as the view wrote it at the
+    file's end ("" for any other file): a view file whose state entry was not written (a
+    rebuild interrupted) is not foreign when a record still holds its source."""
+    with open(view_file, "rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - 200))
+        m = _MADE_FROM.search(f.read())
+    return m.group(1).decode() if m else ""
 
 
 def legacy_fingerprint(result_file: Path) -> Path:
@@ -1189,70 +1205,156 @@ def foreign_machines(root: Path) -> list[str]:
     return sorted({m for _, m, _ in foreign_files(root)})
 
 
-def _view_input(rec: RunRecord) -> dict:
-    """What the view takes from a record besides its result files: its asv benchmarks.json
-    ({} when none). Bad input when anything under its asv/ is a symbolic link (the view would
-    copy the target) or the file is damaged."""
+@dataclasses.dataclass(frozen=True)
+class _ViewInput:
+    """What the view takes from one record, checked (harness.core.dashboard)."""
+
+    benchmarks: dict[str, dashboard.Benchmark]  # the entries of its benchmarks.json that pass
+    left_out: list[str]  # names of its benchmarks that do not
+    results: dict[str, bytes]  # per asv result file (its name in asv/<machine>/), the view's
+    machine_json: bytes  # the view's machine.json for its machine
+
+
+def _read_result(path: Path, where: str) -> tuple[bytes, object]:
+    """A record's asv result file: its bytes and parsed JSON (size and nesting checked); bad
+    input starting with `where`."""
+    size = path.stat().st_size
+    if size > trust.MAX_FILE_BYTES:
+        raise BadInput(f"{where}: {size:,} bytes, over the {trust.MAX_FILE_BYTES:,} allowed")
+    raw = path.read_bytes()
+    return raw, trust.loads(raw, where, "asv result file")
+
+
+def _checked_benchmarks(path: Path, checked: dict) -> tuple[dict, list[str]]:
+    """dashboard.check_benchmarks of a record's benchmarks.json ({} when it has none); `checked`
+    keeps the outcome per content, as most records of a history hold the same file."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return {}, []
+    if size > trust.MAX_FILE_BYTES:
+        raise BadInput(f"{path}: {size:,} bytes, over the {trust.MAX_FILE_BYTES:,} allowed")
+    raw = path.read_bytes()
+    key = hashlib.sha256(raw).digest()
+    if key not in checked:
+        listed = trust.loads(raw, str(path), "asv benchmarks.json")
+        if not isinstance(listed, dict):
+            raise BadInput(f"{path}: asv benchmarks.json is not a JSON object; refused")
+        checked[key] = dashboard.check_benchmarks(listed)
+    return checked[key]
+
+
+def _view_input(rec: RunRecord, checked: dict) -> _ViewInput:
+    """What the view takes from a record: its benchmarks.json's entries, its result files and
+    machine.json, every field checked (harness.core.dashboard). Bad input, naming the file and
+    the field, when anything under its asv/ is a symbolic link (the view would copy the target),
+    a file is damaged, or a result file or machine.json fails a check: the record is then left
+    out of the view whole. A benchmark that fails is left out alone (`left_out`)."""
     links = trust.links_in(rec.asv_dir) if os.path.lexists(rec.asv_dir) else []
     if links:
         raise BadInput(f"holds a symbolic link ({links[0].relative_to(rec.path)})")
-    try:
-        return trust.load_object(rec.asv_dir / "benchmarks.json", "asv benchmarks.json")
-    except FileNotFoundError:
-        return {}
+    kept, left = _checked_benchmarks(rec.asv_dir / "benchmarks.json", checked)
+    where = f"asv/{rec.machine}/machine.json"
+    mj = rec.asv_dir / rec.machine / "machine.json"
+    data = None
+    if mj.is_file():
+        size = mj.stat().st_size
+        if size > dashboard.MAX_MACHINE_BYTES:
+            raise BadInput(
+                f"{where}: {size:,} bytes, over the {dashboard.MAX_MACHINE_BYTES:,} allowed"
+            )
+        data = mj.read_bytes()
+    machine_json = dashboard.machine_json(data, rec.machine, where)
+    results = {}
+    for f in rec.result_files():
+        where = f"asv/{rec.machine}/{f.name}"
+        raw, parsed = _read_result(f, where)
+        result = dashboard.result_file(parsed, rec.machine, where)
+        results[f.name] = result.to_json(hashlib.sha256(raw).hexdigest())
+    return _ViewInput(kept, left, results, machine_json)
 
 
-def rebuild_view(root: Path) -> Path:
+def rebuild_view(root: Path, *, copy_to: Path | None = None) -> Path:
     """Write results/asv/ from the run records: per machine, commit and asv environment the newest
-    run's result file; benchmarks.json the union (newest wins). Returns the view folder.
+    run's result file; benchmarks.json the union over the runs shown (newest wins). Returns the
+    view folder.
 
-    Every destination is checked to lie inside the results root with no link on the way
-    (trust.inside), its folder taken from the record's checked machine name; a record that
-    cannot be placed so is left out with a line, the rest is built."""
+    Every file is written from the fields harness.core.dashboard checked, never copied: a record
+    whose result file or machine.json fails is left out whole with a line (the view is built as
+    if it were not there), a benchmark whose fields fail is left out of benchmarks.json (one
+    line names them all). Every destination is checked to lie inside the results root with no
+    link on the way (trust.inside), its folder taken from the record's checked machine name; a
+    record that cannot be placed so is left out with a line, the rest is built.
+
+    `copy_to`: a new folder that receives the same files and nothing else (`harness nightly`
+    publishes from it: the view may also hold files it did not write, which it never deletes)."""
     root = Path(root)
     import_foreign(root)
     view = view_dir(root)
-    newest: dict[str, RunRecord] = {}
-    benchmarks: dict = {}
-    # oldest first: later runs win, but a shard (part of a run) never hides a whole run or
-    # the merged record of its shard set (harness merge)
-    for rec in sorted(list_runs(root), key=lambda r: (not r.meta.get("shard"), r.run_id)):
-        try:
-            listed = _view_input(rec)
-        except BadInput as exc:
-            left_out(rec.path, f"{exc}; not in the asv view")
+    newest: dict[str, tuple[RunRecord, bytes]] = {}  # rel -> its record, the view's file
+    machine_json: dict[str, bytes] = {}  # per machine, its newest record's (in the view)
+    shown: dict[str, dashboard.Benchmark] = {}
+    left: list[str] = []
+    checked: dict = {}  # benchmarks.json content -> its check (_checked_benchmarks)
+    used: list[_ViewInput] = []
+    runs = sorted(list_runs(root), key=lambda r: (not r.meta.get("shard"), r.run_id))
+    # newest first: the newest good run of each machine, commit and environment is shown, but a
+    # shard (part of a run) never hides a whole run or the merged record of its shard set
+    # (harness merge); a run whose files newer good runs all show is not read at all
+    for rec in reversed(runs):
+        if {f"{rec.machine}/{f.name}" for f in rec.result_files()} <= newest.keys():
             continue
-        for f in rec.result_files():
-            newest[f"{rec.machine}/{f.name}"] = rec
-        benchmarks.update(listed)
+        try:
+            got = _view_input(rec, checked)
+        except BadInput as exc:
+            left_out(rec.path, f"{exc}; not in the asv view or the dashboard")
+            continue
+        for name, data in got.results.items():
+            newest.setdefault(f"{rec.machine}/{name}", (rec, data))
+        machine_json.setdefault(rec.machine, got.machine_json)
+        used.append(got)
+    for got in reversed(used):  # benchmarks.json: the union of the runs shown, newest wins
+        shown.update(got.benchmarks)
+        left += got.left_out
+    dashboard.say_left_out([n for n in left if n not in shown])
     before = _view_state(root)
     files = {}
-    for rel, rec in sorted(newest.items()):
-        src = rec.asv_dir / rel
+    written: dict[str, bytes] = {}  # rel under asv/ -> what was written (for copy_to)
+    for rel, (rec, data) in sorted(newest.items()):
         try:
             dest = trust.inside(root, f"asv/{rel}")
-            machine_json = trust.inside(root, f"asv/{rec.machine}/machine.json")
         except BadInput as exc:
             left_out(rec.path, f"{exc}; not in the asv view")
             continue
-        data = src.read_bytes()
         # A file that was there before the view ever listed it (the old layout) is adopted, not
-        # made: the view may refresh it but never deletes it.
-        adopted = before[rel]["adopted"] if rel in before else dest.is_file()
-        if not dest.is_file() or dest.read_bytes() != data:
-            write_atomic(dest, data)
-        mj = rec.asv_dir / rec.machine / "machine.json"
-        if mj.is_file():
-            write_atomic(machine_json, dashboard.machine_json(mj))
-        files[rel] = {
-            "run": rec.run_id,
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "adopted": adopted,
-        }
-    if benchmarks:
-        write_json_atomic(
-            trust.inside(root, "asv/benchmarks.json"), dashboard.benchmarks(benchmarks)
+        # made: imported into a record first (import_foreign), never rewritten or deleted; the
+        # dashboard gets the checked rendition all the same (copy_to). One the view made whose
+        # state entry was lost names its source (_made_from): not adopted.
+        adopted = (
+            before[rel]["adopted"] if rel in before else dest.is_file() and not _made_from(dest)
         )
+        if adopted and dest.is_file():
+            sha = _sha256(dest)
+        else:
+            if not dest.is_file() or dest.read_bytes() != data:
+                write_atomic(dest, data)
+            sha = hashlib.sha256(data).hexdigest()
+        written[rel] = data
+        files[rel] = {"run": rec.run_id, "sha256": sha, "adopted": adopted}
+    for machine in sorted({rel.split("/")[0] for rel in written}):
+        rel = f"{machine}/machine.json"
+        try:
+            dest = trust.inside(root, f"asv/{rel}")
+        except BadInput as exc:
+            left_out(view / machine, f"{exc}; its machine.json not written")
+            continue
+        if not dest.is_file() or dest.read_bytes() != machine_json[machine]:
+            write_atomic(dest, machine_json[machine])
+        written[rel] = machine_json[machine]
+    listing = json.dumps(dashboard.benchmarks_json(shown), indent=2, sort_keys=True) + "\n"
+    if shown:
+        write_atomic(trust.inside(root, "asv/benchmarks.json"), listing)
+    written["benchmarks.json"] = listing.encode("utf-8")  # asv publish needs one, even empty
     # files this view made and no longer holds (their run was pruned) go; adopted ones stay
     for rel, entry in before.items():
         if rel in files:
@@ -1270,6 +1372,9 @@ def rebuild_view(root: Path) -> Path:
             target.unlink()
     if files or view.is_dir():
         write_json_atomic(trust.inside(root, f"asv/{VIEW_MANIFEST}"), {"files": files})
+    if copy_to is not None:
+        for rel, data in written.items():
+            write_atomic(trust.inside(copy_to, rel), data)
     return view
 
 

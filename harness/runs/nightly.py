@@ -32,7 +32,6 @@ step appeared in the history (or, with --gate, the gate found a regression); the
 from __future__ import annotations
 
 import pathlib
-import shutil
 import subprocess
 import sys
 
@@ -70,20 +69,27 @@ def check_html_dir(html_dir: pathlib.Path, root: pathlib.Path) -> None:
 
 
 def publish(root: pathlib.Path, html_dir: pathlib.Path) -> int:
-    """`asv publish` of the asv view (rebuilt from the run records) into `html_dir`."""
+    """`asv publish` into `html_dir` of the asv view rebuilt from the run records, read from a
+    scratch copy that holds only the files the rebuild wrote from checked fields (the view
+    folder may also hold files it did not write: it never deletes those). A record the rebuild
+    leaves out is named on one line; the dashboard is published from the others."""
+    import tempfile
+
     from harness.core.project import project_root
 
     check_html_dir(html_dir, root)
-    view = records.rebuild_view(root)
     project = project_root()
-    with asv.config(project, view.resolve(), html_dir=html_dir.resolve(), publish=True) as config:
-        proc = subprocess.run(
-            asv.publish_command(config),
-            env=asv.environment(),
-            capture_output=True,
-            text=True,
-            cwd=project,
-        )
+    with tempfile.TemporaryDirectory(prefix="harness-dashboard-") as scratch:
+        view = pathlib.Path(scratch) / "asv"
+        records.rebuild_view(root, copy_to=view)
+        with asv.config(project, view, html_dir=html_dir.resolve(), publish=True) as config:
+            proc = subprocess.run(
+                asv.publish_command(config),
+                env=asv.environment(),
+                capture_output=True,
+                text=True,
+                cwd=project,
+            )
     if proc.returncode:
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
     else:
@@ -256,19 +262,23 @@ def vendor_dashboard(html_dir: pathlib.Path, js_dir: pathlib.Path = JS_DIR) -> l
     (CI runners, headless tests). Returns the CDN files left as they were (none when complete)."""
     import re
 
-    index = html_dir / "index.html"
+    from harness.core import trust
+
+    index = trust.inside(html_dir, "index.html")
     text = index.read_text(encoding="utf-8")
-    vendor = html_dir / "vendor"
-    vendor.mkdir(exist_ok=True)
     missing = []
 
     def local(match):
         tag, url = match.group(0), match.group(2)
         name = url.rsplit("/", 1)[-1]
+        # only the names listed here are written, each through no link (trust.inside); the
+        # sources are this machine's packages (HARNESS_JS_DIR), read through their links
         if name in VENDOR and (js_dir / VENDOR[name]).is_file():
-            shutil.copy(js_dir / VENDOR[name], vendor / name)
+            write_atomic(
+                trust.inside(html_dir, f"vendor/{name}"), (js_dir / VENDOR[name]).read_bytes()
+            )
         elif name in STUBS:
-            (vendor / name).write_text(STUBS[name])
+            write_atomic(trust.inside(html_dir, f"vendor/{name}"), STUBS[name])
         else:
             missing.append(url)
             return tag
@@ -276,10 +286,9 @@ def vendor_dashboard(html_dir: pathlib.Path, js_dir: pathlib.Path = JS_DIR) -> l
         return re.sub(r'\s(integrity|crossorigin|referrerpolicy)="[^"]*"', "", tag)
 
     text = re.sub(r'<(script|link)\b[^>]*?(?:src|href)="(https://[^"]+)"[^>]*>', local, text)
-    if (vendor / "jquery.flot.min.js").is_file() and (
-        html_dir / "jquery.flot.axislabels.js"
-    ).is_file():
+    labels = trust.inside(html_dir, "jquery.flot.axislabels.js")
+    if trust.inside(html_dir, "vendor/jquery.flot.min.js").is_file() and labels.is_file():
         # flot 4 draws axis labels itself; asv's plugin for flot 0.8 would draw them twice
-        (html_dir / "jquery.flot.axislabels.js").write_text("")
+        write_atomic(labels, "")
     write_atomic(index, text)
     return missing
