@@ -72,9 +72,13 @@ def test_a_markdown_cell_opens_nothing(what):
     cell = escape.markdown_cell(HOSTILE[what])
     assert "\n" not in cell and "\r" not in cell and _no_raw_controls(cell, keep="")
     assert not re.search(r"[<>]", cell), "HTML is written as entities"
-    # every |, [, `, * and ~ is backslash-escaped: no cell end, link, image, code or emphasis
-    for ch in "|[`*~$@":
-        assert all(cell[i - 1] == "\\" for i, c in enumerate(cell) if c == ch), (ch, cell)
+    # every @ stands alone in a code span of its own (no e-mail autolink, no @mention); every
+    # other |, [, ], `, *, ~ and $ is backslash-escaped: no cell end, link, image, code or
+    # emphasis
+    assert "@" not in re.sub(r"(?<!\\)`@+`", "", cell)
+    rest = re.sub(r"(?<!\\)`@+`", "", cell)
+    for ch in "|[]`*~$":
+        assert all(rest[i - 1] == "\\" for i, c in enumerate(rest) if c == ch), (ch, cell)
     assert not re.search(r"(?<!\\)&(?!amp;|lt;|gt;|quot;)", cell), "a raw & opens no entity"
     assert not re.search(r"(?<!\\)(://|www\.)", cell), "no bare autolink"
     assert not cell.lstrip().startswith(("#", "::", "-", "+", "="))

@@ -71,11 +71,14 @@ def terminal(text, limit: int | None = None) -> str:
 # ---- Markdown ----
 
 # inline syntax, escaped wherever it stands: HTML (as entities), code, emphasis, links and
-# images, table cells, strikethrough, math, e-mail autolinks; `:` of `scheme://` and `.` of
-# `www.` (GitHub's extended autolinks); `_` where it could open or close emphasis
+# images (both brackets: an unescaped `]` would close the harness's own `![...](...)` and open
+# a destination of the record's), table cells, strikethrough, math; `:` of `scheme://` and `.`
+# of `www.` (GitHub's extended autolinks); `_` where it could open or close emphasis; `@` as a
+# code span (below)
 _MD_INLINE = re.compile(
     r"(?P<entity>[&<>])"
-    r"|(?P<punct>[\\`*\[|~$@])"
+    r"|(?P<at>@+)"
+    r"|(?P<punct>[\\`*\[\]|~$])"
     r"|(?P<under>(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))"
     r"|(?P<scheme>(?<=[0-9A-Za-z]):(?=//))"
     r"|(?P<www>(?<=[wW]{3})\.)"
@@ -93,6 +96,11 @@ _MD_BLOCK = re.compile(
 def _md_inline(m: re.Match) -> str:
     if m.group("entity"):
         return _ENTITY[m.group("entity")]
+    if m.group("at"):
+        # GitHub (cmark-gfm) finds e-mail autolinks in the text after escapes are resolved, so
+        # `\\@` and `&#64;` still render `mailto:`; it never looks inside a code span, and
+        # neither do @mentions: the address is broken where an autolink needs its `@`
+        return f"`{m.group('at')}`"
     return "\\" + m.group(0)
 
 
