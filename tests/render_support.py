@@ -131,8 +131,10 @@ def renderer_problems(md: str) -> list[str]:
 
 
 def markdown_problems(md: str) -> list[str]:
-    return structure_problems(md) + renderer_problems(md) + (
-        [f"{len(md.encode()):,} bytes"] if len(md.encode()) >= SMALL else []
+    return (
+        structure_problems(md)
+        + renderer_problems(md)
+        + ([f"{len(md.encode()):,} bytes"] if len(md.encode()) >= SMALL else [])
     )
 
 

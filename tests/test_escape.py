@@ -99,6 +99,42 @@ def test_markdown_keeps_ordinary_names_and_figures_readable():
     assert escape.markdown_text("a\n# b", lines=True) == "a\n\\# b"
 
 
+MARKUP = [
+    "s](https://evil.example/i.png) ![x",
+    "x](javascript:alert(1))",
+    "[x]: https://evil.example",
+    "<img src=x onerror=alert(1)> <a href=https://evil.example>a</a>",
+    "a@b.example, mailto:a@b.example, xmpp:a@b.example/x, @someone, a@@b.example",
+    "a`@b.example ``@`` \\@x.example",
+    "https://evil.example www.evil.example ftp://evil.example",
+    "$\\frac{1$ $x$",
+]
+
+
+@pytest.mark.parametrize("text", MARKUP, ids=range(len(MARKUP)))
+def test_markdown_text_opens_no_link_image_autolink_or_html(text):
+    """In the places the harness writes a record's text: inside its own image's brackets, a
+    heading, a line, a table cell. Read by CommonMark's structure, and rendered by markdown-it-py
+    and cmark-gfm where installed (tests/render_support.py)."""
+    from render_support import renderer_problems, structure_problems
+
+    shown = escape.markdown_text(text)
+    md = (
+        f"# {shown}\n\n![{shown} ratios](own.png)\n\n{shown}\n\n"
+        f"| name | x |\n| --- | --- |\n| {escape.markdown_cell(text)} | 1 |\n"
+    )
+    assert structure_problems(md) == [] and renderer_problems(md) == []
+
+
+def test_an_at_sign_is_a_code_span_because_github_autolinks_through_a_backslash():
+    assert escape.markdown_text("a@b.example") == "a`@`b.example"
+    assert escape.markdown_text("a@@b `@`") == "a`@@`b \\``@`\\`"
+    cmarkgfm = pytest.importorskip("cmarkgfm")  # GitHub's renderer, where installed
+    html = cmarkgfm.github_flavored_markdown_to_html
+    assert 'href="mailto:a@b.example"' in html("a\\@b.example"), "why `\\@` is not enough"
+    assert "href" not in html(escape.markdown_text("a@b.example and www.x.example"))
+
+
 def test_markdown_code_fences_around_backticks():
     assert escape.markdown_code("/tmp/x y") == "`/tmp/x y`"
     assert escape.markdown_code("a`b``c") == "```a`b``c```"

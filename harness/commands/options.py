@@ -122,7 +122,9 @@ def pull(parser, what: str) -> None:
         "--pull",
         action="store_true",
         help=f"first pull {what} from the results history in git (`harness store pull`; "
-        f"${settings.STORE_REMOTE.name}, ${settings.STORE_REF.name}); never without it",
+        f"${settings.STORE_REMOTE.name}, ${settings.STORE_REF.name}); never without it. What "
+        "the pull refuses, or a pull that fails, is said in one line and the command goes on "
+        "with the records here: its exit code is its own",
     )
 
 

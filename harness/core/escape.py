@@ -5,6 +5,7 @@ files other machines wrote (harness.core.trust); none of them may become markup,
 control sequence, a GitHub workflow command or a shell word boundary. One escaper per target:
 
 - `markdown_text` / `markdown_cell`: Markdown (GitHub's: tables, job summaries, comments);
+- `plot_text`: a label matplotlib draws (never mathtext);
 - `html`: an HTML text node or attribute value;
 - `terminal`: one line of a terminal (control and bidi characters shown escaped);
 - `shell` / `shell_join`: a word of a POSIX shell command line the harness prints;
@@ -162,8 +163,11 @@ def html(text) -> str:
 
 
 def plot_text(text, limit: int = MAX_CELL) -> str:
-    """A label for matplotlib: one line, cut, `$` escaped (an even number of them would be
-    parsed as mathtext, which raises on what it cannot parse)."""
+    """A label for matplotlib: one line, cut, every `$` escaped. matplotlib parses a text as
+    mathtext when its `$` less its `\\$` are an even number above zero (and raises on what it
+    cannot parse); with each `$` written `\\$` that count is 0, so a record's text (backslashes
+    and all) is drawn as it is, never parsed. Every text a plot shows from a record goes
+    through here: titles, tick labels, legends, axis labels with a record's unit."""
     return terminal(text, limit).replace("$", r"\$")
 
 

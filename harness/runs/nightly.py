@@ -222,9 +222,10 @@ def _hints(root: pathlib.Path, machine: str, steps: list) -> list[tuple[str, str
             hints.append((text, ""))
             continue
         words = ["harness", "bisect", good, bad]
-        for suite in dict.fromkeys(n.split(".", 1)[0] for n in names):
-            words += ["--suite", suite]
         cut = False
+        for suite in dict.fromkeys(n.split(".", 1)[0] for n in names):
+            cut |= len(suite) > escape.MAX_CELL
+            words += ["--suite", suite[: escape.MAX_CELL]]
         for n in names:
             # a name longer than a cell selects by its first characters: the command stays one
             # a shell can take, and the summary stays small (a 1 MB name would be a 1 MB line)
