@@ -71,7 +71,7 @@ def _said_once(err: str, command: str, bad) -> str:
     """The one summary line naming the refused record."""
     lines = [line for line in err.split("\n") if "the pull refused" in line]
     assert len(lines) == 1, err
-    assert lines[0].startswith(f"harness {command}: went on without 1 thing(s) the pull refused")
+    assert lines[0].startswith(f"harness {command}: went on without 1 item(s) the pull refused")
     assert f"{MACHINE}/{bad.run_id} {REFUSED}" in lines[0]
     return lines[0]
 
@@ -108,7 +108,7 @@ def test_history_pull_goes_on_and_names_the_refused_record(fleet, tmp_path, monk
     assert f"{MACHINE}/{bad.run_id} {REFUSED}" in data["pull"]["refused"][0]
     assert data["pull"]["failed"] is None and len(data["pull"]["runs"]) == 8
     text = md.read_text()
-    assert text.startswith("**The pull refused 1 thing(s)**; this goes on without them: ")
+    assert text.startswith("**The pull refused 1 item(s)**; this goes on without them: ")
     assert bad.run_id in text.split("\n")[0] and not markdown_problems(text)
     assert not terminal_problems(out + err)
 
@@ -128,7 +128,7 @@ def test_noise_pull_goes_on(fleet, tmp_path, monkeypatch):
     assert "noise between runs: 8 clean fast run(s) of m1-cpu" in out
     assert f"{MACHINE}/{bad.run_id} {REFUSED}" in json.loads(js.read_text())["pull"]["refused"][0]
     text = md.read_text()
-    assert text.startswith("**The pull refused 1 thing(s)**") and bad.run_id in text
+    assert text.startswith("**The pull refused 1 item(s)**") and bad.run_id in text
     assert not markdown_problems(text)
 
 
@@ -145,7 +145,7 @@ def test_report_pull_goes_on(fleet, tmp_path, monkeypatch):
     _pulled_here(root, good)
     text = (tmp_path / "report" / "report.md").read_text()
     assert good[-1].commit[:8] in text.split("\n")[0], "the newest good run is reported"
-    assert "**The pull refused 1 thing(s)**" in text and bad.run_id in text
+    assert "**The pull refused 1 item(s)**" in text and bad.run_id in text
     assert not markdown_problems(text)
 
 
@@ -168,7 +168,7 @@ def test_nightly_pull_goes_on_to_its_own_result(fleet, tmp_path, monkeypatch):
     _pulled_here(root, good)
     assert "dashboard published" in out
     text = steps.read_text()
-    assert text.startswith("**The pull refused 1 thing(s)**") and bad.run_id in text
+    assert text.startswith("**The pull refused 1 item(s)**") and bad.run_id in text
     assert not markdown_problems(text)
 
 
@@ -190,7 +190,7 @@ def test_gate_pull_goes_on_without_a_refused_record_of_the_noise(fleet, tmp_path
     data = json.loads(js.read_text())
     assert data["exit"] == 0 and bad.run_id in data["pull"]["refused"][0]
     text = md.read_text()
-    assert text.startswith("**The pull refused 1 thing(s)**") and not markdown_problems(text)
+    assert text.startswith("**The pull refused 1 item(s)**") and not markdown_problems(text)
 
 
 def test_gate_pull_of_a_refused_base_is_bad_input_naming_why(fleet, tmp_path, monkeypatch):

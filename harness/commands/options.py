@@ -168,8 +168,8 @@ class Pulled:
             )
         if self.refused:
             parts.append(
-                f"{command}: went on without {len(self.refused)} thing(s) the pull refused "
-                f"(`harness store pull` names each): {self._items(escape.terminal, 300)}"
+                f"{command}: went on without {len(self.refused)} item(s) the pull refused "
+                f"(harness store pull names each): {self._items(escape.terminal, 300)}"
             )
         return "\n".join(parts)
 
@@ -186,7 +186,7 @@ class Pulled:
         if self.refused:
             items = self._items(lambda r, n: escape.markdown_text(r, limit=n), 300)
             parts.append(
-                f"{escape.strong(f'The pull refused {len(self.refused)} thing(s)')}; this "
+                f"{escape.strong(f'The pull refused {len(self.refused)} item(s)')}; this "
                 f"goes on without them: {items}"
             )
         return "".join(p + "\n\n" for p in parts)
