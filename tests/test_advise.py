@@ -222,7 +222,7 @@ def test_report_has_the_advice_section(tmp_path, capsys):
     assert "## Advice: what each tip is worth on this machine" in md
     assert re.search(
         r"\| AMP bf16 \| model=alexnet \| 7.40x slower \| "
-        r"7.4 \\\[[0-9.]+, [0-9.]+\] 9[5-9]%, n=41 \| hurts \|",  # `[` escaped: no link
+        r"7.4 \\\[[0-9.]+, [0-9.]+\\\] 9[5-9]%, n=41 \| hurts \|",  # brackets escaped: no link
         md,
     )
 

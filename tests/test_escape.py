@@ -72,9 +72,13 @@ def test_a_markdown_cell_opens_nothing(what):
     cell = escape.markdown_cell(HOSTILE[what])
     assert "\n" not in cell and "\r" not in cell and _no_raw_controls(cell, keep="")
     assert not re.search(r"[<>]", cell), "HTML is written as entities"
-    # every |, [, `, * and ~ is backslash-escaped: no cell end, link, image, code or emphasis
-    for ch in "|[`*~$@":
-        assert all(cell[i - 1] == "\\" for i, c in enumerate(cell) if c == ch), (ch, cell)
+    # every @ stands alone in a code span of its own (no e-mail autolink, no @mention); every
+    # other |, [, ], `, *, ~ and $ is backslash-escaped: no cell end, link, image, code or
+    # emphasis
+    assert "@" not in re.sub(r"(?<!\\)`@+`", "", cell)
+    rest = re.sub(r"(?<!\\)`@+`", "", cell)
+    for ch in "|[]`*~$":
+        assert all(rest[i - 1] == "\\" for i, c in enumerate(rest) if c == ch), (ch, cell)
     assert not re.search(r"(?<!\\)&(?!amp;|lt;|gt;|quot;)", cell), "a raw & opens no entity"
     assert not re.search(r"(?<!\\)(://|www\.)", cell), "no bare autolink"
     assert not cell.lstrip().startswith(("#", "::", "-", "+", "="))
@@ -93,6 +97,42 @@ def test_markdown_keeps_ordinary_names_and_figures_readable():
     assert escape.markdown_text("__init__ x_y") == r"\_\_init\_\_ x_y"
     assert escape.markdown_text("1. a") == r"1\. a" and escape.markdown_text("- a") == r"\- a"
     assert escape.markdown_text("a\n# b", lines=True) == "a\n\\# b"
+
+
+MARKUP = [
+    "s](https://evil.example/i.png) ![x",
+    "x](javascript:alert(1))",
+    "[x]: https://evil.example",
+    "<img src=x onerror=alert(1)> <a href=https://evil.example>a</a>",
+    "a@b.example, mailto:a@b.example, xmpp:a@b.example/x, @someone, a@@b.example",
+    "a`@b.example ``@`` \\@x.example",
+    "https://evil.example www.evil.example ftp://evil.example",
+    "$\\frac{1$ $x$",
+]
+
+
+@pytest.mark.parametrize("text", MARKUP, ids=range(len(MARKUP)))
+def test_markdown_text_opens_no_link_image_autolink_or_html(text):
+    """In the places the harness writes a record's text: inside its own image's brackets, a
+    heading, a line, a table cell. Read by CommonMark's structure, and rendered by markdown-it-py
+    and cmark-gfm where installed (tests/render_support.py)."""
+    from render_support import renderer_problems, structure_problems
+
+    shown = escape.markdown_text(text)
+    md = (
+        f"# {shown}\n\n![{shown} ratios](own.png)\n\n{shown}\n\n"
+        f"| name | x |\n| --- | --- |\n| {escape.markdown_cell(text)} | 1 |\n"
+    )
+    assert structure_problems(md) == [] and renderer_problems(md) == []
+
+
+def test_an_at_sign_is_a_code_span_because_github_autolinks_through_a_backslash():
+    assert escape.markdown_text("a@b.example") == "a`@`b.example"
+    assert escape.markdown_text("a@@b `@`") == "a`@@`b \\``@`\\`"
+    cmarkgfm = pytest.importorskip("cmarkgfm")  # GitHub's renderer, where installed
+    html = cmarkgfm.github_flavored_markdown_to_html
+    assert 'href="mailto:a@b.example"' in html("a\\@b.example"), "why `\\@` is not enough"
+    assert "href" not in html(escape.markdown_text("a@b.example and www.x.example"))
 
 
 def test_markdown_code_fences_around_backticks():

@@ -6,6 +6,7 @@ See harness.verdict.gate."""
 import sys
 
 from harness.commands import options
+from harness.core import escape
 
 
 def add_arguments(parser):
@@ -87,7 +88,6 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from harness.commands.store import pull_for_gate
     from harness.core import exits
     from harness.core.exits import BadInput
     from harness.core.files import write_atomic
@@ -99,9 +99,9 @@ def run(args) -> int:
         raise BadInput(
             f"--history-last {args.history_last}: a noise needs at least {MIN_RUNS} runs"
         )
-    base, head = pull_for_gate(args) if args.pull else (args.base, args.head)
+    base, head, pulled = pull_sides(args) if args.pull else (args.base, args.head, None)
     if args.pull and args.history_noise:
-        pull_history(args, head)
+        pulled += pull_history(args, head)
     out = run_gate(
         base,
         head,
@@ -123,27 +123,88 @@ def run(args) -> int:
     if bad and out.message:
         print(f"harness gate: error: {out.message}", file=sys.stderr)
     if args.markdown:
-        write_atomic(args.markdown, out.render("markdown"))
+        lead = pulled.markdown() if pulled else ""
+        write_atomic(args.markdown, lead + out.render("markdown"))
     if args.json:
         from harness.core.files import write_json_atomic
 
-        write_json_atomic(args.json, out.as_json())
+        data = out.as_json()
+        if pulled:
+            data["pull"] = pulled.as_json()
+        write_json_atomic(args.json, data)
     return out.code
 
 
-def pull_history(args, head: str) -> None:
+def pull_sides(args) -> tuple[str, str, options.Pulled]:
+    """`harness gate --pull`: pull what BASE and HEAD name from the history first: a run id
+    (or a unique prefix), or for `nightly[:MACHINE]` the newest clean nightly run of that
+    machine (default --machine, else this host's) in HEAD's mode, which then names exactly
+    that run. Other names (paths, latest, baseline, commits) are local: nothing is pulled.
+    These are what the gate compares, so here a failed pull stops it (exit 5, or 3 for a
+    history the store refuses whole) and so does a refused run it names (3); anything else
+    the pull refused is said and left out."""
+    import re
+
+    from harness.core import records
+    from harness.core.exits import BadInput
+    from harness.verdict.results import resolve, results_root
+
+    root = results_root(args.results_dir)
+    names = [args.base, args.head]
+    pulled = options.Pulled(asked=True)
+    for i, name in enumerate(names):
+        if re.match(r"^\d{8}T", name):
+            got = options.pull_first(args, "gate", [], strict=True, runs=(name,), last=None)
+            pulled += got
+            if not got.runs and got.refused:
+                raise BadInput(
+                    f"gate --pull {escape.terminal(name, escape.MAX_CELL)}: the history's "
+                    f"record was refused ({_refusals(got)})"
+                )
+        elif name == "nightly" or name.startswith("nightly:"):
+            mode = None
+            other = names[1 - i]
+            try:
+                rec = records.record_of(resolve(other, root, args.machine))
+                mode = rec.meta.get("mode") if rec else None
+            except BadInput:  # the other side may be pulled itself, or be bad input (said later)
+                mode = None
+            machine = name.partition(":")[2] or options.machine_name(args)
+            got = options.pull_first(
+                args, "gate", [machine], strict=True, last=1, label="nightly", mode=mode, clean=True
+            )
+            pulled += got
+            if not got.runs:  # never a local stand-in: the reference asked for is the history's
+                which = f"{machine}{f' in {mode} mode' if mode else ''}"
+                if got.refused:
+                    raise BadInput(
+                        f"gate --pull {name}: the history's newest clean nightly run of {which} "
+                        f"was refused ({_refusals(got)}); gate against `baseline` (committed), "
+                        "or repair the history"
+                    )
+                raise BadInput(
+                    f"gate --pull {name}: the results history holds no clean nightly run of "
+                    f"{which}; gate against `baseline` (committed) until a nightly has pushed "
+                    "one (`harness store push`)"
+                )
+            names[i] = str(records.runs_dir(root) / got.runs[-1][0] / got.runs[-1][1])
+    return names[0], names[1], pulled
+
+
+def _refusals(pulled: options.Pulled) -> str:
+    return " | ".join(escape.terminal(r, 300) for r in pulled.refused[: options.SHOWN_REFUSED])
+
+
+def pull_history(args, head: str) -> options.Pulled:
     """With --pull: the newest clean runs of HEAD's machine and mode too, which teach each
-    row's noise between runs (a record the history holds but the store refuses is left out of
-    the noise, said on stderr, never read)."""
-    from harness.core import records, store
+    row's noise between runs. What the pull refused is left out of the noise, and a pull that
+    failed leaves the noise to the runs here: both said in one line, never an exit code."""
+    from harness.core import records
     from harness.verdict.results import resolve, results_root
 
     rec = records.record_of(resolve(head, results_root(args.results_dir), args.machine))
     if rec is None:
-        return
-    try:
-        options.pull_first(
-            args, [rec.machine], last=args.history_last, mode=rec.meta.get("mode"), clean=True
-        )
-    except store.Refused as exc:
-        print(f"harness gate: the noise is learned without these: {exc}", file=sys.stderr)
+        return options.Pulled(asked=True)
+    return options.pull_first(
+        args, "gate", [rec.machine], last=args.history_last, mode=rec.meta.get("mode"), clean=True
+    )

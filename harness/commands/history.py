@@ -47,7 +47,7 @@ def run(args) -> int:
     from harness.verdict import history
     from harness.verdict.results import results_root
 
-    options.pull_first(args)
+    pulled = options.pull_first(args, "history")
     root = results_root(args.results_dir)
     machines = [args.machine] if args.machine else records.machines(root)
     if not machines:
@@ -68,11 +68,13 @@ def run(args) -> int:
                 {
                     "machines": [history.as_json(h) for h in found],
                     "exit_code": max(h.code for h in found),
+                    **({"pull": pulled.as_json()} if pulled.asked else {}),
                 },
                 indent=2,
             )
             + "\n",
         )
     if args.markdown:
-        write_atomic(args.markdown, "\n".join(history.render_markdown(h) for h in found))
+        body = "\n".join(history.render_markdown(h) for h in found)
+        write_atomic(args.markdown, pulled.markdown() + body)
     return max(h.code for h in found)

@@ -42,7 +42,7 @@ def run(args) -> int:
     from harness.verdict.results import results_root
 
     options.check_gpu(args)
-    options.pull_first(args)
+    pulled = options.pull_first(args, "nightly")
     return nightly.nightly(
         root=results_root(args.results_dir),
         html_dir=pathlib.Path(args.html_dir) if args.html_dir else None,
@@ -54,4 +54,5 @@ def run(args) -> int:
         markdown=args.markdown,
         baseline=args.save_baseline,
         steps_markdown=args.steps_markdown,
+        lead=pulled.markdown(),
     )

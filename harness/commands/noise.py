@@ -38,7 +38,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from harness.core import records
+    from harness.core import escape, records
     from harness.core.exits import BadInput
     from harness.core.files import write_atomic, write_json_atomic
     from harness.core.table import render
@@ -51,7 +51,7 @@ def run(args) -> int:
     machine = args.machine or _machine(root, args)
     # the history's own selection knows run.json's "mode" (fast, full); quick is kept apart here
     stored = {"quick": "fast", "full-quick": "full"}.get(args.mode, args.mode)
-    options.pull_first(args, [machine], last=args.last, mode=stored, clean=True)
+    pulled = options.pull_first(args, "noise", [machine], last=args.last, mode=stored, clean=True)
     runs = records.list_runs(root, machine)
     if not runs:
         raise BadInput(
@@ -65,20 +65,30 @@ def run(args) -> int:
         names = set(history.select(sorted(names), args.bench))
     table = noise.rows(found, names)
     judged = sum(r[-1] == "yes" for r in table)
-    lead = (
-        f"noise between runs: {found.summary()}\n"
+    # the summary names runs and why each was left out, read from records: escaped per target
+    summary = found.summary()
+    rest = (
         f"{judged} of {len(table)} statistical rows judged by the gate with it (threshold "
         f"{noise.MULTIPLE:g} x sqrt(2) x the spread, at least the gate's own; a row past "
         f"{noise.CAP:.0%} is not judged); a row's spread is pooled with its kind's typical "
         f"(weighted as {noise.PRIOR_RUNS} runs, never narrowing: 'own' is the row's alone); a "
         "noisier run widens its own thresholds\n"
     )
-    print(lead + render(noise.HEADER, table), end="")
+    shown = escape.terminal(summary, escape.MAX_MESSAGE)
+    print(f"noise between runs: {shown}\n{rest}" + render(noise.HEADER, table), end="")
     if args.markdown:
-        markdown = lead.replace("\n", "\n\n") + render(noise.HEADER, table, "markdown")
+        said = escape.markdown_text(summary, limit=escape.MAX_MESSAGE)
+        markdown = (
+            pulled.markdown()
+            + f"noise between runs: {said}\n\n{rest}\n"
+            + render(noise.HEADER, table, "markdown")
+        )
         write_atomic(args.markdown, markdown)
     if args.json:
-        write_json_atomic(args.json, noise.as_table_json(found, names))
+        data = noise.as_table_json(found, names)
+        if pulled.asked:
+            data["pull"] = pulled.as_json()
+        write_json_atomic(args.json, data)
     return 0
 
 

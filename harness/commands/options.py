@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import sys
 
-from harness.core import settings
+from harness.core import escape, settings
 
 
 def results_dir(parser) -> None:
@@ -120,23 +122,116 @@ def pull(parser, what: str) -> None:
         "--pull",
         action="store_true",
         help=f"first pull {what} from the results history in git (`harness store pull`; "
-        f"${settings.STORE_REMOTE.name}, ${settings.STORE_REF.name}); never without it",
+        f"${settings.STORE_REMOTE.name}, ${settings.STORE_REF.name}); never without it. What "
+        "the pull refuses, or a pull that fails, is said in one line and the command goes on "
+        "with the records here: its exit code is its own",
     )
 
 
-def pull_first(args, machines: list[str] | None = None, **selection) -> list[tuple[str, str]]:
+SHOWN_REFUSED = 6  # refusals named in the summary line (`harness store pull` names every one)
+
+
+@dataclasses.dataclass
+class Pulled:
+    """What a `--pull` brought: the runs selected (pulled or already here), what the pull
+    refused (one line each, as `harness store pull` says them), and why the pull failed as a
+    whole ("" when it did not). A command goes on with what it could pull (docs/trust.md,
+    "Commands that pull, and rendering"): these are said in one line and in its --json and
+    --markdown outputs, never as its exit code."""
+
+    runs: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    refused: list[str] = dataclasses.field(default_factory=list)
+    failed: str = ""
+    asked: bool = False  # --pull was given
+
+    def __add__(self, other: Pulled) -> Pulled:
+        return Pulled(
+            self.runs + other.runs,
+            self.refused + other.refused,
+            "; ".join(x for x in (self.failed, other.failed) if x),
+            self.asked or other.asked,
+        )
+
+    def _items(self, one, limit: int) -> str:
+        shown = [one(r, limit) for r in self.refused[:SHOWN_REFUSED]]
+        more = len(self.refused) - SHOWN_REFUSED
+        return " | ".join(shown) + (f" | and {more} more" if more > 0 else "")
+
+    def line(self, command: str) -> str:
+        """The summary line ("" when the pull refused nothing and did not fail): terminal
+        text, one line, bounded whatever the history holds."""
+        parts = []
+        if self.failed:
+            parts.append(
+                f"{command}: the pull from the results history failed, so this works on the "
+                f"records already here only: {escape.terminal(self.failed, escape.MAX_MESSAGE)}"
+            )
+        if self.refused:
+            parts.append(
+                f"{command}: went on without {len(self.refused)} item(s) the pull refused "
+                f"(harness store pull names each): {self._items(escape.terminal, 300)}"
+            )
+        return "\n".join(parts)
+
+    def markdown(self) -> str:
+        """The same as a Markdown paragraph leading the command's Markdown output ("" when
+        there is nothing to say)."""
+        parts = []
+        if self.failed:
+            parts.append(
+                f"{escape.strong('The pull from the results history failed')}; this works on "
+                "the records already here only: "
+                + escape.markdown_text(self.failed, limit=escape.MAX_MESSAGE)
+            )
+        if self.refused:
+            items = self._items(lambda r, n: escape.markdown_text(r, limit=n), 300)
+            parts.append(
+                f"{escape.strong(f'The pull refused {len(self.refused)} item(s)')}; this "
+                f"goes on without them: {items}"
+            )
+        return "".join(p + "\n\n" for p in parts)
+
+    def as_json(self) -> dict | None:
+        """For --json: None without --pull."""
+        if not self.asked:
+            return None
+        return {
+            "runs": ["/".join(k) for k in self.runs],
+            "refused": list(self.refused),
+            "failed": self.failed or None,
+        }
+
+
+def pull_first(
+    args, command: str, machines: list[str] | None = None, strict: bool = False, **selection
+) -> Pulled:
     """With --pull: bring these machines' runs (default the command's --machine, else this
     host's; harness.core.store.Selection's fields) from the results history before the command
-    reads results. Returns the runs selected, pulled or already here."""
+    reads results. What the pull refused does not stop the command: it is said in one line on
+    stderr and comes back in the Pulled. A pull that fails as a whole (git failed, or a history
+    the store refuses whole) is said the same way and the command works on the records here,
+    unless `strict` (the gate's BASE and HEAD, which must be the history's): then it is raised.
+    A results history named wrongly in the settings (a ref not spelt as one) is bad input."""
     if not getattr(args, "pull", False):
-        return []
+        return Pulled()
     machines = [machine_name(args)] if machines is None else machines
     from harness.core import store
+    from harness.core.exits import HarnessError
     from harness.verdict.results import results_root
 
     root = results_root(args.results_dir)
     sel = store.Selection(machines=tuple(machines), **selection)
-    report = store.pull(root, store.open_repo(root), sel)
-    if report.refused:
-        raise store.Refused("refused: " + " | ".join(report.refused))
-    return sorted(report.pulled + report.here, key=lambda k: (k[1], k[0]))
+    repo = store.open_repo(root)
+    try:
+        report = store.pull(root, repo, sel)
+    except HarnessError as exc:
+        if strict:
+            raise
+        pulled = Pulled(failed=str(exc), asked=True)
+    else:
+        runs = sorted(report.pulled + report.here, key=lambda k: (k[1], k[0]))
+        pulled = Pulled(runs, list(report.refused), asked=True)
+    said = pulled.line(f"harness {command}")
+    if said:
+        print(said, file=sys.stderr)
+    return pulled

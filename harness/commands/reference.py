@@ -67,6 +67,9 @@ def markdown() -> str:
         "## Exit codes",
         "",
         "Every command uses this table (`harness/core/exits.py`); a usage error is bad input (3).",
+        "A command given `--pull` exits with its own result whatever its pull refused or failed "
+        "to bring (said in one line and in its `--json`/`--markdown`; `gate --pull` excepted for "
+        "the runs BASE and HEAD name): [the rule](gate.md#exit-codes).",
         "",
         "| code | name | meaning | when |",
         "|---|---|---|---|",

@@ -35,25 +35,28 @@ def run(args) -> int:
     from harness.verdict.report import write_report
     from harness.verdict.results import load, resolve, results_root
 
-    options.pull_first(args, args.machines.split(",") if args.machines else None)
+    machines = [m.strip() for m in args.machines.split(",") if m.strip()] if args.machines else None
+    pulled = options.pull_first(args, "report", machines)
     root = results_root(args.results_dir)
     # RESULTS/report is the harness's own; a folder given with --out must be new, empty or one
     # an earlier report filled, so that no file of someone else's is overwritten
     if args.machines:
-        return _machines(args, root, load, resolve, check_own_folder, mark_own_folder)
+        return _machines(args, root, pulled.markdown())
     rs = load(resolve(args.result, root, args.machine))
     options.load_models()  # the advice's sizes and the bands' model kinds (harness.core.zoo)
     out = check_own_folder(args.out, REPORT_MARK, "--out") if args.out else root / "report"
-    md = write_report(rs, out, root, args.history)
+    md = write_report(rs, out, root, args.history, lead=pulled.markdown())
     if args.out:
         mark_own_folder(out, REPORT_MARK, "harness report")
     print(f"report written to {md}")
     return 0
 
 
-def _machines(args, root, load, resolve, check_own_folder, mark_own_folder) -> int:
+def _machines(args, root, lead: str) -> int:
     from harness.core.exits import BadInput
+    from harness.core.files import check_own_folder, mark_own_folder
     from harness.verdict.machines import write_machines_report
+    from harness.verdict.results import load, resolve
 
     names = [m.strip() for m in args.machines.split(",") if m.strip()]
     if len(names) < 2 or len(set(names)) != len(names):
@@ -67,7 +70,7 @@ def _machines(args, root, load, resolve, check_own_folder, mark_own_folder) -> i
         )
     sets = [load(resolve(args.result, root, name)) for name in names]
     out = check_own_folder(args.out, REPORT_MARK, "--out") if args.out else root / "report"
-    md, text = write_machines_report(sets, out)
+    md, text = write_machines_report(sets, out, lead)
     if args.out:
         mark_own_folder(out, REPORT_MARK, "harness report")
     print(text, end="" if text.endswith("\n") else "\n")

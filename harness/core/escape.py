@@ -5,6 +5,7 @@ files other machines wrote (harness.core.trust); none of them may become markup,
 control sequence, a GitHub workflow command or a shell word boundary. One escaper per target:
 
 - `markdown_text` / `markdown_cell`: Markdown (GitHub's: tables, job summaries, comments);
+- `plot_text`: a label matplotlib draws (never mathtext);
 - `html`: an HTML text node or attribute value;
 - `terminal`: one line of a terminal (control and bidi characters shown escaped);
 - `shell` / `shell_join`: a word of a POSIX shell command line the harness prints;
@@ -71,11 +72,14 @@ def terminal(text, limit: int | None = None) -> str:
 # ---- Markdown ----
 
 # inline syntax, escaped wherever it stands: HTML (as entities), code, emphasis, links and
-# images, table cells, strikethrough, math, e-mail autolinks; `:` of `scheme://` and `.` of
-# `www.` (GitHub's extended autolinks); `_` where it could open or close emphasis
+# images (both brackets: an unescaped `]` would close the harness's own `![...](...)` and open
+# a destination of the record's), table cells, strikethrough, math; `:` of `scheme://` and `.`
+# of `www.` (GitHub's extended autolinks); `_` where it could open or close emphasis; `@` as a
+# code span (below)
 _MD_INLINE = re.compile(
     r"(?P<entity>[&<>])"
-    r"|(?P<punct>[\\`*\[|~$@])"
+    r"|(?P<at>@+)"
+    r"|(?P<punct>[\\`*\[\]|~$])"
     r"|(?P<under>(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))"
     r"|(?P<scheme>(?<=[0-9A-Za-z]):(?=//))"
     r"|(?P<www>(?<=[wW]{3})\.)"
@@ -93,6 +97,11 @@ _MD_BLOCK = re.compile(
 def _md_inline(m: re.Match) -> str:
     if m.group("entity"):
         return _ENTITY[m.group("entity")]
+    if m.group("at"):
+        # GitHub (cmark-gfm) finds e-mail autolinks in the text after escapes are resolved, so
+        # `\\@` and `&#64;` still render `mailto:`; it never looks inside a code span, and
+        # neither do @mentions: the address is broken where an autolink needs its `@`
+        return f"`{m.group('at')}`"
     return "\\" + m.group(0)
 
 
@@ -154,8 +163,11 @@ def html(text) -> str:
 
 
 def plot_text(text, limit: int = MAX_CELL) -> str:
-    """A label for matplotlib: one line, cut, `$` escaped (an even number of them would be
-    parsed as mathtext, which raises on what it cannot parse)."""
+    """A label for matplotlib: one line, cut, every `$` escaped. matplotlib parses a text as
+    mathtext when its `$` less its `\\$` are an even number above zero (and raises on what it
+    cannot parse); with each `$` written `\\$` that count is 0, so a record's text (backslashes
+    and all) is drawn as it is, never parsed. Every text a plot shows from a record goes
+    through here: titles, tick labels, legends, axis labels with a record's unit."""
     return terminal(text, limit).replace("$", r"\$")
 
 

@@ -121,7 +121,10 @@ def nightly(
     markdown: str | None = None,
     baseline: bool = False,
     steps_markdown: str | None = None,
+    lead: str = "",
 ) -> int:
+    """`lead`: Markdown the command wrote (what its --pull refused), leading each Markdown file
+    this writes."""
     html_dir = html_dir or root / "html"
     check_html_dir(html_dir, root)  # before hours of benchmarks, not after
     # the gate's BASE is named now, before this run exists: `--gate latest` is the previous run
@@ -158,15 +161,15 @@ def nightly(
         if outcome.code == exits.BAD_INPUT and outcome.message:
             print(f"harness nightly: {outcome.message}", file=sys.stderr)
         if markdown:
-            write_atomic(markdown, outcome.render("markdown"))
+            write_atomic(markdown, lead + outcome.render("markdown"))
         code = outcome.code
-    steps = report_steps(root, machine, steps_markdown)
+    steps = report_steps(root, machine, steps_markdown, lead)
     return code if code not in (exits.PASS,) else steps
 
 
-def report_steps(root: pathlib.Path, machine: str, path: str | None) -> int:
-    """History over this machine's runs; on a new step write the Markdown summary. Returns
-    history's exit code (1: a new step)."""
+def report_steps(root: pathlib.Path, machine: str, path: str | None, lead: str = "") -> int:
+    """History over this machine's runs; on a new step write the Markdown summary (`lead`
+    first). Returns history's exit code (1: a new step)."""
     from harness.verdict import history
 
     if not records.list_runs(root, machine):
@@ -176,7 +179,7 @@ def report_steps(root: pathlib.Path, machine: str, path: str | None) -> int:
     if h.code == exits.REGRESSION:
         hints = _hints(root, machine, [s for s in h.steps if s.new])
         for text, command in hints:
-            print(f"nightly: {text}{command}")
+            print(f"nightly: {escape.cut(text, escape.MAX_MESSAGE)}{command}")
         newest = records.list_runs(root, machine)[-1].run_id
         target = pathlib.Path(path) if path else root / "report" / f"steps-{newest}.md"
         n = 1
@@ -184,10 +187,11 @@ def report_steps(root: pathlib.Path, machine: str, path: str | None) -> int:
             n += 1
             target = target.with_name(f"{target.stem.rsplit('.', 1)[0]}.{n}{target.suffix}")
         extra = "".join(
-            f"- {escape.markdown_text(text)}{escape.markdown_code(command) if command else ''}\n"
+            f"- {escape.markdown_text(text, limit=escape.MAX_MESSAGE)}"
+            f"{escape.markdown_code(command) if command else ''}\n"
             for text, command in hints
         )
-        write_atomic(target, history.render_markdown(h) + (f"\n{extra}" if extra else ""))
+        write_atomic(target, lead + history.render_markdown(h) + (f"\n{extra}" if extra else ""))
         print(f"nightly: new step(s); summary written to {target}")
     return h.code
 
@@ -224,12 +228,22 @@ def _hints(root: pathlib.Path, machine: str, steps: list) -> list[tuple[str, str
             hints.append((text, ""))
             continue
         words = ["harness", "bisect", good, bad]
+        cut = False
         for suite in dict.fromkeys(n.split(".", 1)[0] for n in names):
-            words += ["--suite", suite]
+            cut |= len(suite) > escape.MAX_CELL
+            words += ["--suite", suite[: escape.MAX_CELL]]
         for n in names:
-            words += ["--bench", "^" + re.escape(n) + "$"]
+            # a name longer than a cell selects by its first characters: the command stays one
+            # a shell can take, and the summary stays small (a 1 MB name would be a 1 MB line)
+            cut |= len(n) > escape.MAX_CELL
+            exact = "$" if len(n) <= escape.MAX_CELL else ""
+            words += ["--bench", "^" + re.escape(n[: escape.MAX_CELL]) + exact]
         words += ["--machine", machine]
-        hints.append(("to find the commit: ", escape.shell_join(words)))
+        text = "to find the commit: "
+        if cut:
+            first = f"long names selected by their first {escape.MAX_CELL} characters"
+            text = f"to find the commit ({first}): "
+        hints.append((text, escape.shell_join(words)))
     return hints
 
 

@@ -35,7 +35,7 @@ import re
 import statistics
 from collections.abc import Callable
 
-from harness.core import answerfacts, sizes
+from harness.core import answerfacts, escape, sizes
 from harness.core.exits import BadInput
 from harness.verdict import gpurows
 from harness.verdict.results import ResultSet, fingerprint_of, param_names
@@ -571,7 +571,12 @@ HEADERS = ("tip", "case", "effect", "ratio (median [CI], n)", "verdict", "measur
 
 
 def header(advice: Advice) -> str:
-    r = advice.run
+    """What the advice was measured on, in a few lines: the run's values (read from its record)
+    shown one line each, cut (harness.core.escape); the line breaks are the harness's own."""
+    r = {
+        k: escape.terminal(v, escape.MAX_CELL) if isinstance(v, str) else v
+        for k, v in advice.run.items()
+    }
     mode = f"{r['mode'] or '?'}{' quick' if r['quick'] else ''}"
     return (
         f"What the advice is worth on {r['machine']} ({r['device']}, {r['cpu'] or '?'}"

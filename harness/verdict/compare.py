@@ -58,6 +58,7 @@ import re
 import shlex
 import statistics
 
+from harness.core import escape
 from harness.verdict import answers, functions, gpurows, instead, metrics
 from harness.verdict.results import Entry, ResultSet, fingerprint_of
 
@@ -472,8 +473,9 @@ def could_match(names, limit: int = 30) -> str:
     lines = []
     for bare, full in list(cases.items())[:limit]:
         one = full[0] if full[0] != bare else ""
-        more = f" ({len(full)} cases, e.g. {one})" if one else ""
-        lines.append(f"  {bare}{more}")
+        # names come from result files: one line each, cut (harness.core.escape)
+        more = f" ({len(full)} cases, e.g. {escape.terminal(one, escape.MAX_CELL)})" if one else ""
+        lines.append(f"  {escape.terminal(bare, escape.MAX_CELL)}{more}")
     if len(cases) > limit:
         lines.append(f"  ... and {len(cases) - limit} more benchmarks")
     return (

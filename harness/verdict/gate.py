@@ -80,9 +80,9 @@ def table(rows: list[compare.Row], fmt: str = "text", title: str = "", footer: s
         )
     body = render(HEADER, cells, fmt, ALIGN)
     if fmt == "markdown":
-        head = f"### {escape.markdown_text(title)}\n\n" if title else ""
+        head = f"### {escape.markdown_text(title, limit=escape.MAX_PROSE)}\n\n" if title else ""
     else:
-        head = f"{escape.terminal(title)}\n" if title else ""
+        head = f"{escape.terminal(title, escape.MAX_PROSE)}\n" if title else ""
     tail = ("\n" if fmt == "markdown" else "") + footer + "\n" if footer else ""
     return head + body + tail
 
@@ -155,10 +155,11 @@ class Outcome:
         env = ""
         if self.learned is not None:
             lines = self.learned.header()
+            limit = escape.MAX_MESSAGE  # the runs left out say why, read from records
             if fmt == "markdown":
-                env += "\n\n".join(escape.markdown_text(x) for x in lines) + "\n\n"
+                env += "\n\n".join(escape.markdown_text(x, limit=limit) for x in lines) + "\n\n"
             else:
-                env += "\n".join(escape.terminal(x) for x in lines) + "\n\n"
+                env += "\n".join(escape.terminal(x, limit) for x in lines) + "\n\n"
         unknown = [r for r in self.rows if r.verdict == compare.UNKNOWN]
         if unknown:
             cell = escape.markdown_cell if md else escape.terminal
@@ -294,6 +295,7 @@ def tally(rows: list[compare.Row]) -> str:
         for r in not_judged:
             reasons[_reason(r.note)] = reasons.get(_reason(r.note), 0) + 1
         why = ", ".join(f"{why} {n}" if len(reasons) > 1 else why for why, n in reasons.items())
+        why = escape.terminal(why, escape.MAX_PROSE)  # a note's first part may quote a record
         parts.append(f"{len(not_judged)} not judged ({why})")
     rest = {
         v: n

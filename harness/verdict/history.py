@@ -475,19 +475,31 @@ def table(h: History, fmt: str = "text") -> str:
 
 
 def explanations(h: History, fmt: str = "text") -> list[str]:
-    # names, settings and notes come from run records: escaped for Markdown (a terminal's lines
-    # pass the guard of harness.core.escape; the name is shown on one line)
-    one = escape.markdown_text if fmt == "markdown" else str
+    # names, settings and notes come from run records: escaped for the target, each line cut
+    # (a name at escape.MAX_CELL characters) so that no record makes the output long
+    if fmt == "markdown":
+
+        def one(x):
+            return escape.markdown_text(x, limit=escape.MAX_PROSE)
+    else:
+
+        def one(x):
+            return escape.terminal(x, escape.MAX_PROSE)
+
     lines = []
     for s in h.steps:
-        head = f"{s.benchmark} at {h.shown(s.run_id)} (last run before: {h.shown(s.last_before)}):"
-        lines.append(f"### {one(head)}" if fmt == "markdown" else escape.terminal(head))
+        name = escape.cut(s.benchmark, escape.MAX_CELL)
+        head = f"{name} at {h.shown(s.run_id)} (last run before: {h.shown(s.last_before)}):"
+        lines.append(f"### {one(head)}" if fmt == "markdown" else one(head))
         env = ", ".join(f"{k} {b} -> {a}" for k, b, a in s.environment) or "none (same fingerprint)"
         lines.append(f"- environment differences: {one(env)}")
         lines += [f"- {one(x)}" for x in s.explanation]
         if s.acknowledged is not None:
             lines.append(f"- acknowledged: {one(s.acknowledged)}")
     return lines
+
+
+NOT_JUDGED_SHOWN = 20  # rows named in the "not judged" line; --json has them all
 
 
 def render_text(h: History) -> str:
@@ -507,7 +519,16 @@ def render_text(h: History) -> str:
         out += [table(h).rstrip(), ""] + explanations(h)
     if h.not_judged:
         out.append(
-            "not judged: " + "; ".join(f"{n} ({why})" for n, why in sorted(h.not_judged.items()))
+            "not judged: "
+            + "; ".join(
+                f"{escape.terminal(n, escape.MAX_CELL)} ({escape.terminal(why, escape.MAX_PROSE)})"
+                for n, why in sorted(h.not_judged.items())[:NOT_JUDGED_SHOWN]
+            )
+            + (
+                f"; and {len(h.not_judged) - NOT_JUDGED_SHOWN} more (--json lists them)"
+                if len(h.not_judged) > NOT_JUDGED_SHOWN
+                else ""
+            )
         )
     out.append(f"exit {h.code} ({exits.MEANING[h.code]})")
     return "\n".join(out) + "\n"

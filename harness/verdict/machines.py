@@ -64,9 +64,11 @@ def plot(sets: list[ResultSet], numbers: dict[str, list[float | None]], path: pa
             [y for y, v in zip(ys, vals) if v is not None],
             [v for v in vals if v is not None],
             height=height,
-            label=f"{rs.machine} ({rs.commit[:8]})",
+            label=escape.plot_text(f"{rs.machine} ({rs.commit[:8]})"),
         )
-    ax.set_yticks([j + 0.4 - height / 2 for j in range(len(labels))], labels, fontsize=7)
+    # what the labels say comes from result files: never mathtext (harness.core.escape)
+    ticks = [escape.plot_text(label) for label in labels]
+    ax.set_yticks([j + 0.4 - height / 2 for j in range(len(labels))], ticks, fontsize=7)
     ax.axvline(1.0, color="black", linewidth=1, linestyle="--")
     ax.set_xlabel("ratio (×; time ratios: < 1 faster; workers scaling: > 1 faster)")
     ax.set_ylabel("key ratio")
@@ -79,14 +81,18 @@ def plot(sets: list[ResultSet], numbers: dict[str, list[float | None]], path: pa
     write_atomic(path, buf.getvalue())
 
 
-def write_machines_report(sets: list[ResultSet], out: pathlib.Path) -> tuple[pathlib.Path, str]:
+def write_machines_report(
+    sets: list[ResultSet], out: pathlib.Path, lead: str = ""
+) -> tuple[pathlib.Path, str]:
     """report.md with the side-by-side table (and its plot) in `out`; returns it and the text
-    table."""
+    table. `lead`: Markdown the command wrote (what its pull refused), below the title."""
     out.mkdir(parents=True, exist_ok=True)
     header, table, numbers = rows(sets)
     lines = [f"# Benchmark report: {len(sets)} machines side by side", ""]
+    lines += [lead.rstrip("\n"), ""] if lead else []
     lines += [
-        f"- {escape.markdown_text(rs.machine)}: commit {escape.markdown_text(rs.commit[:8])}, "
+        f"- {escape.markdown_text(rs.machine, limit=escape.MAX_CELL)}: commit "
+        f"{escape.markdown_text(rs.commit[:8])}, "
         f"{escape.markdown_code(rs.path)}"
         for rs in sets
     ] + [""]

@@ -223,7 +223,7 @@ def plot_history(
     ax.set_xticks(xs, [escape.plot_text(p[0]) for p in points], rotation=45, ha="right", fontsize=8)
     ax.set_xlabel("run, by start time (labelled with its commit)")
     quantity = {"seconds": "time per call", "bytes": "memory"}.get(unit, unit)
-    ax.set_ylabel(f"{quantity} [{label}]")
+    ax.set_ylabel(escape.plot_text(f"{quantity} [{label}]"))  # the unit is the record's
     ax.set_ylim(bottom=0)
     for i, _old, new in changes:  # a torch upgrade explains many steps: mark it on the plot
         ax.axvline(i - 0.5, color="tab:red", linestyle=":", linewidth=1)
@@ -542,9 +542,14 @@ def bandwidth_section(rs: ResultSet) -> list[str]:
 
 
 def write_report(
-    rs: ResultSet, out: pathlib.Path, root: pathlib.Path, history_names: list[str] | None = None
+    rs: ResultSet,
+    out: pathlib.Path,
+    root: pathlib.Path,
+    history_names: list[str] | None = None,
+    lead: str = "",
 ) -> pathlib.Path:
-    """Write report.md and its PNGs into `out`; returns the Markdown path."""
+    """Write report.md and its PNGs into `out`; returns the Markdown path. `lead`: Markdown the
+    command wrote (what its pull refused), below the title."""
     out.mkdir(parents=True, exist_ok=True)
     dirty = " (dirty)" if rs.dirty else ""
     # what the result file says (commit, machine, names) is escaped for Markdown
@@ -553,6 +558,7 @@ def write_report(
         "",
         f"Source: {escape.markdown_code(rs.path)}",
     ]
+    lines += ["", lead.rstrip("\n")] if lead else []
     if rs.dirty:
         lines.append(
             "\nThe run measured a working tree that differed from its commit (uncommitted "
@@ -594,8 +600,9 @@ def write_report(
         e = rs.entries.get(name)
         if e is None:
             raise BadInput(
-                f"unknown benchmark {name!r} for --history: not in {rs.path}; "
-                "names look like " + ", ".join(sorted(rs.entries)[:3])
+                f"unknown benchmark {escape.terminal(repr(name), escape.MAX_CELL)} for "
+                f"--history: not in {rs.path}; names look like "
+                + ", ".join(escape.terminal(n, escape.MAX_CELL) for n in sorted(rs.entries)[:3])
             )
         points = history(root, rs.machine, name)
         lines += [f"## History: {md(name)}", ""]
