@@ -396,7 +396,7 @@ def test_answers_markdown_escapes_what_the_record_says(tmp_path, capsys):
     code, out, _ = answers_cli(capsys, root, "--markdown", md)
     text = md.read_text()
     assert code == exits.FAILED and "<script>" not in text and "&lt;script&gt;" in text
-    assert "\\[a](b)" in text and " [a](b)" not in text  # no link: shown as text
+    assert "\\[a\\](b)" in text and " [a](b)" not in text  # no link: shown as text
 
 
 # ---- the views: bench's summary, report, advise ----------------------------------------------
@@ -486,7 +486,7 @@ def test_report_shows_answers_per_model_and_an_answer_column_escaped(tmp_path, c
     assert "| fastpath " in section and f"| {WRONG} " in section  # the per-model column
     assert "| fusion.PointwiseChain | pass " in section.replace("  ", " ").replace("  ", " ")
     assert "<img" not in md and "&lt;img" in section
-    assert "\\[click](" in section and " [click](" not in md  # no link: shown as text
+    assert "\\[click\\](" in section and " [click](" not in md  # no link: shown as text
     assert "out\\|put" in section  # a cell's pipe escaped: the table keeps its columns
     # the answer column in the suite's ratio table
     fusion = md[md.index("## fusion") :].split("\n## ")[0]
