@@ -27,14 +27,28 @@ import os
 import re
 from pathlib import Path, PurePosixPath
 
+from harness.core import settings
 from harness.core.exits import BadInput
 
 MAX_NAME = 200  # characters of one machine name, run id or file name
 MAX_DEPTH = 8  # folders a record's file may lie below the record's own folder
-MAX_FILE_BYTES = 64 * 2**20  # one file of a record (an asv.log of a full run is ~1 MB)
+# one file of a record (an asv.log of a full run is ~1 MB): the default of $HARNESS_MAX_FILE_BYTES
+MAX_FILE_BYTES = settings.MAX_FILE_BYTES.default
 MAX_RECORD_BYTES = 256 * 2**20  # all files of one record
 MAX_RECORD_FILES = 10_000  # files of one record (a full run with row facts holds ~600)
 MAX_JSON_NESTING = 64  # nested arrays and objects in a JSON file read from elsewhere
+
+
+def max_file_bytes() -> int:
+    """The largest file of a record, or JSON file, read from elsewhere ($HARNESS_MAX_FILE_BYTES)."""
+    return settings.MAX_FILE_BYTES.get()
+
+
+def max_json_tokens() -> int:
+    """The most structural characters one JSON file from elsewhere may hold
+    ($HARNESS_MAX_JSON_TOKENS): json.loads costs up to ~100 bytes of memory for each."""
+    return settings.MAX_JSON_TOKENS.get()
+
 
 _MACHINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*", re.ASCII)
 _RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9_.-]+", re.ASCII)
@@ -167,44 +181,72 @@ def links_in(folder: os.PathLike | str) -> list[Path]:
 
 
 # a JSON string (escapes included; one left open runs to the end), and what is not a bracket
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
-def _nesting_at_most(text: str, limit: int) -> bool:
-    """Whether brackets outside strings nest at most `limit` deep (before json.loads, whose
-    recursion a deep file would exhaust). Scanned by regular expressions and itertools, not
-    character by character in Python: a pull checks every JSON file of every record."""
-    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)).encode("ascii")
+def _nesting_at_most(structure: bytes, limit: int) -> bool:
+    """Whether brackets nest at most `limit` deep in `structure` (a JSON text with its strings
+    taken out). Scanned by regular expressions and itertools, not character by character in
+    Python: a pull checks every JSON file of every record."""
+    brackets = _NOT_BRACKET.sub(b"", structure)
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) <= limit
 
 
-def loads(data: bytes | str, where: str, what: str = "JSON", *, nesting: int = MAX_JSON_NESTING):
+def _tokens(structure: bytes) -> int:
+    """Brackets, braces, commas and colons: every value json.loads makes is one of them or
+    follows one, so their count bounds what parsing allocates (strings cost their length)."""
+    return sum(structure.count(c) for c in (b"[", b"{", b",", b":"))
+
+
+def loads(
+    data: bytes | str,
+    where: str,
+    what: str = "JSON",
+    *,
+    nesting: int = MAX_JSON_NESTING,
+    tokens: int | None = None,
+):
     """Parse JSON read from elsewhere: BadInput naming `where` when it is not UTF-8 JSON, nests
-    deeper than `nesting`. (NaN and Infinity parse, as Python writes them: asv's files hold
-    them; readers check their numbers.)"""
-    if isinstance(data, bytes):
+    deeper than `nesting` or holds more than `tokens` (default $HARNESS_MAX_JSON_TOKENS)
+    brackets, braces, commas and colons outside its strings, both counted before json.loads
+    (whose memory a file of 60 MB of `[],` would take to 1.8 GB). NaN and Infinity parse, as
+    Python writes them: asv's files hold them; readers check their numbers."""
+    text = data if isinstance(data, str) else None
+    if text is not None:
+        data = text.encode("utf-8", "surrogatepass")
+    limit = max_json_tokens() if tokens is None else tokens
+    # the structure without its strings (at most the file's size, dropped before parsing)
+    structure = _JSON_STRING.sub(b"", data)
+    count = _tokens(structure)
+    if count > limit:
+        raise BadInput(
+            f"{where}: {what} holds {count:,} JSON tokens (brackets, commas, colons), over the "
+            f"{limit:,} allowed (${settings.MAX_JSON_TOKENS.name}); refused"
+        )
+    # a cheap bound first: the scan is only needed when there are that many brackets at all
+    deep = structure.count(b"[") + structure.count(b"{") > nesting
+    if deep and not _nesting_at_most(structure, nesting):
+        raise BadInput(f"{where}: {what} nests deeper than {nesting} levels; refused")
+    del structure
+    if text is None:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise BadInput(f"{where}: {what} is not UTF-8 ({exc.reason}); refused") from None
-    else:
-        text = data
-    # a cheap bound first: the scan is only needed when there are that many brackets at all
-    if text.count("[") + text.count("{") > nesting and not _nesting_at_most(text, nesting):
-        raise BadInput(f"{where}: {what} nests deeper than {nesting} levels; refused")
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise BadInput(f"{where}: {what} does not parse ({str(exc)[:120]}); refused") from None
 
 
-def load(path: os.PathLike | str, what: str = "JSON file", *, max_bytes: int = MAX_FILE_BYTES):
-    """Read and parse a JSON file from elsewhere (size, encoding and nesting checked). A
-    missing file is FileNotFoundError (callers decide whether that is fine); anything else
-    wrong is BadInput naming the file."""
+def load(path: os.PathLike | str, what: str = "JSON file", *, max_bytes: int | None = None):
+    """Read and parse a JSON file from elsewhere (size, encoding, tokens and nesting checked;
+    `max_bytes` default $HARNESS_MAX_FILE_BYTES). A missing file is FileNotFoundError (callers
+    decide whether that is fine); anything else wrong is BadInput naming the file."""
     path = Path(path)
+    max_bytes = max_file_bytes() if max_bytes is None else max_bytes
     try:
         if path.is_symlink():
             raise BadInput(f"{path}: {what} is a symbolic link; refused (links are not followed)")
