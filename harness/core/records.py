@@ -1435,8 +1435,10 @@ def unfinished(root: Path, machine: str | None = None) -> list[Unfinished]:
 
 
 def _own(path: Path, what: str) -> None:
-    """Bad input unless `path` lies in runs/<machine>/ with no symbolic link from runs/ on."""
-    if path.is_symlink() or path.parent.is_symlink() or path.parent.parent.name != "runs":
+    """Bad input unless `path` lies in runs/<machine>/ with no symbolic link from the results
+    root on (runs/ itself included)."""
+    runs = path.parent.parent
+    if path.is_symlink() or path.parent.is_symlink() or runs.is_symlink() or runs.name != "runs":
         raise BadInput(
             f"{path} is not {what} under runs/ (or is reached through a link); not removed"
         )

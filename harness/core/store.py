@@ -30,6 +30,7 @@ import json
 import os
 import random
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -462,15 +463,35 @@ class _Outgoing:
                     listing.write_text(data, encoding="utf-8")
                     names.append(f"{MANIFESTS}/{key[0]}/{key[1]}.json")
                     files.append(listing)
-            oids = dict(zip(names, self.repo.hash_objects(files)))
+            try:
+                oids = dict(zip(names, self.repo.hash_objects(files)))
+            except RunnerFailed:  # a file gone, or swapped for a link to nothing, meanwhile
+                changed = [k for k in new if git_tree_oid(self.local[k].path) != self.oids[k]]
+                if not changed:
+                    raise
+                for key in changed:
+                    why = "its files changed while it was pushed"
+                    self.refused[key] = f"{_local(self.local[key])}: {why}; not pushed"
+                self.todo = [k for k in self.todo if k not in self.refused]
+                oids = None
+        if oids is None:
+            return self.edits([k for k in keys if k not in self.refused])
         trees = self.repo.record_trees(
             [(n, o) for n, o in oids.items() if not n.startswith(MANIFESTS + "/")]
         )
         for key in new:
-            self._trees[key] = trees.get("/".join(key))
-            if self._trees[key] != self.oids[key]:  # what is pushed is exactly the record here
-                raise RuntimeError(f"the tree made for {key} is not the record's")
+            # what is pushed is exactly the record here: a file swapped for a link (or a hard
+            # link) while it was read makes another tree, and the record is refused
+            tree = trees.get("/".join(key))
+            why = "" if tree == self.oids[key] else "its files changed while it was pushed"
+            why = why or _hard_linked(self.local[key].path)
+            if why:
+                self.refused[key] = f"{_local(self.local[key])}: {why}; not pushed"
+                continue
+            self._trees[key] = tree
             self._kept[key] = oids.get(f"{MANIFESTS}/{key[0]}/{key[1]}.json")
+        keys = [k for k in keys if k not in self.refused]
+        self.todo = [k for k in self.todo if k not in self.refused]
         edits: dict = {}
         for m, i in keys:
             edits.setdefault(RUNS, {}).setdefault(m, {})[i] = ("tree", self._trees[(m, i)])
@@ -493,7 +514,30 @@ def _not_pushable(root: Path, rec: records.RunRecord, folders: dict[Path, str]) 
         folders[rec.path.parent] = _link_on_the_way(records.runs_dir(root), rec.path.parent)
     if folders[rec.path.parent]:
         return folders[rec.path.parent].replace("it is", f"{rec.path.parent} is")
-    return "it is a symbolic link, never followed" if rec.path.is_symlink() else ""
+    if rec.path.is_symlink():
+        return "it is a symbolic link, never followed"
+    return _hard_linked(rec.path)
+
+
+def _hard_linked(folder: Path) -> str:
+    """Why a local record may not go to the history for a file with another name elsewhere
+    (a hard link: its content is whatever that other file holds, a secret perhaps), "" when
+    none has. Checked before its files are hashed and again after."""
+    for top, _, names in os.walk(folder):  # links are not followed (nor pushed: whole())
+        for name in names:
+            path = Path(top) / name
+            try:
+                info = path.lstat()
+            except OSError:
+                continue  # gone: whole() names it
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                rel = trust.shown(path.relative_to(folder).as_posix(), 120)
+                return (
+                    f"its file {rel} has {info.st_nlink} hard links (another name for the same "
+                    "file lies elsewhere; its content is never pushed): give it a copy of its "
+                    f"own (cp -p F F.new && mv F.new F) if it is the record's, else remove it"
+                )
+    return ""
 
 
 def _link_on_the_way(runs: Path, path) -> str:
@@ -549,8 +593,12 @@ def push(
         todo = going.sort(snap)
         if not todo or dry_run:
             return None
+        edits = going.edits(todo)
+        todo = going.todo  # less a record that changed while it was read
+        if not todo:
+            return None
         lines = [f"harness store: add {len(todo)} run(s)", ""] + ["/".join(k) for k in todo]
-        return Change(going.edits(todo), "\n".join(lines) + "\n", todo)
+        return Change(edits, "\n".join(lines) + "\n", todo)
 
     try:
         with repo.locked():

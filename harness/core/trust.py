@@ -159,9 +159,13 @@ def inside(folder: os.PathLike | str, dest: os.PathLike | str) -> Path:
             continue
         here = here / part
         if here.is_symlink():
+            try:
+                target = f" (it leads to {shown(os.readlink(here), 120)})"
+            except OSError:
+                target = ""
             raise BadInput(
-                f"{here}: a symbolic link inside {folder}; refused (links are never followed "
-                "out of the folder a command owns)"
+                f"{here}: a symbolic link inside {folder}{target}; refused (nothing is written "
+                "or deleted through a link below the folder a command owns)"
             )
     return here
 
