@@ -10,7 +10,10 @@ anyone who can push the ref could make them; nothing here is a test.
 
 `--against DIR`: also run the pulls with an older version's `harness` package in DIR
 (`git archive main harness | tar -x -C DIR`), same histories, one after the other.
-Cases: json60, json60x2, worst, tree15, tree500, blob15, big300, big300-nofilter.
+Cases: json60 (one 60 MB `[[],...]` file), json60x2, worst (4 files of 63 MiB, as costly as the
+token cap lets through), wide (the same with one character beyond U+FFFF each), tree15 (15 ids
+over one tree with a 60 MiB file of zeros), tree500, blob15 (15 records sharing one 60 MiB
+file), big300 and big300-nofilter (a 300 MB file, a server that filters blobs or not).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ CASES = (
     "json60",
     "json60x2",
     "worst",
+    "wide",
     "tree15",
     "tree500",
     "blob15",
@@ -74,15 +78,19 @@ def _big_blob(bare: Path, size: int, fill: bytes) -> str:
 
 
 def _json_file(path: Path, size: int, kind: str = "lists") -> None:
-    """A JSON file of about `size` bytes: `[[],[],...]` (lists) or, for `capped`, as many empty
-    lists as the default token cap allows and one long string to fill the rest."""
+    """A JSON file of `size` bytes: `[[],[],...]` (lists) or, for `capped`, the costliest file
+    the default token cap lets through: short strings (about 76 bytes of memory each once
+    parsed, the most per token measured) up to the cap, and one long string to fill the rest."""
     with open(path, "w") as f:
         if kind == "lists":
             n = (size - 2) // 3
             f.write("[" + "[]," * (n - 1) + "[]]")
-        else:
-            n = 2_000_000 // 2 - 10  # '[' and ',' per item: under the default token cap
-            f.write('["' + "x" * (size - 3 * n - 8) + '",' + "[]," * (n - 1) + "[]]")
+        else:  # (wide: one character beyond U+FFFF, so that Python holds 4 bytes a character)
+            n = 2_000_000 - 10  # one ',' per string: just under the default token cap
+            item = '"abcdefgh",'
+            fill = "x" * (size - len(item) * n - 4 - (3 if kind == "wide" else 0))
+            fill += "\U0001f600" if kind == "wide" else ""
+            f.write('["' + fill + '",' + item * (n - 1) + '"ab"]')
 
 
 def _record(work: Path, i: int, files: dict[str, Path] | None = None, anonymous=False):
@@ -115,12 +123,14 @@ def build(case: str, work: Path) -> tuple[Path, dict]:
     git(bare, "config", "uploadpack.allowAnySHA1InWant", "true")
     graft(bare, (["store.json"], "100644", put_blob(bare, b'{"schema": 1}\n')))
     info: dict = {}
-    if case in ("json60", "json60x2", "worst"):
-        sizes = {"json60": [60_000_000], "json60x2": [60_000_000] * 2, "worst": [63 * MiB] * 4}
+    if case in ("json60", "json60x2", "worst", "wide"):
+        sizes = {"json60": [60_000_000], "json60x2": [60_000_000] * 2}
+        sizes.update(worst=[63 * MiB] * 4, wide=[63 * MiB] * 4)
         files = {}
+        kind = {"worst": "capped", "wide": "wide"}.get(case, "lists")
         for k, size in enumerate(sizes[case]):
             src = work / f"big{k}.json"
-            _json_file(src, size, "capped" if case == "worst" else "lists")
+            _json_file(src, size, kind)
             files[f"extra/big{k}.json"] = src
         rec = _record(work, 1, files)
         graft(bare, (["runs", MACHINE, rec.run_id], "040000", folder_tree(bare, rec.path)))
@@ -255,11 +265,13 @@ def pull(case: str, bare: Path, root: Path, package: Path | None, info: dict) ->
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("work", type=Path, help="a scratch folder (emptied)")
-    ap.add_argument("cases", nargs="*", default=list(CASES), choices=CASES + ((),))
+    ap.add_argument("cases", nargs="*", metavar="CASE", help=f"of {', '.join(CASES)} (default all)")
     ap.add_argument("--against", type=Path, help="an older version's harness package's folder")
     args = ap.parse_args()
     figures = {}
-    for case in args.cases:
+    for case in args.cases or CASES:
+        if case not in CASES:
+            sys.exit(f"{case}: not a case ({', '.join(CASES)})")
         work = args.work / case
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)

@@ -100,6 +100,19 @@ def test_a_json_file_past_the_token_cap_is_refused_before_json_loads(monkeypatch
     assert trust.loads(text, "strings.json")["b"] == [1, 2]
 
 
+def test_a_json_text_held_four_bytes_a_character_is_refused_by_its_parse_cost(monkeypatch):
+    monkeypatch.setattr(trust, "MAX_JSON_PARSE_BYTES", 2**20)
+    ascii_text = json.dumps(["x" * 200_000, [1, 2]])
+    assert trust.loads(ascii_text.encode(), "ascii.json")[1] == [1, 2]  # 2 x 200 kB: within
+    wide = json.dumps(["x" * 200_000 + "\U0001f600", [1, 2]], ensure_ascii=False).encode()
+    with pytest.raises(
+        BadInput,
+        match=r"wide.json: JSON would take about 1 MiB to parse \(its "
+        r"200,013 characters, 4 bytes each as Python holds them, and 4 tokens\)",
+    ):
+        trust.loads(wide, "wide.json")
+
+
 def test_check_whole_keeps_one_parsed_file_at_a_time(tmp_path):
     def four_big(rec):
         for k in range(4):

@@ -888,8 +888,8 @@ def check_whole(folder: Path, machine: str, run_id: str, manifest: dict | None =
     # file is checked against its benchmark names as soon as it is read, then dropped
     facts = _JsonFacts()
     for rel in sorted(same, key=lambda r: (r.rsplit("/", 1)[-1] != "benchmarks.json", r)):
-        try:
-            data = trust.loads((folder / rel).read_bytes(), rel)
+        try:  # the text, not the bytes too, held while it is parsed
+            data = trust.loads(trust.read_text(folder / rel, rel), rel)
         except OSError as exc:
             problems.append(f"{rel} cannot be read ({exc.strerror})")
             continue

@@ -728,13 +728,18 @@ def _by_meta(repo: Repo, snap: Snapshot, machine: str, ids: list[str], sel: Sele
         oids = sorted(set(entries.values()))
         repo.fetch_objects(oids, "blob:none")
         sizes = repo.object_sizes(oids)
-        blobs = repo.read_blobs([o for o in oids if _readable(sizes.get(o))])
-        for run_id, path in zip(batch, paths):
+        # what is matched of each run.json, read a group at a time (never all 64 at once)
+        facts: dict[str, dict] = {}
+        readable = [o for o in oids if _readable(sizes.get(o))]
+        for oid, data in _read_grouped(repo, readable, sizes):
             try:
-                meta = trust.loads(blobs.get(entries.get(path, ""), b"{}"), path)
+                meta = trust.loads(data or b"{}", f"run.json {oid[:12]}")
             except BadInput:
                 meta = {}  # not the run asked for: a record the pull would refuse anyway
             meta = meta if isinstance(meta, dict) else {}
+            facts[oid] = {"mode": meta.get("mode"), "dirty": meta.get("dirty")}
+        for run_id, path in zip(batch, paths):
+            meta = facts.get(entries.get(path, ""), {})
             if sel.mode and meta.get("mode") != sel.mode:
                 continue
             if sel.clean and dirty_of(meta):
@@ -1138,25 +1143,36 @@ def _write_files(runs: Path, staging: Path, repo: Repo, entries, sizes) -> None:
                 made.add(here)
         return os.fdopen(os.open(here / leaf, flags, 0o644), "wb")
 
-    group: list = []
-
-    def flush():
-        blobs = repo.read_blobs(sorted({e.oid for e in group}))
-        for e in group:
+    large = [e for e in entries if sizes[e.oid] > _GROUP_BYTES // 4]
+    small: dict[str, list] = {}
+    for e in entries:
+        if e not in large:
+            small.setdefault(e.oid, []).append(e)
+    for oid, data in _read_grouped(repo, sorted(small), sizes):
+        if data is None:
+            raise KeyError(f"{oid} is not in git's copy")
+        for e in small[oid]:
             with opened(e) as handle:
-                handle.write(blobs[e.oid])
-        group.clear()
+                handle.write(data)
+    for e in large:
+        with opened(e) as handle:
+            repo.blob_into(e.oid, handle)
 
-    for e in sorted(entries, key=lambda e: sizes[e.oid]):
-        if sizes[e.oid] > _GROUP_BYTES // 4:
-            with opened(e) as handle:
-                repo.blob_into(e.oid, handle)
-            continue
-        if sum(sizes[g.oid] for g in group) + sizes[e.oid] > _GROUP_BYTES:
-            flush()
-        group.append(e)
-    if group:
-        flush()
+
+def _read_grouped(repo: Repo, oids: list[str], sizes: dict[str, int]):
+    """(oid, bytes) of these blobs (here, sizes known), read from git in groups of at most
+    _GROUP_BYTES: what a pull holds of them at once stays bounded."""
+    group: list[str] = []
+    held = 0
+    for oid in [*oids, None]:
+        if group and (oid is None or held + sizes[oid] > _GROUP_BYTES):
+            blobs = repo.read_blobs(group)
+            for got in group:
+                yield got, blobs.pop(got, None)  # None: not here after all
+            group, held = [], 0
+        if oid is not None:
+            group.append(oid)
+            held += sizes[oid]
 
 
 # ---- prune ----

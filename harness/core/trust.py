@@ -25,6 +25,7 @@ import itertools
 import json
 import os
 import re
+import sys
 from pathlib import Path, PurePosixPath
 
 from harness.core import settings
@@ -184,24 +185,38 @@ def links_in(folder: os.PathLike | str) -> list[Path]:
     return sorted(out)
 
 
-# a JSON string (escapes included; one left open runs to the end), and what is not a bracket
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
-_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
+# a JSON string (escapes included; one left open runs to the end), and what is not a bracket,
+# for a text as bytes and as str (each scanned as it came: never both held at once)
+_JSON_STRING = {
+    bytes: re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL),
+    str: re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL),
+}
+_NOT_BRACKET = {bytes: re.compile(rb"[^\[\]{}]+"), str: re.compile(r"[^\[\]{}]+")}
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+# what json.loads may take of memory for one file, at most: twice its text as Python holds it
+# (1, 2 or 4 bytes a character: the text, and the strings parsed out of it) and 80 bytes a
+# token (the most measured: 76 for short strings, 69 for {"a":1}, 37 for []). With the default
+# limits an ASCII file stays under it (2 x 64 MiB + 80 x 2,000,000 = 288 MiB); a large file
+# holding a character beyond U+FFFF (4 bytes a character) does not
+MAX_JSON_PARSE_BYTES = 384 * 2**20
+_TOKEN_BYTES = 80
 
 
-def _nesting_at_most(structure: bytes, limit: int) -> bool:
+def _nesting_at_most(structure, limit: int) -> bool:
     """Whether brackets nest at most `limit` deep in `structure` (a JSON text with its strings
     taken out). Scanned by regular expressions and itertools, not character by character in
     Python: a pull checks every JSON file of every record."""
-    brackets = _NOT_BRACKET.sub(b"", structure)
+    brackets = _NOT_BRACKET[type(structure)].sub(type(structure)(), structure)
+    if isinstance(brackets, str):
+        brackets = brackets.encode("ascii")  # brackets only
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) <= limit
 
 
-def _tokens(structure: bytes) -> int:
+def _tokens(structure) -> int:
     """Brackets, braces, commas and colons: every value json.loads makes is one of them or
     follows one, so their count bounds what parsing allocates (strings cost their length)."""
-    return sum(structure.count(c) for c in (b"[", b"{", b",", b":"))
+    marks = ("[", "{", ",", ":") if isinstance(structure, str) else (b"[", b"{", b",", b":")
+    return sum(map(structure.count, marks))
 
 
 def loads(
@@ -213,16 +228,15 @@ def loads(
     tokens: int | None = None,
 ):
     """Parse JSON read from elsewhere: BadInput naming `where` when it is not UTF-8 JSON, nests
-    deeper than `nesting` or holds more than `tokens` (default $HARNESS_MAX_JSON_TOKENS)
-    brackets, braces, commas and colons outside its strings, both counted before json.loads
-    (whose memory a file of 60 MB of `[],` would take to 1.8 GB). NaN and Infinity parse, as
-    Python writes them: asv's files hold them; readers check their numbers."""
-    text = data if isinstance(data, str) else None
-    if text is not None:
-        data = text.encode("utf-8", "surrogatepass")
+    deeper than `nesting`, holds more than `tokens` (default $HARNESS_MAX_JSON_TOKENS)
+    brackets, braces, commas and colons outside its strings, or would take more than
+    MAX_JSON_PARSE_BYTES to parse: all counted before json.loads (which takes a file of 60 MB
+    of `[],` to 1.8 GB). Give a str where the caller can drop its bytes first. NaN and
+    Infinity parse, as Python writes them: asv's files hold them; readers check their
+    numbers."""
     limit = max_json_tokens() if tokens is None else tokens
-    # the structure without its strings (at most the file's size, dropped before parsing)
-    structure = _JSON_STRING.sub(b"", data)
+    # the structure without its strings (at most the text's size; none when it holds none)
+    structure = _JSON_STRING[type(data)].sub(type(data)(), data)
     count = _tokens(structure)
     if count > limit:
         raise BadInput(
@@ -230,17 +244,25 @@ def loads(
             f"{limit:,} allowed (${settings.MAX_JSON_TOKENS.name}); refused"
         )
     # a cheap bound first: the scan is only needed when there are that many brackets at all
-    deep = structure.count(b"[") + structure.count(b"{") > nesting
-    if deep and not _nesting_at_most(structure, nesting):
+    opening = ("[", "{") if isinstance(structure, str) else (b"[", b"{")
+    if sum(map(structure.count, opening)) > nesting and not _nesting_at_most(structure, nesting):
         raise BadInput(f"{where}: {what} nests deeper than {nesting} levels; refused")
     del structure
-    if text is None:
+    if isinstance(data, bytes):
         try:
-            text = data.decode("utf-8")
+            data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise BadInput(f"{where}: {what} is not UTF-8 ({exc.reason}); refused") from None
+    cost = 2 * sys.getsizeof(data) + _TOKEN_BYTES * count
+    if cost > MAX_JSON_PARSE_BYTES:
+        raise BadInput(
+            f"{where}: {what} would take about {cost // 2**20:,} MiB to parse (its "
+            f"{len(data):,} characters, {sys.getsizeof(data) // max(len(data), 1)} bytes each "
+            f"as Python holds them, and {count:,} tokens), over the "
+            f"{MAX_JSON_PARSE_BYTES // 2**20} MiB allowed; refused"
+        )
     try:
-        return json.loads(text)
+        return json.loads(data)
     except (ValueError, RecursionError) as exc:
         raise BadInput(f"{where}: {what} does not parse ({str(exc)[:120]}); refused") from None
 
@@ -257,14 +279,23 @@ def load(path: os.PathLike | str, what: str = "JSON file", *, max_bytes: int | N
         size = path.stat().st_size
         if size > max_bytes:
             raise BadInput(f"{path}: {what} is {size:,} bytes, over the {max_bytes:,} allowed")
-        data = path.read_bytes()
+        text = read_text(path, str(path), what)
     except FileNotFoundError:
         raise
     except IsADirectoryError:
         raise BadInput(f"{path}: {what} is a folder, not a file") from None
     except OSError as exc:
         raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    return loads(data, str(path), what)
+    return loads(text, str(path), what)
+
+
+def read_text(path: os.PathLike | str, where: str, what: str = "JSON") -> str:
+    """A file's UTF-8 text, its bytes dropped as soon as it is decoded (a large file is held
+    once, not twice, while it is parsed); BadInput naming `where` when it is not UTF-8."""
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{where}: {what} is not UTF-8 ({exc.reason}); refused") from None
 
 
 def load_object(path: os.PathLike | str, what: str = "JSON file") -> dict:
