@@ -119,3 +119,28 @@ def test_a_pull_never_writes_through_a_store_cache_that_is_a_link(tmp_path):
     assert code == 3
     assert f"{root / '.store'}: a symbolic link inside {root} (it leads to '{cache}')" in err
     assert list(cache.iterdir()) == [] and not records.runs_dir(root).exists()
+
+
+def test_the_dashboard_is_never_published_through_html_that_is_a_link(tmp_path):
+    from harness.runs import nightly
+
+    root = tmp_path / "results"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "html").symlink_to(elsewhere)
+    with pytest.raises(BadInput, match=r"html: a symbolic link inside .* \(it leads to '"):
+        nightly.check_html_dir(root / "html", root)
+    nightly.check_html_dir(tmp_path / "site", root)  # a folder given outside the root: its own
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_the_asv_view_is_never_written_through_asv_that_is_a_link(tmp_path, capsys):
+    root = tmp_path / "results"
+    write_record(root, 1)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "asv").symlink_to(elsewhere)
+    with pytest.raises(BadInput, match=r"asv: a symbolic link inside .* \(it leads to '"):
+        records.rebuild_view(root)
+    assert list(elsewhere.iterdir()) == []
