@@ -309,7 +309,7 @@ REFUSED = {  # a hostile record -> why the pull names it
     "run.json a folder": " in the history is not a whole record: run.json is listed but missing",
     "run.json a gitlink": " in the history holds a gitlink (a submodule) 'run.json'; not pulled",
     "deep": " in the history is not a whole record: run.json: JSON nests deeper than 64 levels",
-    "big": " in the history holds 'big.log' of more than 100,000 bytes, over the allowed 100,000 "
+    "big": " in the history holds big.log of more than 100,000 bytes, over the allowed 100,000 "
     "($HARNESS_MAX_FILE_BYTES; not fetched: the server filters blobs by size); not pulled",
     "empty": " in the history holds no files; not pulled",
     "listing": " in the history is not a whole record: manifest.json is unreadable or of an "

@@ -766,7 +766,10 @@ def pull(root: Path, repo: Repo, sel: Selection, dry_run: bool = False, out=None
     report = PullReport([], [], [])
     try:
         with repo.locked():
-            _pull(root, repo, sel, dry_run, out, report)
+            try:
+                _pull(root, repo, sel, dry_run, out, report)
+            finally:
+                _drop_big_blobs(repo, report)
     except RunnerFailed as exc:
         pulled = ["/".join(k) for k in report.pulled]
         raise RunnerFailed(
@@ -816,7 +819,6 @@ def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: Pu
             f"({sel.describe()}); it holds {held or 'no run'}",
             file=out,
         )
-        _drop_big_blobs(repo, report)
         return
     todo = []
     for key in chosen:
@@ -848,7 +850,6 @@ def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: Pu
             _pull_batch(root, repo, snap, todo[start : start + _BATCH // 2], report, budget)
     finally:
         report.pulled.sort(key=lambda k: (k[1], k[0]))
-        _drop_big_blobs(repo, report)
     report.refused += budget.refusals()
     print(
         f"harness store: pulled {len(report.pulled)} run(s) from {repo.remote} {repo.ref} into "
@@ -919,6 +920,11 @@ def _drop_big_blobs(repo: Repo, report: PullReport) -> None:
         if big:
             repo.drop(set(big))
             report.dropped += len(big)
+            print(
+                f"harness store: removed {len(big)} file(s) over the {trust.max_file_bytes():,} "
+                f"bytes allowed from the store's cache ({repo.path})",
+                file=sys.stderr,
+            )
     except RunnerFailed as exc:  # the cache is a cache: said, never a failed pull
         print(f"harness store: could not clean the store's cache ({exc})", file=sys.stderr)
 
@@ -995,16 +1001,16 @@ def _pull_batch(
 
 
 def _not_fetched(entries: list[Entry], repo: Repo, limit: int) -> str:
-    """Why a record some of whose files are not here after its fetch is not pulled: a server
-    that filters blobs leaves out exactly those over the size limit."""
+    """Why a record some of whose files (names checked: _entries_problem) are not here after
+    its fetch is not pulled: a server that filters blobs leaves out those over the limit."""
     e = entries[0]
     if repo.partial:
         return (
-            f"holds {trust.shown(e.path)} of more than {limit:,} bytes, over the allowed "
+            f"holds {e.path} of more than {limit:,} bytes, over the allowed "
             f"{limit:,} (${settings.MAX_FILE_BYTES.name}; not fetched: the server filters "
             "blobs by size)"
         )
-    return f"{trust.shown(e.path)} cannot be fetched"
+    return f"{e.path} cannot be fetched"
 
 
 def _said(subject: str, why: str, then: str) -> str:
