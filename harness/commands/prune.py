@@ -33,7 +33,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from harness.core import records
+    from harness.core import records, trust
     from harness.core.exits import BadInput
     from harness.verdict.results import results_root
 
@@ -48,6 +48,8 @@ def run(args) -> int:
         repo = store.open_repo(root, args.remote, args.ref)
         store.prune(root, repo, args.keep, args.older_than, args.machine, args.yes)
         return 0
+    # nothing is deleted through a link below the results root (the root itself may be one)
+    trust.inside(root, records.runs_dir(root).name)
     left = records.unfinished(root, args.machine)
     asked = args.keep is not None or args.older_than is not None
     doomed = (

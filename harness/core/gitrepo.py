@@ -197,9 +197,11 @@ class Repo:
         network: bool = False,
         check: bool = True,
         extra_env: dict | None = None,
+        stdout=None,
     ) -> subprocess.CompletedProcess:
-        """`git ARGS` in the cache repository, stdout and stderr as bytes; a failure (check) or
-        a timeout is RunnerFailed naming git's error in one line."""
+        """`git ARGS` in the cache repository, stdout and stderr as bytes (`stdout`: an open
+        file git writes into instead); a failure (check) or a timeout is RunnerFailed naming
+        git's error in one line."""
         from harness.core.processes import end_session, start_in_session
 
         env = self.environment(network)
@@ -211,7 +213,7 @@ class Repo:
                 cwd=self.path,
                 env=env,
                 stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
+                stdout=subprocess.PIPE if stdout is None else stdout,
                 stderr=subprocess.PIPE,
             )
         except FileNotFoundError:
@@ -310,15 +312,22 @@ class Repo:
                 break
         raise RunnerFailed(f"git fetch: {git_error(done.stderr)}")
 
-    def fetch_objects(self, oids: list[str], spec: str | None = None) -> None:
+    def fetch_objects(
+        self, oids: list[str], spec: str | None = None, refetch: bool = False
+    ) -> None:
         """Bring these objects from the remote in one fetch: with no filter `spec` whole (a
-        record's tree: its folders and files), `tree:0` a tree alone, `blob:none` for blobs."""
+        record's tree: its folders and files), `tree:0` a tree alone, `blob:none` for blobs,
+        `blob:limit=<n>` a tree with its folders and every file under n bytes (a server that
+        filters never sends a bigger one: the store refuses it unread). A blob asked for by
+        its oid comes whatever the filter. `refetch`: also what is here already (a tree that
+        came alone before: git would otherwise take it as fetched)."""
         if not oids:
             return
         self.git(
             "-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags",
             "--no-write-fetch-head", "--recurse-submodules=no",
-            *([f"--filter={spec}"] if spec else []), "--stdin", REMOTE,
+            *([f"--filter={spec}"] if spec else []), *(["--refetch"] if refetch else []),
+            "--stdin", REMOTE,
             input="".join(f"{o}\n" for o in oids).encode(), network=True,
         )  # fmt: skip
         self.fetches += 1
@@ -376,15 +385,18 @@ class Repo:
         return out
 
     def missing(self, oids: list[str]) -> set[str]:
-        """Which of these objects (trees and what they hold) are not here; nothing is fetched."""
+        """Which of these objects (trees and what they hold) are not here, one of them absent
+        itself included; nothing is fetched."""
         if not oids:
             return set()
         done = self.git(
-            "rev-list", "--objects", "--missing=print", "--stdin",
+            "rev-list", "--objects", "--missing=print", "--ignore-missing", "--stdin",
             input="".join(f"{o}\n" for o in oids).encode(),
         )  # fmt: skip
         lines = done.stdout.decode().splitlines()
-        return {line[1:].split()[0] for line in lines if line.startswith("?")}
+        gone = {line[1:].split()[0] for line in lines if line.startswith("?")}
+        here = {line.split()[0] for line in lines if line and not line.startswith("?")}
+        return gone | (set(oids) - here)
 
     def read_blobs(self, oids: list[str]) -> dict[str, bytes]:
         """The contents of blobs that are here (fetch_objects first), read in one process."""
@@ -402,6 +414,49 @@ class Repo:
             out[head[0]] = data[end + 1 : end + 1 + size]
             pos = end + 1 + size + 1
         return out
+
+    def blob_into(self, oid: str, handle) -> None:
+        """Write the blob `oid` (here: fetch_objects first) into the open file `handle`, streamed
+        by git (a large file never passes through this process's memory)."""
+        handle.flush()
+        self.git("cat-file", "blob", oid, stdout=handle)
+
+    def larger_than(self, limit: int) -> list[str]:
+        """The blobs here (never fetched: only what this cache holds) of more than `limit`
+        bytes."""
+        done = self.git(
+            "cat-file", "--batch-all-objects", "--batch-check=%(objectname) %(objecttype) "
+            "%(objectsize)", "--unordered",
+        )  # fmt: skip
+        out = []
+        for line in done.stdout.decode(errors="replace").splitlines():
+            oid, kind, size = (line.split() + ["", "", ""])[:3]
+            if kind == "blob" and size.isdigit() and int(size) > limit:
+                out.append(oid)
+        return out
+
+    def drop(self, oids: set[str]) -> None:
+        """Remove these objects from the cache: a loose one's file, and each pack holding one
+        is written again without it (what else it held stays; the new pack is a promisor
+        pack like the old, so git takes what it lacks as the remote's)."""
+        objects = self.path / "objects"
+        for oid in oids:
+            (objects / oid[:2] / oid[2:]).unlink(missing_ok=True)
+        for idx in sorted((objects / "pack").glob("pack-*.idx")):
+            listed = self.git("show-index", input=idx.read_bytes()).stdout.decode().split("\n")
+            held = {line.split()[1] for line in listed if len(line.split()) >= 2}
+            if not held & oids:
+                continue
+            keep = sorted(held - oids)
+            if keep:
+                made = self.git(
+                    "pack-objects", "--quiet", str(objects / "pack" / "pack"),
+                    input="".join(f"{o}\n" for o in keep).encode(),
+                ).stdout.decode().strip()  # fmt: skip
+                if idx.with_suffix(".promisor").exists():
+                    (objects / "pack" / f"pack-{made}.promisor").touch()
+            for suffix in (".pack", ".rev", ".bitmap", ".mtimes", ".promisor", ".keep", ".idx"):
+                idx.with_suffix(suffix).unlink(missing_ok=True)
 
     def hash_objects(self, paths: list[Path]) -> list[str]:
         """Write these files as blobs; their oids in order."""

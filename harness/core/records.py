@@ -773,6 +773,7 @@ def _record_files(folder: Path) -> tuple[list[tuple[str, str, int]], list[str]]:
     from harness.core import trust
 
     files, odd, total = [], [], 0
+    limit = trust.max_file_bytes()
     if Path(folder).is_symlink():
         return [], ["is a symbolic link"]
     for top, dirs, names in os.walk(folder):
@@ -799,8 +800,7 @@ def _record_files(folder: Path) -> tuple[list[tuple[str, str, int]], list[str]]:
                 total += info.st_size
                 if why:
                     odd.append(why)
-                elif info.st_size > trust.MAX_FILE_BYTES:
-                    limit = trust.MAX_FILE_BYTES
+                elif info.st_size > limit:
                     odd.append(f"{rel} is {info.st_size:,} bytes, over the allowed {limit:,}")
         dirs[:] = below
     if len(files) > trust.MAX_RECORD_FILES:
@@ -837,10 +837,14 @@ def read_manifest(folder: Path) -> dict | None:
 def check_whole(folder: Path, machine: str, run_id: str, manifest: dict | None = None) -> list[str]:
     """What keeps the record in `folder` from being whole, as `machine`/`run_id` (empty: whole):
     every file its manifest lists is there with that size and sha256 and nothing else is, its
-    JSON files parse, run.json (and the manifest, the fingerprint where they say) name this run
-    and machine. `manifest`: the listing kept elsewhere for a record that has none of its own.
-    First, before any file is read: it holds plain files only, no link, every name within
-    harness.core.trust's rules, within its size limits (a record from elsewhere is input)."""
+    JSON files parse, run.json and the manifest name this run and machine (and the fingerprint
+    this run, where it names one: a record names itself, so one tree cannot stand under many
+    ids), and every benchmark an asv result file names is in the benchmarks.json beside it (as
+    the readers require). `manifest`: the listing kept elsewhere for a record that has none of
+    its own. First, before any file is read: it holds plain files only, no link, every name
+    within harness.core.trust's rules, within its size limits (a record from elsewhere is
+    input). JSON files are parsed one at a time and only what is checked is kept (a record
+    within the limits costs the memory of its largest file, not of all of them)."""
     from harness.core import trust
 
     def named(rel) -> str:  # a name the manifest gave, fit for a message
@@ -862,49 +866,111 @@ def check_whole(folder: Path, machine: str, run_id: str, manifest: dict | None =
     files = manifest.get("files")
     if manifest.get("schema") != _MANIFEST_SCHEMA or not isinstance(files, dict):
         return [f"{MANIFEST} is unreadable or of an unknown schema"]
-    problems = []
-    for key in ("run_id", "machine"):
-        want = run_id if key == "run_id" else machine
-        if key in manifest and manifest[key] != want:
-            problems.append(f"{MANIFEST} names {key} {trust.shown(manifest[key])}, not {want!r}")
+    problems = [
+        _names_itself(MANIFEST, manifest, key, want)
+        for key, want in (("run_id", run_id), ("machine", machine))
+    ]
+    problems = [p for p in problems if p]
     have = _listing_of(found)
     for rel in sorted(set(files) - set(have)):
         problems.append(f"{named(rel)} is listed but missing")
     for rel in sorted(set(have) - set(files)):
         problems.append(f"{rel} is there but not listed")
-    parsed = {}
+    same = []
     for rel in sorted(set(files) & set(have)):
         entry = files[rel] if isinstance(files[rel], dict) else {}
         if entry.get("sha256") != have[rel]["sha256"] or entry.get("bytes") != have[rel]["bytes"]:
             problems.append(f"{rel} differs from its listed size or sha256")
         elif rel.endswith(".json"):
-            try:
-                parsed[rel] = trust.loads((folder / rel).read_bytes(), rel)
-            except OSError as exc:
-                problems.append(f"{rel} cannot be read ({exc.strerror})")
-            except BadInput as exc:
-                problems.append(str(exc).removesuffix("; refused"))
+            same.append(rel)
     if RUN_JSON not in have:
         problems.append(f"no {RUN_JSON}")
-    meta = None
-    if RUN_JSON in have and not any(p.startswith(f"{RUN_JSON}:") for p in problems):
-        try:
-            meta = parsed.get(RUN_JSON) or trust.loads((folder / RUN_JSON).read_bytes(), RUN_JSON)
-        except (OSError, BadInput) as exc:
-            meta = str(exc).removesuffix("; refused")
-        if not isinstance(meta, dict):
-            problems.append(meta if isinstance(meta, str) else f"{RUN_JSON} is not a JSON object")
-            meta = None
-    for key, want in (("run_id", run_id), ("machine", machine)):
-        if meta is not None and meta.get(key) not in (None, want):
-            problems.append(f"{RUN_JSON} names {key} {trust.shown(meta.get(key))}, not {want!r}")
-    if FINGERPRINT in have and not problems:
-        data = parsed.get(FINGERPRINT)
-        if isinstance(data, dict) and data.get("run_id") not in (None, run_id):
-            problems.append(
-                f"{FINGERPRINT} names run {trust.shown(data.get('run_id'))}, not {run_id!r}"
-            )
+    # every JSON file parsed, one at a time; benchmarks.json first, so that each asv result
+    # file is checked against its benchmark names as soon as it is read, then dropped
+    facts = _JsonFacts()
+    for rel in sorted(same, key=lambda r: (r.rsplit("/", 1)[-1] != "benchmarks.json", r)):
+        try:  # the text, not the bytes too, held while it is parsed
+            data = trust.loads(trust.read_text(folder / rel, rel), rel)
+        except OSError as exc:
+            problems.append(f"{rel} cannot be read ({exc.strerror})")
+            continue
+        except BadInput as exc:
+            problems.append(str(exc).removesuffix("; refused"))
+            continue
+        problems += facts.take(rel, data)
+        del data
+    if RUN_JSON in facts.seen:  # (else named above: missing, unlisted, changed or unparsed)
+        if facts.meta is None:
+            problems.append(f"{RUN_JSON} is not a JSON object")
+        else:
+            for key, want in (("run_id", run_id), ("machine", machine)):
+                problems.append(_names_itself(RUN_JSON, facts.meta, key, want))
+    problems = [p for p in problems if p]
+    if not problems and facts.fingerprint_run not in (None, run_id):
+        problems.append(
+            f"{FINGERPRINT} names run {trust.shown(facts.fingerprint_run)}, not {run_id!r}"
+        )
     return problems
+
+
+def _names_itself(what: str, data: dict, key: str, want: str) -> str:
+    """Why `data` (run.json or a manifest) does not name `want` as its `key` ("" when it does)."""
+    from harness.core import trust
+
+    if key not in data:
+        return f"{what} names no {key} (a record names its own run id and machine)"
+    if data[key] != want:
+        return f"{what} names {key} {trust.shown(data[key])}, not {want!r}"
+    return ""
+
+
+class _JsonFacts:
+    """What check_whole keeps of a record's JSON files while it reads them one by one: run.json's
+    ids, the fingerprint's run id, each benchmarks.json's benchmark names."""
+
+    def __init__(self):
+        self.seen: set[str] = set()
+        self.meta: dict | None = None
+        self.fingerprint_run = None
+        self.benchmarks: dict[str, set[str]] = {}  # folder of a benchmarks.json -> names
+
+    def take(self, rel: str, data) -> list[str]:
+        """Keep what is checked of one parsed file; what is wrong with it already."""
+        self.seen.add(rel)
+        folder, _, name = rel.rpartition("/")
+        if rel == RUN_JSON:
+            if isinstance(data, dict):
+                self.meta = {k: data[k] for k in ("run_id", "machine") if k in data}
+        elif rel == FINGERPRINT:
+            if isinstance(data, dict) and data.get("run_id") is not None:
+                self.fingerprint_run = data.get("run_id")
+        elif name == "benchmarks.json" and folder.split("/")[0] == "asv":
+            self.benchmarks[folder] = set(data) if isinstance(data, dict) else set()
+        elif folder.startswith("asv/") and folder.count("/") == 1 and name not in ASV_META:
+            return self._result_file(rel, folder, data)
+        return []
+
+    def _result_file(self, rel: str, folder: str, data) -> list[str]:
+        """An asv result file (asv/<machine>/<file>.json) names only benchmarks of the
+        benchmarks.json beside it or one level up, as the readers look for it (a pytest-
+        benchmark save, which has none, is not an asv result file)."""
+        from harness.core import trust
+
+        results = data.get("results") if isinstance(data, dict) else None
+        if not isinstance(results, dict):
+            return []
+        parent = folder.rpartition("/")[0]
+        known = self.benchmarks.get(folder, self.benchmarks.get(parent))
+        if known is None:
+            return [f"{rel} has no benchmarks.json beside it or one level up"]
+        stray = sorted(k for k in results if k not in known)
+        if stray:
+            more = f" and {len(stray) - 1} more" if len(stray) > 1 else ""
+            return [
+                f"{rel} names benchmark {trust.shown(stray[0])}{more}, which its "
+                "benchmarks.json lacks"
+            ]
+        return []
 
 
 def copy_record(record: RunRecord, dest_parent: Path) -> Path:
@@ -1066,7 +1132,7 @@ def _why_not_view_file(rel) -> str:
 def _result_files_in(folder: Path, label: str) -> list[tuple[Path, str, str]]:
     """(file, machine, label) of the asv result files in `folder`'s machine folders (the view,
     results/history/): folders and files that are links, or whose names are not the formats,
-    are left out with a line; so is a file over trust.MAX_FILE_BYTES."""
+    are left out with a line; so is a file over trust.max_file_bytes()."""
     # a results folder that `harness calibrate` wrote keeps the per-row tables of its runs
     # beside its machine folders (instructions/, row-facts/): those are no machine's results
     own = {INSTRUCTIONS, ROW_FACTS, "baselines"}
@@ -1090,8 +1156,8 @@ def _result_files_in(folder: Path, label: str) -> list[tuple[Path, str, str]]:
                 left_out(f, "a symbolic link, not followed")
             elif not trust.is_part(f.name):
                 left_out(f, f"file name is not {trust.PART_RULE}")
-            elif f.is_file() and f.stat().st_size > trust.MAX_FILE_BYTES:
-                left_out(f, f"over the {trust.MAX_FILE_BYTES:,} bytes allowed")
+            elif f.is_file() and f.stat().st_size > trust.max_file_bytes():
+                left_out(f, f"over the {trust.max_file_bytes():,} bytes allowed")
             elif f.is_file():
                 out.append((f, mdir.name, label))
     return out
@@ -1474,8 +1540,10 @@ def unfinished(root: Path, machine: str | None = None) -> list[Unfinished]:
 
 
 def _own(path: Path, what: str) -> None:
-    """Bad input unless `path` lies in runs/<machine>/ with no symbolic link from runs/ on."""
-    if path.is_symlink() or path.parent.is_symlink() or path.parent.parent.name != "runs":
+    """Bad input unless `path` lies in runs/<machine>/ with no symbolic link from the results
+    root on (runs/ itself included)."""
+    runs = path.parent.parent
+    if path.is_symlink() or path.parent.is_symlink() or runs.is_symlink() or runs.name != "runs":
         raise BadInput(
             f"{path} is not {what} under runs/ (or is reached through a link); not removed"
         )

@@ -202,6 +202,36 @@ STORE_RETRY_S = Setting(
     "seconds `harness store push` (and `prune --store`) keep retrying after another runner "
     "pushed first (fetch, re-apply, back off); then exit 5",
 )
+STORE_PULL_MAX_BYTES = Setting(
+    "HARNESS_STORE_PULL_MAX_BYTES",
+    INT,
+    2 * 2**30,
+    "bytes one `harness store pull` (or `--pull`) writes under runs/ (2 GiB); the records past "
+    "it are not pulled, named in one line (exit 3): pull fewer, or raise it",
+)
+STORE_PULL_MAX_REPEATED_BYTES = Setting(
+    "HARNESS_STORE_PULL_MAX_REPEATED_BYTES",
+    INT,
+    256 * 2**20,
+    "bytes one pull writes of content it already wrote for another record (one file shared by "
+    "many run ids; 256 MiB): the records past it are not pulled, named in one line (exit 3)",
+)
+MAX_FILE_BYTES = Setting(
+    "HARNESS_MAX_FILE_BYTES",
+    INT,
+    64 * 2**20,
+    "bytes of one file from elsewhere: a run record's file (pull, push, merge, every reader) "
+    "or a JSON file in a results folder (64 MiB); a record holding a bigger one is refused, "
+    "and a pull does not fetch it where the server filters blobs",
+)
+MAX_JSON_TOKENS = Setting(
+    "HARNESS_MAX_JSON_TOKENS",
+    INT,
+    2_000_000,
+    "brackets, braces, commas and colons (outside strings) of one JSON file from elsewhere, "
+    "counted before it is parsed: what it may cost in memory (about 100 bytes each at worst); "
+    "a file with more is refused by name",
+)
 PAIRED_WINDOW_S = Setting(
     "HARNESS_PAIRED_WINDOW_S",
     FLOAT,

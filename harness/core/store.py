@@ -30,6 +30,7 @@ import json
 import os
 import random
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -462,15 +463,35 @@ class _Outgoing:
                     listing.write_text(data, encoding="utf-8")
                     names.append(f"{MANIFESTS}/{key[0]}/{key[1]}.json")
                     files.append(listing)
-            oids = dict(zip(names, self.repo.hash_objects(files)))
+            try:
+                oids = dict(zip(names, self.repo.hash_objects(files)))
+            except RunnerFailed:  # a file gone, or swapped for a link to nothing, meanwhile
+                changed = [k for k in new if git_tree_oid(self.local[k].path) != self.oids[k]]
+                if not changed:
+                    raise
+                for key in changed:
+                    why = "its files changed while it was pushed"
+                    self.refused[key] = f"{_local(self.local[key])}: {why}; not pushed"
+                self.todo = [k for k in self.todo if k not in self.refused]
+                oids = None
+        if oids is None:
+            return self.edits([k for k in keys if k not in self.refused])
         trees = self.repo.record_trees(
             [(n, o) for n, o in oids.items() if not n.startswith(MANIFESTS + "/")]
         )
         for key in new:
-            self._trees[key] = trees.get("/".join(key))
-            if self._trees[key] != self.oids[key]:  # what is pushed is exactly the record here
-                raise RuntimeError(f"the tree made for {key} is not the record's")
+            # what is pushed is exactly the record here: a file swapped for a link (or a hard
+            # link) while it was read makes another tree, and the record is refused
+            tree = trees.get("/".join(key))
+            why = "" if tree == self.oids[key] else "its files changed while it was pushed"
+            why = why or _hard_linked(self.local[key].path)
+            if why:
+                self.refused[key] = f"{_local(self.local[key])}: {why}; not pushed"
+                continue
+            self._trees[key] = tree
             self._kept[key] = oids.get(f"{MANIFESTS}/{key[0]}/{key[1]}.json")
+        keys = [k for k in keys if k not in self.refused]
+        self.todo = [k for k in self.todo if k not in self.refused]
         edits: dict = {}
         for m, i in keys:
             edits.setdefault(RUNS, {}).setdefault(m, {})[i] = ("tree", self._trees[(m, i)])
@@ -493,21 +514,52 @@ def _not_pushable(root: Path, rec: records.RunRecord, folders: dict[Path, str]) 
         folders[rec.path.parent] = _link_on_the_way(records.runs_dir(root), rec.path.parent)
     if folders[rec.path.parent]:
         return folders[rec.path.parent].replace("it is", f"{rec.path.parent} is")
-    return "it is a symbolic link, never followed" if rec.path.is_symlink() else ""
+    if rec.path.is_symlink():
+        return "it is a symbolic link, never followed"
+    return _hard_linked(rec.path)
+
+
+def _hard_linked(folder: Path) -> str:
+    """Why a local record may not go to the history for a file with another name elsewhere
+    (a hard link: its content is whatever that other file holds, a secret perhaps), "" when
+    none has. Checked before its files are hashed and again after."""
+    for top, _, names in os.walk(folder):  # links are not followed (nor pushed: whole())
+        for name in names:
+            path = Path(top) / name
+            try:
+                info = path.lstat()
+            except OSError:
+                continue  # gone: whole() names it
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                rel = trust.shown(path.relative_to(folder).as_posix(), 120)
+                return (
+                    f"its file {rel} has {info.st_nlink} hard links (another name for the same "
+                    "file lies elsewhere; its content is never pushed): give it a copy of its "
+                    f"own (cp -p F F.new && mv F.new F) if it is the record's, else remove it"
+                )
+    return ""
 
 
 def _link_on_the_way(runs: Path, path) -> str:
     """Why `path` (under runs/) may not be read or written: a symbolic link at it or on the
-    way to it, or a place outside runs/ ("" when neither)."""
+    way to it from the results root (runs/ itself included), or a place outside runs/ (""
+    when neither)."""
+    runs = Path(runs)
+    here = runs / path
     try:
-        trust.inside(runs, path)
+        trust.inside(runs.parent, here)
+        if os.path.relpath(os.path.abspath(here), os.path.abspath(runs)).startswith(".."):
+            raise BadInput(f"{path}: lies outside {runs}; refused (nothing written there)")
     except BadInput as exc:
-        here = Path(runs) / path
         for p in (here, *here.parents):
             if p.is_symlink():
                 what = "it is" if p == here else f"{p} is"
-                return f"{what} a symbolic link, never followed"
-            if p == Path(runs):
+                try:
+                    target = trust.shown(os.readlink(p), 120)
+                except OSError:
+                    target = "?"
+                return f"{what} a symbolic link, never followed (it leads to {target})"
+            if p == runs.parent:
                 break
         return str(exc)
     return ""
@@ -541,8 +593,12 @@ def push(
         todo = going.sort(snap)
         if not todo or dry_run:
             return None
+        edits = going.edits(todo)
+        todo = going.todo  # less a record that changed while it was read
+        if not todo:
+            return None
         lines = [f"harness store: add {len(todo)} run(s)", ""] + ["/".join(k) for k in todo]
-        return Change(going.edits(todo), "\n".join(lines) + "\n", todo)
+        return Change(edits, "\n".join(lines) + "\n", todo)
 
     try:
         with repo.locked():
@@ -672,13 +728,18 @@ def _by_meta(repo: Repo, snap: Snapshot, machine: str, ids: list[str], sel: Sele
         oids = sorted(set(entries.values()))
         repo.fetch_objects(oids, "blob:none")
         sizes = repo.object_sizes(oids)
-        blobs = repo.read_blobs([o for o in oids if _readable(sizes.get(o))])
-        for run_id, path in zip(batch, paths):
+        # what is matched of each run.json, read a group at a time (never all 64 at once)
+        facts: dict[str, dict] = {}
+        readable = [o for o in oids if _readable(sizes.get(o))]
+        for oid, data in _read_grouped(repo, readable, sizes):
             try:
-                meta = trust.loads(blobs.get(entries.get(path, ""), b"{}"), path)
+                meta = trust.loads(data or b"{}", f"run.json {oid[:12]}")
             except BadInput:
                 meta = {}  # not the run asked for: a record the pull would refuse anyway
             meta = meta if isinstance(meta, dict) else {}
+            facts[oid] = {"mode": meta.get("mode"), "dirty": meta.get("dirty")}
+        for run_id, path in zip(batch, paths):
+            meta = facts.get(entries.get(path, ""), {})
             if sel.mode and meta.get("mode") != sel.mode:
                 continue
             if sel.clean and dirty_of(meta):
@@ -694,6 +755,7 @@ class PullReport:
     pulled: list[tuple[str, str]]
     here: list[tuple[str, str]]
     refused: list[str]
+    dropped: int = 0  # files over the size limit removed from the store's cache
 
 
 def pull(root: Path, repo: Repo, sel: Selection, dry_run: bool = False, out=None) -> PullReport:
@@ -704,7 +766,10 @@ def pull(root: Path, repo: Repo, sel: Selection, dry_run: bool = False, out=None
     report = PullReport([], [], [])
     try:
         with repo.locked():
-            _pull(root, repo, sel, dry_run, out, report)
+            try:
+                _pull(root, repo, sel, dry_run, out, report)
+            finally:
+                _drop_big_blobs(repo, report)
     except RunnerFailed as exc:
         pulled = ["/".join(k) for k in report.pulled]
         raise RunnerFailed(
@@ -718,6 +783,14 @@ def pull(root: Path, repo: Repo, sel: Selection, dry_run: bool = False, out=None
 
 
 def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: PullReport):
+    runs = records.runs_dir(root)
+    why = _link_on_the_way(runs, ".")
+    if why:  # before anything is fetched: a pull writes only into the results root's own runs/
+        raise BadInput(
+            f"{why.replace('it is', f'{runs} is')} (a pull never writes through a link below "
+            "the results root); make runs/ a folder, or give --results-dir the folder the link "
+            "leads to"
+        )
     tip = repo.fetch_tip()
     if not repo.partial:
         print(
@@ -748,7 +821,6 @@ def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: Pu
         )
         return
     todo = []
-    runs = records.runs_dir(root)
     for key in chosen:
         name = "/".join(key)
         here = runs / key[0] / key[1]
@@ -771,13 +843,90 @@ def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: Pu
             file=out,
         )
         return
-    for start in range(0, len(todo), _BATCH // 2):
-        _pull_batch(root, repo, snap, todo[start : start + _BATCH // 2], report)
+    todo.reverse()  # newest first: where a cap on bytes written stops a pull, the newest are in
+    budget = _Budget()
+    try:
+        for start in range(0, len(todo), _BATCH // 2):
+            _pull_batch(root, repo, snap, todo[start : start + _BATCH // 2], report, budget)
+    finally:
+        report.pulled.sort(key=lambda k: (k[1], k[0]))
+    report.refused += budget.refusals()
     print(
         f"harness store: pulled {len(report.pulled)} run(s) from {repo.remote} {repo.ref} into "
         f"{records.runs_dir(root)} ({len(report.here)} already here)",
         file=out,
     )
+
+
+class _Budget:
+    """What one pull may write under runs/ ($HARNESS_STORE_PULL_MAX_BYTES), and of that, how
+    much may be content it already wrote for another record
+    ($HARNESS_STORE_PULL_MAX_REPEATED_BYTES): many run ids over one tree, or over one shared
+    file, cost a runner at most that much disk. Sizes are known before a byte is written."""
+
+    def __init__(self):
+        self.most = settings.STORE_PULL_MAX_BYTES.get()
+        self.most_repeated = settings.STORE_PULL_MAX_REPEATED_BYTES.get()
+        self.written = self.repeated = 0
+        self.blobs: set[str] = set()  # written by this pull
+        self.over: list[str] = []  # runs not pulled for the caps
+        self.which: set[str] = set()
+
+    def allows(self, key, entries: list[Entry], sizes: dict[str, int]) -> bool:
+        """Whether this record fits what is left; if so, counted as written."""
+        total = repeated = 0
+        seen = set(self.blobs)
+        for e in entries:
+            size = sizes.get(e.oid, 0)
+            total += size
+            if e.oid in seen:
+                repeated += size
+            seen.add(e.oid)
+        if self.written + total > self.most:
+            self.which.add(settings.STORE_PULL_MAX_BYTES.name)
+        elif self.repeated + repeated > self.most_repeated:
+            self.which.add(settings.STORE_PULL_MAX_REPEATED_BYTES.name)
+        else:
+            self.written += total
+            self.repeated += repeated
+            self.blobs = seen
+            return True
+        self.over.append("/".join(key))
+        return False
+
+    def refusals(self) -> list[str]:
+        if not self.over:
+            return []
+        caps = []
+        if settings.STORE_PULL_MAX_BYTES.name in self.which:
+            caps.append(f"${settings.STORE_PULL_MAX_BYTES.name} = {self.most:,} bytes written")
+        if settings.STORE_PULL_MAX_REPEATED_BYTES.name in self.which:
+            caps.append(
+                f"${settings.STORE_PULL_MAX_REPEATED_BYTES.name} = {self.most_repeated:,} "
+                "bytes of content it already wrote for other records"
+            )
+        return [
+            f"{len(self.over)} run(s) not pulled: past what one pull may write "
+            f"({'; '.join(caps)}; this pull wrote {self.written:,} bytes): "
+            f"{_few(sorted(self.over))}; pull fewer at a time, or raise the cap"
+        ]
+
+
+def _drop_big_blobs(repo: Repo, report: PullReport) -> None:
+    """No file over the size limit stays in the store's cache: a server that filters blobs
+    never sent one (fetch_objects), one that does not sent it whole; it is removed here."""
+    try:
+        big = repo.larger_than(trust.max_file_bytes())
+        if big:
+            repo.drop(set(big))
+            report.dropped += len(big)
+            print(
+                f"harness store: removed {len(big)} file(s) over the {trust.max_file_bytes():,} "
+                f"bytes allowed from the store's cache ({repo.path})",
+                file=sys.stderr,
+            )
+    except RunnerFailed as exc:  # the cache is a cache: said, never a failed pull
+        print(f"harness store: could not clean the store's cache ({exc})", file=sys.stderr)
 
 
 def _asked(skip: Skip, sel: Selection) -> bool:
@@ -795,17 +944,24 @@ def _asked(skip: Skip, sel: Selection) -> bool:
 
 def _readable(size: int | None) -> bool:
     """Whether a blob of this size (None: unknown) is read at all."""
-    return size is not None and size <= trust.MAX_FILE_BYTES
+    return size is not None and size <= trust.max_file_bytes()
 
 
-def _pull_batch(root: Path, repo: Repo, snap: Snapshot, keys, report: PullReport) -> None:
-    """Fetch the blobs of these records (one fetch), check every entry of each record (names,
-    modes, sizes) before a byte of it is read, and place each record that passes."""
+def _pull_batch(
+    root: Path, repo: Repo, snap: Snapshot, keys, report: PullReport, budget: _Budget
+) -> None:
+    """Fetch these records (one fetch: every folder and every file within the size limit;
+    a server that filters blobs never sends a larger one), check every entry of each record
+    (names, modes, sizes) before a byte of it is read, and place each record that passes."""
     trees = [snap.runs[k] for k in keys]
     kept = {k: snap.manifests[k] for k in keys if k in snap.manifests}
-    repo.fetch_objects(sorted(set(trees) | set(kept.values())))  # whole: folders and files
-    # a tree already here (read for its run.json) is not fetched again: what it lacks is
-    repo.fetch_objects(sorted(repo.missing(trees)))
+    limit = trust.max_file_bytes()
+    gone = repo.missing(trees)
+    if gone:  # what a record lacks here: a tree read alone before (for its run.json) again
+        partial = sorted({t for t in trees if t in gone or repo.missing([t])})
+        repo.fetch_objects(partial, f"blob:limit={limit + 1}", refetch=True)
+    # a kept listing is asked for by name, and so comes whatever its size
+    repo.fetch_objects(sorted(repo.missing(sorted(set(kept.values())))))
     still = repo.missing(trees)
     files: dict[tuple[str, str], list[Entry]] = {k: [] for k in keys}
     for e in repo.ls_tree(snap.tip, *[record_path(*k) + "/" for k in keys], recursive=True):
@@ -816,12 +972,9 @@ def _pull_batch(root: Path, repo: Repo, snap: Snapshot, keys, report: PullReport
     checked = {}
     for key in keys:
         entries = files[key]
-        if any(e.oid in still for e in entries):
-            report.refused.append(
-                f"{'/'.join(key)} in the history: some of its files cannot be fetched; not pulled"
-            )
-            continue
         why = _entries_problem(entries)
+        if not why and any(e.oid in still for e in entries):
+            why = _not_fetched([e for e in entries if e.oid in still], repo, limit)
         if why:
             report.refused.append(_said(f"{'/'.join(key)} in the history", why, "not pulled"))
             continue
@@ -829,7 +982,7 @@ def _pull_batch(root: Path, repo: Repo, snap: Snapshot, keys, report: PullReport
     wanted = {e.oid for entries in checked.values() for e in entries}
     sizes = repo.object_sizes(sorted(wanted | {kept[k] for k in checked if k in kept}))
     for key, entries in checked.items():
-        why = _sizes_problem(entries, sizes)
+        why = _sizes_problem(entries, sizes, repo.partial)
         if why:
             report.refused.append(_said(f"{'/'.join(key)} in the history", why, "not pulled"))
             continue
@@ -843,8 +996,21 @@ def _pull_batch(root: Path, repo: Repo, snap: Snapshot, keys, report: PullReport
                 except BadInput:
                     listing = {}
                 listing = listing if isinstance(listing, dict) else {}
-        blobs = repo.read_blobs(sorted({e.oid for e in entries}))
-        _place(root, snap, key, entries, blobs, listing, report)
+        if budget.allows(key, entries, sizes):
+            _place(root, repo, snap, key, entries, sizes, listing, report)
+
+
+def _not_fetched(entries: list[Entry], repo: Repo, limit: int) -> str:
+    """Why a record some of whose files (names checked: _entries_problem) are not here after
+    its fetch is not pulled: a server that filters blobs leaves out those over the limit."""
+    e = entries[0]
+    if repo.partial:
+        return (
+            f"holds {e.path} of more than {limit:,} bytes, over the allowed "
+            f"{limit:,} (${settings.MAX_FILE_BYTES.name}; not fetched: the server filters "
+            "blobs by size)"
+        )
+    return f"{e.path} cannot be fetched"
 
 
 def _said(subject: str, why: str, then: str) -> str:
@@ -877,24 +1043,39 @@ def _entries_problem(entries: list[Entry]) -> str:
     return ""
 
 
-def _sizes_problem(entries: list[Entry], sizes: dict[str, int]) -> str:
+def _sizes_problem(entries: list[Entry], sizes: dict[str, int], filtered: bool = True) -> str:
     total = 0
+    limit = trust.max_file_bytes()
     for e in entries:
         size = sizes.get(e.oid)
         if size is None:
             return f"{e.path} cannot be read from git's copy"
-        if size > trust.MAX_FILE_BYTES:
-            return f"holds {e.path} of {size:,} bytes, over the allowed {trust.MAX_FILE_BYTES:,}"
+        if size > limit:
+            how = (
+                "fetched: the server does not filter blobs; removed from the store's cache"
+                if not filtered
+                else "removed from the store's cache"
+            )
+            return (
+                f"holds {e.path} of {size:,} bytes, over the allowed {limit:,} "
+                f"(${settings.MAX_FILE_BYTES.name}; {how})"
+            )
         total += size
     if total > trust.MAX_RECORD_BYTES:
         return f"holds {total:,} bytes, over the allowed {trust.MAX_RECORD_BYTES:,}"
     return ""
 
 
-def _place(root: Path, snap: Snapshot, key, entries, blobs, listing, report: PullReport) -> None:
+_GROUP_BYTES = 16 * 2**20  # files read from git in one process, at most (one larger: streamed)
+
+
+def _place(
+    root: Path, repo: Repo, snap: Snapshot, key, entries, sizes, listing, report: PullReport
+) -> None:
     """Write one record into a staging folder, check it whole, rename it into place. Every
     path written lies inside runs/ with no link on the way (harness.core.trust.inside), and
-    no file is opened through a link."""
+    no file is opened through a link. Small files are read from git a group at a time and a
+    large one streamed by git into its file: a record never sits in memory whole."""
     machine, run_id = key
     name = f"{machine}/{run_id}"
     runs = records.runs_dir(root)
@@ -919,23 +1100,9 @@ def _place(root: Path, snap: Snapshot, key, entries, blobs, listing, report: Pul
         return
     try:
         try:
-            # the staging folder is new: every folder in it is made here, checked to lie
-            # inside runs/ with no link on the way, and no file is opened through a link
-            made = {staging}
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-            for e in entries:
-                *folders, leaf = e.path.split("/")
-                here = staging
-                for part in folders:
-                    here = here / part
-                    if here not in made:
-                        here.mkdir()
-                        trust.inside(runs, here)
-                        made.add(here)
-                with os.fdopen(os.open(here / leaf, flags, 0o644), "wb") as handle:
-                    handle.write(blobs[e.oid])
-        except (OSError, BadInput, KeyError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else exc
+            _write_files(runs, staging, repo, entries, sizes)
+        except (OSError, BadInput, KeyError, RunnerFailed) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             report.refused.append(
                 f"{name} in the history cannot be written here ({why}); not pulled"
             )
@@ -963,6 +1130,55 @@ def _place(root: Path, snap: Snapshot, key, entries, blobs, listing, report: Pul
         report.pulled.append(key)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_files(runs: Path, staging: Path, repo: Repo, entries, sizes) -> None:
+    """The record's files into the (new) staging folder: every folder made here, checked to
+    lie inside runs/ with no link on the way, and no file opened through a link."""
+    made = {staging}
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+
+    def opened(e):
+        *folders, leaf = e.path.split("/")
+        here = staging
+        for part in folders:
+            here = here / part
+            if here not in made:
+                here.mkdir()
+                trust.inside(runs, here)
+                made.add(here)
+        return os.fdopen(os.open(here / leaf, flags, 0o644), "wb")
+
+    large = [e for e in entries if sizes[e.oid] > _GROUP_BYTES // 4]
+    small: dict[str, list] = {}
+    for e in entries:
+        if e not in large:
+            small.setdefault(e.oid, []).append(e)
+    for oid, data in _read_grouped(repo, sorted(small), sizes):
+        if data is None:
+            raise KeyError(f"{oid} is not in git's copy")
+        for e in small[oid]:
+            with opened(e) as handle:
+                handle.write(data)
+    for e in large:
+        with opened(e) as handle:
+            repo.blob_into(e.oid, handle)
+
+
+def _read_grouped(repo: Repo, oids: list[str], sizes: dict[str, int]):
+    """(oid, bytes) of these blobs (here, sizes known), read from git in groups of at most
+    _GROUP_BYTES: what a pull holds of them at once stays bounded."""
+    group: list[str] = []
+    held = 0
+    for oid in [*oids, None]:
+        if group and (oid is None or held + sizes[oid] > _GROUP_BYTES):
+            blobs = repo.read_blobs(group)
+            for got in group:
+                yield got, blobs.pop(got, None)  # None: not here after all
+            group, held = [], 0
+        if oid is not None:
+            group.append(oid)
+            held += sizes[oid]
 
 
 # ---- prune ----

@@ -25,16 +25,31 @@ import itertools
 import json
 import os
 import re
+import sys
 from pathlib import Path, PurePosixPath
 
+from harness.core import settings
 from harness.core.exits import BadInput
 
 MAX_NAME = 200  # characters of one machine name, run id or file name
 MAX_DEPTH = 8  # folders a record's file may lie below the record's own folder
-MAX_FILE_BYTES = 64 * 2**20  # one file of a record (an asv.log of a full run is ~1 MB)
+# one file of a record (an asv.log of a full run is ~1 MB): the default of $HARNESS_MAX_FILE_BYTES
+MAX_FILE_BYTES = settings.MAX_FILE_BYTES.default
 MAX_RECORD_BYTES = 256 * 2**20  # all files of one record
 MAX_RECORD_FILES = 10_000  # files of one record (a full run with row facts holds ~600)
 MAX_JSON_NESTING = 64  # nested arrays and objects in a JSON file read from elsewhere
+
+
+def max_file_bytes() -> int:
+    """The largest file of a record, or JSON file, read from elsewhere ($HARNESS_MAX_FILE_BYTES)."""
+    return settings.MAX_FILE_BYTES.get()
+
+
+def max_json_tokens() -> int:
+    """The most structural characters one JSON file from elsewhere may hold
+    ($HARNESS_MAX_JSON_TOKENS): json.loads costs up to ~100 bytes of memory for each."""
+    return settings.MAX_JSON_TOKENS.get()
+
 
 _MACHINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*", re.ASCII)
 _RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9_.-]+", re.ASCII)
@@ -145,9 +160,13 @@ def inside(folder: os.PathLike | str, dest: os.PathLike | str) -> Path:
             continue
         here = here / part
         if here.is_symlink():
+            try:
+                target = f" (it leads to {shown(os.readlink(here), 120)})"
+            except OSError:
+                target = ""
             raise BadInput(
-                f"{here}: a symbolic link inside {folder}; refused (links are never followed "
-                "out of the folder a command owns)"
+                f"{here}: a symbolic link inside {folder}{target}; refused (nothing is written "
+                "or deleted through a link below the folder a command owns)"
             )
     return here
 
@@ -166,59 +185,117 @@ def links_in(folder: os.PathLike | str) -> list[Path]:
     return sorted(out)
 
 
-# a JSON string (escapes included; one left open runs to the end), and what is not a bracket
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+# a JSON string (escapes included; one left open runs to the end), and what is not a bracket,
+# for a text as bytes and as str (each scanned as it came: never both held at once)
+_JSON_STRING = {
+    bytes: re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL),
+    str: re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL),
+}
+_NOT_BRACKET = {bytes: re.compile(rb"[^\[\]{}]+"), str: re.compile(r"[^\[\]{}]+")}
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+# what json.loads may take of memory for one file, at most: twice its text as Python holds it
+# (1, 2 or 4 bytes a character: the text, and the strings parsed out of it) and 80 bytes a
+# token (the most measured: 76 for short strings, 69 for {"a":1}, 37 for []). With the default
+# limits an ASCII file stays under it (2 x 64 MiB + 80 x 2,000,000 = 288 MiB); a large file
+# holding a character beyond U+FFFF (4 bytes a character) does not
+MAX_JSON_PARSE_BYTES = 384 * 2**20
+_TOKEN_BYTES = 80
 
 
-def _nesting_at_most(text: str, limit: int) -> bool:
-    """Whether brackets outside strings nest at most `limit` deep (before json.loads, whose
-    recursion a deep file would exhaust). Scanned by regular expressions and itertools, not
-    character by character in Python: a pull checks every JSON file of every record."""
-    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)).encode("ascii")
+def _nesting_at_most(structure, limit: int) -> bool:
+    """Whether brackets nest at most `limit` deep in `structure` (a JSON text with its strings
+    taken out). Scanned by regular expressions and itertools, not character by character in
+    Python: a pull checks every JSON file of every record."""
+    brackets = _NOT_BRACKET[type(structure)].sub(type(structure)(), structure)
+    if isinstance(brackets, str):
+        brackets = brackets.encode("ascii")  # brackets only
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) <= limit
 
 
-def loads(data: bytes | str, where: str, what: str = "JSON", *, nesting: int = MAX_JSON_NESTING):
+def _tokens(structure) -> int:
+    """Brackets, braces, commas and colons: every value json.loads makes is one of them or
+    follows one, so their count bounds what parsing allocates (strings cost their length)."""
+    marks = ("[", "{", ",", ":") if isinstance(structure, str) else (b"[", b"{", b",", b":")
+    return sum(map(structure.count, marks))
+
+
+def loads(
+    data: bytes | str,
+    where: str,
+    what: str = "JSON",
+    *,
+    nesting: int = MAX_JSON_NESTING,
+    tokens: int | None = None,
+):
     """Parse JSON read from elsewhere: BadInput naming `where` when it is not UTF-8 JSON, nests
-    deeper than `nesting`. (NaN and Infinity parse, as Python writes them: asv's files hold
-    them; readers check their numbers.)"""
+    deeper than `nesting`, holds more than `tokens` (default $HARNESS_MAX_JSON_TOKENS)
+    brackets, braces, commas and colons outside its strings, or would take more than
+    MAX_JSON_PARSE_BYTES to parse: all counted before json.loads (which takes a file of 60 MB
+    of `[],` to 1.8 GB). Give a str where the caller can drop its bytes first. NaN and
+    Infinity parse, as Python writes them: asv's files hold them; readers check their
+    numbers."""
+    limit = max_json_tokens() if tokens is None else tokens
+    # the structure without its strings (at most the text's size; none when it holds none)
+    structure = _JSON_STRING[type(data)].sub(type(data)(), data)
+    count = _tokens(structure)
+    if count > limit:
+        raise BadInput(
+            f"{where}: {what} holds {count:,} JSON tokens (brackets, commas, colons), over the "
+            f"{limit:,} allowed (${settings.MAX_JSON_TOKENS.name}); refused"
+        )
+    # a cheap bound first: the scan is only needed when there are that many brackets at all
+    opening = ("[", "{") if isinstance(structure, str) else (b"[", b"{")
+    if sum(map(structure.count, opening)) > nesting and not _nesting_at_most(structure, nesting):
+        raise BadInput(f"{where}: {what} nests deeper than {nesting} levels; refused")
+    del structure
     if isinstance(data, bytes):
         try:
-            text = data.decode("utf-8")
+            data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise BadInput(f"{where}: {what} is not UTF-8 ({exc.reason}); refused") from None
-    else:
-        text = data
-    # a cheap bound first: the scan is only needed when there are that many brackets at all
-    if text.count("[") + text.count("{") > nesting and not _nesting_at_most(text, nesting):
-        raise BadInput(f"{where}: {what} nests deeper than {nesting} levels; refused")
+    cost = 2 * sys.getsizeof(data) + _TOKEN_BYTES * count
+    if cost > MAX_JSON_PARSE_BYTES:
+        raise BadInput(
+            f"{where}: {what} would take about {cost // 2**20:,} MiB to parse (its "
+            f"{len(data):,} characters, {sys.getsizeof(data) // max(len(data), 1)} bytes each "
+            f"as Python holds them, and {count:,} tokens), over the "
+            f"{MAX_JSON_PARSE_BYTES // 2**20} MiB allowed; refused"
+        )
     try:
-        return json.loads(text)
+        return json.loads(data)
     except (ValueError, RecursionError) as exc:
         raise BadInput(f"{where}: {what} does not parse ({str(exc)[:120]}); refused") from None
 
 
-def load(path: os.PathLike | str, what: str = "JSON file", *, max_bytes: int = MAX_FILE_BYTES):
-    """Read and parse a JSON file from elsewhere (size, encoding and nesting checked). A
-    missing file is FileNotFoundError (callers decide whether that is fine); anything else
-    wrong is BadInput naming the file."""
+def load(path: os.PathLike | str, what: str = "JSON file", *, max_bytes: int | None = None):
+    """Read and parse a JSON file from elsewhere (size, encoding, tokens and nesting checked;
+    `max_bytes` default $HARNESS_MAX_FILE_BYTES). A missing file is FileNotFoundError (callers
+    decide whether that is fine); anything else wrong is BadInput naming the file."""
     path = Path(path)
+    max_bytes = max_file_bytes() if max_bytes is None else max_bytes
     try:
         if path.is_symlink():
             raise BadInput(f"{path}: {what} is a symbolic link; refused (links are not followed)")
         size = path.stat().st_size
         if size > max_bytes:
             raise BadInput(f"{path}: {what} is {size:,} bytes, over the {max_bytes:,} allowed")
-        data = path.read_bytes()
+        text = read_text(path, str(path), what)
     except FileNotFoundError:
         raise
     except IsADirectoryError:
         raise BadInput(f"{path}: {what} is a folder, not a file") from None
     except OSError as exc:
         raise BadInput(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    return loads(data, str(path), what)
+    return loads(text, str(path), what)
+
+
+def read_text(path: os.PathLike | str, where: str, what: str = "JSON") -> str:
+    """A file's UTF-8 text, its bytes dropped as soon as it is decoded (a large file is held
+    once, not twice, while it is parsed); BadInput naming `where` when it is not UTF-8."""
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{where}: {what} is not UTF-8 ({exc.reason}); refused") from None
 
 
 def load_object(path: os.PathLike | str, what: str = "JSON file") -> dict:

@@ -31,11 +31,12 @@ step appeared in the history (or, with --gate, the gate found a regression); the
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
 
-from harness.core import escape, exits, records, settings
+from harness.core import escape, exits, records, settings, trust
 from harness.core.files import check_own_folder, mark_own_folder, write_atomic
 from harness.runs import asv
 from harness.runs.spec import RunSpec
@@ -60,6 +61,8 @@ def check_html_dir(html_dir: pathlib.Path, root: pathlib.Path) -> None:
     """Refuse a dashboard folder that `asv publish` must not empty (BadInput, exit 3): it may not
     hold the results root, nor be one of its own folders, nor anything the harness did not make."""
     res = pathlib.Path(root)
+    if os.path.abspath(html_dir).startswith(os.path.join(os.path.abspath(res), "")):
+        trust.inside(res, html_dir)  # below the results root: never through a link
     check_own_folder(
         html_dir,
         DASHBOARD_MARK,

@@ -68,7 +68,7 @@ from harness.verdict.results import (
     ResultSet,
     environment_differences,
     fingerprint_of,
-    load,
+    load_listed,
     load_noise,
     noise_path,
 )
@@ -138,7 +138,7 @@ class _Loader:
     def __call__(self, rec: records.RunRecord) -> ResultSet | None:
         if rec.path not in self.cache:
             files = rec.result_files()
-            self.cache[rec.path] = load(files[-1]) if files else None
+            self.cache[rec.path] = load_listed(files[-1], rec.path) if files else None
         return self.cache[rec.path]
 
     def fingerprint(self, rec: records.RunRecord) -> dict | None:

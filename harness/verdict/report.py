@@ -24,7 +24,7 @@ from harness.core.table import render
 from harness.core.units import format_value, scale
 from harness.verdict import accuracy, answers, bands, gpurows, noise
 from harness.verdict.compare import central
-from harness.verdict.results import BadInput, ResultSet, load
+from harness.verdict.results import BadInput, ResultSet, load_listed
 from harness.verdict.summary import COMPUTE_BOUND_BELOW, bandwidth_view, cases, workers_scaling
 
 SUITES = {
@@ -167,8 +167,8 @@ def history(
     runs started: every run is a point, also reruns of one commit."""
     points = []
     for run in records.named_runs(root, machine, skip_merged=True):
-        rs = load(run.result_file)
-        e = rs.entries.get(name)
+        rs = load_listed(run.result_file, run.result_file.parent.parent.parent)
+        e = rs.entries.get(name) if rs is not None else None
         if e is None or not _ok(e.value):
             continue
         s = sorted(e.samples) if e.samples else [e.value]

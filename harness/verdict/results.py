@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import pathlib
+import sys
 
 from harness.core import asvlog, provenance, records, settings, trust
 from harness.core.exits import BadInput
@@ -26,13 +27,31 @@ SKIP_FILES = {"machine.json", "benchmarks.json"}
 def results_root(override: str | os.PathLike | None = None) -> pathlib.Path:
     """The results root (asv/, baselines/, noise/, html/ below it), the one meaning of
     `--results-dir` on every command: the override, else $HARNESS_RESULTS_DIR, else the
-    project's `results/` (harness.core.project finds the project from the working directory)."""
+    project's `results/` (harness.core.project finds the project from the working directory).
+    The root may be a symbolic link (runners link results/ to a persistent disk): it is
+    resolved here, once, and said on stderr; below it nothing is written or deleted through a
+    link (harness.core.trust.inside)."""
     given = override or settings.RESULTS_DIR.get()
     if given:
-        return pathlib.Path(given).resolve()
-    from harness.core.project import project_root
+        path = pathlib.Path(given)
+    else:
+        from harness.core.project import project_root
 
-    return project_root() / "results"
+        path = project_root() / "results"
+    path = pathlib.Path(os.path.abspath(path))
+    real = pathlib.Path(os.path.realpath(path))
+    if path.is_symlink() and str(path) not in _SAID_ROOTS:
+        _SAID_ROOTS.add(str(path))
+        print(
+            f"harness: the results root {trust.shown(str(path), 300)} is a symbolic link to "
+            f"{trust.shown(str(real), 300)}; using that folder (nothing below it is followed "
+            "through a link)",
+            file=sys.stderr,
+        )
+    return real
+
+
+_SAID_ROOTS: set[str] = set()  # results roots that are links, said once per process
 
 
 def asv_dir(root: pathlib.Path) -> pathlib.Path:
@@ -130,6 +149,18 @@ def param_names(rs: ResultSet) -> dict[str, list[str]]:
         for k, v in data.items()
         if isinstance(v, dict) and isinstance(v.get("param_names") or [], list)
     }
+
+
+def load_listed(path: str | os.PathLike, run: str | os.PathLike) -> ResultSet | None:
+    """`load` for a result file of a run met while listing many (history, report, the noise):
+    a file that cannot be read (a benchmark its benchmarks.json lacks, a damaged file) leaves
+    its run out with one line naming it and why (None), and the others go on. A run named
+    directly (the gate's BASE or HEAD) is loaded with `load`: bad input, exit 3."""
+    try:
+        return load(path)
+    except BadInput as exc:
+        records.left_out(run, f"{str(exc).removeprefix(f'{path}: ')[:300]}; not used")
+        return None
 
 
 def same_runner(base: ResultSet, head: ResultSet) -> None:
