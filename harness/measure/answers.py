@@ -105,6 +105,46 @@ def not_applicable(what: str, why: str) -> Pair:
     return Pair(what=what, not_applicable=why)
 
 
+def exact(what: str, **options) -> Pair:
+    """A pair whose two sides must be bit-identical (the same kernels in another context: a
+    copy, inference_mode vs no_grad)."""
+    return Pair(what=what, rule=EXACT, **options)
+
+
+def allclose(
+    what: str, fp64: Callable[[], object] | None = None, *, no_fp64: str = "", **options
+) -> Pair:
+    """A pair whose float results must agree within the reference side's dtype tolerance, and
+    where they do not, the faster side must be about as near a float64 run as the reference
+    side (`fp64`: a callable returning that run's results; `float64_forward` makes one for a
+    module's forward; without one, say why in `no_fp64`)."""
+    return Pair(what=what, rule=TOLERANCE, fp64=fp64, no_fp64=no_fp64, **options)
+
+
+def float64(obj):
+    """Floating tensors (also in tuples, lists and dicts) as float64; anything else as it is."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(torch.float64) if obj.is_floating_point() else obj
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(float64(o) for o in obj)
+    if isinstance(obj, Mapping):
+        return {k: float64(v) for k, v in obj.items()}
+    return obj
+
+
+def float64_forward(model: torch.nn.Module, *inputs) -> Callable[[], object]:
+    """An `fp64` for a module's forward: when called (only where allclose failed), a float64
+    copy of `model` as it is then, on float64 copies of `inputs`, without autograd."""
+
+    def run():
+        import copy
+
+        with torch.no_grad():
+            return copy.deepcopy(model).to(torch.float64)(*float64(inputs))
+
+    return run
+
+
 UNDECLARED = (
     "no answer check declared for this pair: pass answer=answers.Pair(...) to measure_paired "
     "(docs/answers.md#declaring-a-pair)"
