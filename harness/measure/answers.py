@@ -537,8 +537,7 @@ def check(
     try:
         ran = _run_sides(pair, new, reference, device)
     except Exception as exc:  # a side that cannot run: the answer says so, the row fails
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        reason = f"{type(exc).__name__}: {first}"[:500]
+        reason = f"{type(exc).__name__}: {_first_line(exc)}"[:500]
         return Answer(FAIL_TO_RUN, pair.what, pair.rule, reason), exc
     if pair.compiled and ran.graphs == 0 and ran.graphs_before == 0:
         return (
@@ -565,6 +564,15 @@ def check(
         if kept:
             answer = dataclasses.replace(answer, reproduce=kept)
     return answer, None
+
+
+def _first_line(exc: BaseException) -> str:
+    """The error's first line, and the next one where it only announces it (dynamo's
+    BackendCompilerFailed: "backend='inductor' raised:", then the compiler's error)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} {lines[1]}"
+    return lines[0] if lines else ""
 
 
 def _any_pending(pair: Pair, new: dict, reference: dict) -> bool:
