@@ -110,9 +110,9 @@ def _compiled_models(full: bool) -> list[str]:
     once, outside the samples: the answer check's call); here the word LM only: AlexNet's
     compiled and eager calls respond differently to a shared host's memory state, so its ratio
     moves between processes far more than the word LM's (figures:
-    docs/measurements.md#the-gates-proof-on-real-workloads), and the others' compiles would not
-    fit `./dev bench`'s budget. A model registered with compile="why" keeps its row, n/a with
-    the reason."""
+    docs/measurements.md#the-gates-proof-on-real-workloads), and each other zoo model's cold
+    compile (30-90 s on two shared cores) would lengthen every whole-suite quick run. A model
+    registered with compile="why" keeps its row, n/a with the reason."""
     if full:
         return list(_MODELS)
     if settings.OWN_MODELS.get():
