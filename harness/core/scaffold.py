@@ -184,7 +184,10 @@ register_model(
     kind="conv",  # a conv net: held against the published channels_last range for conv nets
     # instruction rows (callgrind, judged on any runner): its inference and training step are
     # counted by default; instructions="why" opts a model too big to count out, and
-    # compile_instructions=True also counts what torch.compile spends compiling it
+    # compile_instructions=True also counts what torch.compile spends compiling it.
+    # torch.compile: every run compiles its inference once and checks that the compiled model
+    # computes what eager does (a WRONG answer fails `harness gate`); compile="full" compiles
+    # it in full runs only, compile="why" never (its rows say why)
 )
 '''
 
@@ -233,6 +236,8 @@ models) and the instructions suite. A `track_` method returns samples of the har
 loop (warm-up calls, the run's fixed thread count) and says its unit: a raw time ("seconds") is
 shown and judged once `harness calibrate` has measured its noise; a paired ratio ("ratio", both
 sides timed in the same rounds of one process) is judged by `harness gate` from the first run.
+A paired ratio says what its two sides must agree on (`answer=`, harness.answers): before the
+timing each side is called once and the results compared; a WRONG answer fails the gate.
 
 INSTRUCTION_WORKLOADS adds rows to the run's instruction counter (one valgrind process for the
 run; `instructions.InstructionsPerCall.track_instructions('tiny_cnn.forward')`): the CPU work of
@@ -242,6 +247,7 @@ counting process; keep what it builds small, as a call runs ~50x slower under va
 
 import torch
 
+from harness.answers import exact
 from harness.instructions import InstructionWorkload
 from harness.measure import timing
 from harness.measure.threads import fix_threads
@@ -291,7 +297,12 @@ class Inference:
     track_forward_time.unit = "seconds"
 
     def track_inference_mode_over_no_grad(self):
-        return timing.asv_samples(timing.measure_paired(self._inference_mode, self._no_grad))
+        # the same kernels either way: the outputs must be bit-identical (allclose(...) for
+        # results that may round differently, with a float64 referee: harness.answers)
+        same = exact("inference_mode vs no_grad: one forward of the same model and input")
+        return timing.asv_samples(
+            timing.measure_paired(self._inference_mode, self._no_grad, answer=same)
+        )
 
     track_inference_mode_over_no_grad.unit = "ratio"
 '''

@@ -72,6 +72,13 @@ class ModelSpec:
     # what kind of network it is (KINDS); None: not declared. A published figure about one kind
     # (channels_last: conv nets) is held only against models declared of that kind
     kind: str | None = None
+    # the models suite's torch.compile rows (time and answer): True (every run), "full" (full
+    # runs only) or a string saying why it is never compiled (its rows are n/a with it)
+    compile: bool | str = True
+
+    def compile_opt_out(self) -> str:
+        """Why the models suite never compiles this model ("" where it does)."""
+        return "" if self.compile in (True, COMPILE_FULL) else str(self.compile)
 
     def config(self, size: Size = "small") -> dict:
         """The configuration named `size` ("small", "full" or "cuda"); a mapping is a
@@ -117,8 +124,12 @@ class ModelSpec:
 
     @staticmethod
     def loss(outputs, targets: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy of the first output, in float32 (float64 where the logits are: the
+        float64 referee of an answer check, harness.measure.answers)."""
         logits = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
-        return F.cross_entropy(logits.float(), targets.to(logits.device))
+        if logits.dtype != torch.float64:
+            logits = logits.float()
+        return F.cross_entropy(logits, targets.to(logits.device))
 
     def parameter_count(self, size: Size = "small") -> int:
         # Built on the meta device: counting the full AlexNet must not allocate 240 MB.
@@ -128,6 +139,7 @@ class ModelSpec:
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
+COMPILE_FULL = "full"  # register_model(compile=...): compiled in full runs only
 BUILTIN_ORIGIN = str(Path(__file__).resolve())
 # register_model(kind=...): what a model is, for figures published about one kind of network
 KINDS = {
@@ -155,6 +167,7 @@ def register_model(
     instructions: bool | str = True,
     compile_instructions: bool | str = False,
     kind: str | None = None,
+    compile: bool | str = True,
 ) -> ModelSpec:
     """Add a model to the zoo. `build(cfg) -> nn.Module`, `inputs(cfg, generator) -> tuple`.
 
@@ -174,6 +187,15 @@ def register_model(
     `instructions="one call takes minutes under valgrind"`, which its rows show.
     `compile_instructions=True` adds `'<name>_compile'`, the instructions torch.compile spends
     compiling its inference (every run); `"full"` counts it in full runs only.
+
+    torch.compile rows (the models suite; docs/answers.md#in-a-project-of-your-own):
+    `compile=True` (default) times `torch.compile(model)` against eager and checks that both
+    compute the same result: its inference in every run (`CompiledOverEager`), its training
+    step in full runs (`CompiledTrainingStepOverEager`); `"full"` leaves it out of quick runs; a
+    string opts out, `compile="data-dependent control flow: dynamo retraces every call"`, and
+    its rows are n/a with that reason. It is independent of `compile_instructions`, which
+    counts the instructions of the compile itself (the instructions suite) and is off by
+    default: a model may have either, both or neither.
     """
     if kind is not None and kind not in KINDS:
         raise ValueError(f"model {name!r}: unknown kind {kind!r}; use one of {', '.join(KINDS)}")
@@ -201,6 +223,11 @@ def register_model(
             f"model {name!r}: compile_instructions= is False, True or 'full', "
             f"got {compile_instructions!r}"
         )
+    if compile is not True and not (isinstance(compile, str) and compile.strip()):
+        raise ValueError(
+            f"model {name!r}: compile= is True (compile it in every run), {COMPILE_FULL!r} (full "
+            f"runs only) or a string saying why it is never compiled, got {compile!r}"
+        )
     if expect_dir is not None:
         expect_dir = str((Path(origin).parent / expect_dir).resolve())
     spec = ModelSpec(
@@ -218,6 +245,7 @@ def register_model(
         instructions,
         compile_instructions,
         kind,
+        compile,
     )
     _REGISTRY[name] = spec
     return spec
@@ -476,6 +504,9 @@ register_model(
         "num_classes": 1000,
     },
     description="2-layer GRU over a sequence, classifying from the last step",
+    # its compiled/eager ratio would compare eager with itself (torch 2.14: 0 graphs compiled)
+    compile="torch.compile compiles no graph of it: dynamo does not trace nn.GRU "
+    "(torch._dynamo.config.allow_rnn is off by default) and runs the whole forward eagerly",
 )
 
 

@@ -105,6 +105,46 @@ def not_applicable(what: str, why: str) -> Pair:
     return Pair(what=what, not_applicable=why)
 
 
+def exact(what: str, **options) -> Pair:
+    """A pair whose two sides must be bit-identical (the same kernels in another context: a
+    copy, inference_mode vs no_grad)."""
+    return Pair(what=what, rule=EXACT, **options)
+
+
+def allclose(
+    what: str, fp64: Callable[[], object] | None = None, *, no_fp64: str = "", **options
+) -> Pair:
+    """A pair whose float results must agree within the reference side's dtype tolerance, and
+    where they do not, the faster side must be about as near a float64 run as the reference
+    side (`fp64`: a callable returning that run's results; `float64_forward` makes one for a
+    module's forward; without one, say why in `no_fp64`)."""
+    return Pair(what=what, rule=TOLERANCE, fp64=fp64, no_fp64=no_fp64, **options)
+
+
+def float64(obj):
+    """Floating tensors (also in tuples, lists and dicts) as float64; anything else as it is."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(torch.float64) if obj.is_floating_point() else obj
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(float64(o) for o in obj)
+    if isinstance(obj, Mapping):
+        return {k: float64(v) for k, v in obj.items()}
+    return obj
+
+
+def float64_forward(model: torch.nn.Module, *inputs) -> Callable[[], object]:
+    """An `fp64` for a module's forward: when called (only where allclose failed), a float64
+    copy of `model` as it is then, on float64 copies of `inputs`, without autograd."""
+
+    def run():
+        import copy
+
+        with torch.no_grad():
+            return copy.deepcopy(model).to(torch.float64)(*float64(inputs))
+
+    return run
+
+
 UNDECLARED = (
     "no answer check declared for this pair: pass answer=answers.Pair(...) to measure_paired "
     "(docs/answers.md#declaring-a-pair)"
@@ -497,8 +537,7 @@ def check(
     try:
         ran = _run_sides(pair, new, reference, device)
     except Exception as exc:  # a side that cannot run: the answer says so, the row fails
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        reason = f"{type(exc).__name__}: {first}"[:500]
+        reason = f"{type(exc).__name__}: {_first_line(exc)}"[:500]
         return Answer(FAIL_TO_RUN, pair.what, pair.rule, reason), exc
     if pair.compiled and ran.graphs == 0 and ran.graphs_before == 0:
         return (
@@ -525,6 +564,15 @@ def check(
         if kept:
             answer = dataclasses.replace(answer, reproduce=kept)
     return answer, None
+
+
+def _first_line(exc: BaseException) -> str:
+    """The error's first line, and the next one where it only announces it (dynamo's
+    BackendCompilerFailed: "backend='inductor' raised:", then the compiler's error)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} {lines[1]}"
+    return lines[0] if lines else ""
 
 
 def _any_pending(pair: Pair, new: dict, reference: dict) -> bool:

@@ -3,16 +3,17 @@ where they apply, and peak tensor memory (CUDA allocator peak on GPU, torch's CP
 records on CPU).
 
 The comparisons are paired rows the gate judges (both sides timed in the same rounds):
-CompiledOverEager (torch.compile per model), ChannelsLastOverContiguous and
-CudnnBenchmarkOnOverOff. Inference and TrainingStep keep the raw times and their
-reference-normalised companions.
+CompiledOverEager (torch.compile per model), CompiledTrainingStepOverEager (its training step,
+full runs), ChannelsLastOverContiguous and CudnnBenchmarkOnOverOff; before the timing each pair
+is checked for the same answer (harness.measure.answers). Inference and TrainingStep keep the
+raw times and their reference-normalised companions.
 
 The models are the zoo's, or in a project of its own only the project's
 (harness.core.user_models.suite_models)."""
 
 from harness.core import settings
 from harness.core.user_models import suite_models
-from harness.core.zoo import get_model
+from harness.core.zoo import COMPILE_FULL, get_model
 from harness.measure import timing
 from harness.measure.threads import fix_threads
 from harness.measure.workloads import NotApplicable, device, grid
@@ -103,15 +104,29 @@ class ChannelsLastOverContiguous:
     track_channels_last_over_contiguous.unit = "ratio"
 
 
+def _compiled_models(full: bool) -> list[str]:
+    """The models the torch.compile rows cover. Full runs: every model. Quick runs: in a project
+    of its own every model it registers but those registered with compile="full" (each compiled
+    once, outside the samples: the answer check's call); here the word LM only: AlexNet's
+    compiled and eager calls respond differently to a shared host's memory state, so its ratio
+    moves between processes far more than the word LM's (figures:
+    docs/measurements.md#the-gates-proof-on-real-workloads), and each other zoo model's cold
+    compile (30-90 s on two shared cores) would lengthen every whole-suite quick run. A model
+    registered with compile="why" keeps its row, n/a with the reason."""
+    if full:
+        return list(_MODELS)
+    if settings.OWN_MODELS.get():
+        return [m for m in _MODELS if get_model(m).compile != COMPILE_FULL]
+    return [m for m in ["word_lm"] if m in _MODELS]
+
+
 class CompiledOverEager:
     """Paired (timing.measure_paired): torch.compile(model)'s inference call over the eager
-    model's, same weights and inputs, same rounds: what inductor is worth per zoo model (the
-    PyTorch 2.0 dashboard's speedup is 1 / this ratio). Fast runs: the word LM; full runs: every
-    model. AlexNet is full only: its compiled and eager calls respond differently to a shared
-    host's memory state, so its ratio moves between processes far more than the word LM's
-    (figures: docs/measurements.md#the-gates-proof-on-real-workloads)."""
+    model's, same weights and inputs, same rounds: what inductor is worth per model (the
+    PyTorch 2.0 dashboard's speedup is 1 / this ratio), and whether the compiled model computes
+    what eager does (the answer row). Which models: _compiled_models."""
 
-    params = (grid([m for m in ["word_lm"] if m in _MODELS], _MODELS),)
+    params = (grid(_compiled_models(False), _compiled_models(True)),)
     param_names = ["model"]
     timeout = 600
 
@@ -132,6 +147,35 @@ class CompiledOverEager:
         return timing.asv_samples(timing.measure_paired(self.compiled, self.eager, self.dev))
 
     track_compiled_over_eager.unit = "ratio"
+
+
+class CompiledTrainingStepOverEager:
+    """Paired (timing.measure_paired): the training step (forward, loss, backward, SGD step) with
+    torch.compile(model) over the eager one's, each side a copy of one starting state, in full
+    runs; the answer row compares the loss, every gradient and every parameter after the check's
+    step (dropout: harness.measure.workloads.models.build_compiled_training_pair)."""
+
+    params = (grid([], _compiled_models(True)),)
+    param_names = ["model"]
+    timeout = 1200
+
+    def setup(self, model):
+        self.dev = device()
+        self.compiled, self.eager = wl.build_compiled_training_pair(model, self.dev)
+
+    def teardown(self, model):
+        import torch._dynamo
+
+        torch._dynamo.reset()
+
+    def profile_targets(self, model):
+        return {"compiled": self.compiled, "eager": self.eager}
+
+    def track_compiled_training_step_over_eager(self, model):
+        # the check's call compiles (the timed compile's first call is a warm-up): never sampled
+        return timing.asv_samples(timing.measure_paired(self.compiled, self.eager, self.dev))
+
+    track_compiled_training_step_over_eager.unit = "ratio"
 
 
 class CudnnBenchmarkOnOverOff:
@@ -183,10 +227,12 @@ class PeakMemory:
     track_peak_memory.unit = "bytes"
 
 
-# A project of its own may register no image model, and its fast runs compile nothing (the word
-# LM is the zoo's): asv cannot run a benchmark with an empty parameter list, so such a class is
-# left out of this module there. In a checkout an empty list is a bug, which asv then reports.
-for _name, _value in list(globals().items()) if settings.OWN_MODELS.get() else ():
+# asv cannot run a benchmark with an empty parameter list, so such a class is left out of this
+# module: a full-runs-only class in quick runs, and in a project of its own a class of image
+# models where it registers none (or compile rows where every model is compile="full"). In a
+# checkout any other empty list is a bug, which asv then reports.
+_FULL_ONLY = ("CompiledTrainingStepOverEager",)
+for _name, _value in list(globals().items()):
     if not _name.startswith("_") and isinstance(_value, type) and hasattr(_value, "params"):
-        if not all(_value.params):
+        if not all(_value.params) and (settings.OWN_MODELS.get() or _name in _FULL_ONLY):
             del globals()[_name]

@@ -1,13 +1,20 @@
 """Zoo models: inference and training-step callables, with cudnn.benchmark and channels_last
-where they apply, and a build-and-run callable for peak memory."""
+where they apply, torch.compile against eager (inference and training step, each pair checked
+for the same answer: harness.measure.answers), and a build-and-run callable for peak memory."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import torch
 
+from harness.core import answerfacts
+from harness.core.env import seed_everything
+from harness.measure import answers
 from harness.measure.workloads import NotApplicable, model_config, to_device
+
+LEARNING_RATE = 0.01  # the training steps' SGD
 
 
 def check(
@@ -78,7 +85,7 @@ def _callable(p: _Prepared, mode: str) -> Callable[[], object]:
         return infer
     if mode == "training":
         p.model.train()
-        opt = torch.optim.SGD(p.model.parameters(), lr=0.01)
+        opt = torch.optim.SGD(p.model.parameters(), lr=LEARNING_RATE)
 
         def step():
             opt.zero_grad(set_to_none=True)
@@ -91,18 +98,147 @@ def _callable(p: _Prepared, mode: str) -> Callable[[], object]:
     raise ValueError(f"unknown mode {mode!r}; use 'inference' or 'training'")
 
 
+# ---- torch.compile against eager: CompiledOverEager, CompiledTrainingStepOverEager -----------
+
+BACKEND = "inductor"  # torch.compile's backend for the compiled sides (tests use "eager")
+INFERENCE_WHAT = (
+    "torch.compile(model) vs eager: one inference call (eval, inference_mode), same weights and "
+    "inputs"
+)
+TRAINING_WHAT = (
+    "torch.compile(model) vs eager: one training step (forward, loss, backward, SGD step) from "
+    "the same weights, inputs and seed: the loss, every gradient and every parameter after it"
+)
+
+
+def compile_opt_out(model_name: str, what: str) -> None:
+    """A model registered with `compile="why"` is never compiled: its rows are n/a with the
+    reason, its answer row too (recorded here, inside a run)."""
+    from harness.core.zoo import get_model
+
+    why = get_model(model_name).compile_opt_out()
+    if why:
+        reason = f"{model_name} is not compiled: {why} (register_model(compile=...))"
+        answers.record(answerfacts.Answer(answerfacts.NOT_APPLICABLE, what, reason=reason))
+        raise NotApplicable(reason)
+
+
+def _compile(model: torch.nn.Module, fallback_random: bool = False):
+    if BACKEND != "inductor":
+        return torch.compile(model, backend=BACKEND)
+    return torch.compile(model, options={"fallback_random": True} if fallback_random else None)
+
+
 def build_compiled_pair(
     model_name: str, device: torch.device
 ) -> tuple[Callable[[], object], Callable[[], object]]:
-    """(compiled, eager) inference calls of one model with the same weights and inputs: the
-    compiled one runs `torch.compile(model)` (the usual advice) and compiles on its first call."""
-    import copy
-
+    """(compiled, eager) inference calls of one model, declared as a pair (harness.measure.answers)
+    that measure_paired checks before timing: the compiled side runs `torch.compile` of a deep
+    copy of the eager model (one starting state, no shared parameters) on the same inputs, and
+    compiles on its first call, the check's; the float64 referee is the eager model in float64."""
     check(model_name, False, False, device)
+    compile_opt_out(model_name, INFERENCE_WHAT)
     eager = _Prepared(model_name, False, device)
     compiled = copy.copy(eager)
-    compiled.model = torch.compile(eager.model)
-    return _callable(compiled, "inference"), _callable(eager, "inference")
+    compiled.model = _compile(copy.deepcopy(eager.model))
+    pair = answers.Pair(
+        what=INFERENCE_WHAT,
+        compiled=True,
+        model=eager.model,
+        inputs=eager.inputs,
+    )
+    pair.fp64 = _float64_run(pair, answers.float64_forward(eager.model, *eager.inputs))
+    new, reference = _callable(compiled, "inference"), _callable(eager, "inference")
+    new.model, reference.model = compiled.model, eager.model  # what each side calls
+    return answers.declare(new, reference, pair)
+
+
+def build_compiled_training_pair(
+    model_name: str, device: torch.device
+) -> tuple[Callable[[], object], Callable[[], object]]:
+    """(compiled, eager) training steps of one model, each side a deep copy of one starting
+    state with its own SGD optimizer, declared as a pair checked by the loss, every gradient
+    and every parameter after one step.
+
+    Random ops in training mode (dropout): inductor draws its own random numbers, so a compiled
+    step with dropout never matches eager's draw. Where the step draws any, the check's call
+    (the compiled side's first) runs another copy compiled with inductor's `fallback_random`
+    (eager's random ops, so the same seed gives the same draws; PyTorch's accuracy runner does
+    the same) and the timed calls run the plain `torch.compile`: the check covers everything but
+    inductor's own random kernels (docs/answers.md#in-a-project-of-your-own)."""
+    from harness.core import determinism
+
+    check(model_name, False, False, device)
+    compile_opt_out(model_name, TRAINING_WHAT)
+    eager = _Prepared(model_name, False, device)
+    eager.model.train()
+    start = copy.deepcopy(eager.model)  # the starting state, for the float64 referee
+    probe = copy.deepcopy(eager.model)  # train-mode forwards move batch norm's running stats
+    random = determinism.random_ops(probe, eager.inputs)
+    del probe
+    timed = copy.copy(eager)
+    original = copy.deepcopy(eager.model)  # named as eager's: no `_orig_mod.` prefix
+    timed.model = _compile(original)
+    compiled = _callable(timed, "training")
+    checked_model = original
+    if random and BACKEND == "inductor":
+        checked = copy.copy(eager)
+        checked_model = copy.deepcopy(start)
+        checked.model = _compile(checked_model, fallback_random=True)
+        compiled = _FirstCallApart(_callable(checked, "training"), compiled)
+    named = list(dict.fromkeys(map(str, random)))
+    shown = "; ".join(named[:2]) + (f" and {len(named) - 2} more" if len(named) > 2 else "")
+    pair = answers.Pair(
+        what=TRAINING_WHAT
+        + (f" (random ops drawn by eager's kernels in the check: {shown})" if random else ""),
+        compiled=True,
+        new_result=lambda loss: answers.training_result(checked_model, loss),
+        reference_result=lambda loss: answers.training_result(eager.model, loss),
+    )
+    pair.fp64 = _float64_run(pair, lambda: _float64_step(eager, start))
+    reference = _callable(eager, "training")
+    compiled.model, reference.model = timed.model, eager.model  # what each side's timing calls
+    return answers.declare(compiled, reference, pair)
+
+
+class _FirstCallApart:
+    """The compiled training step: its first call (the answer check's) runs `first`, a copy
+    compiled with fallback_random, and every later call `rest`, the timed compile."""
+
+    def __init__(self, first: Callable[[], object], rest: Callable[[], object]):
+        self._first, self._rest = first, rest
+
+    def __call__(self):
+        if self._first is None:
+            return self._rest()
+        first, self._first = self._first, None  # released once run
+        return first()
+
+
+def _float64_step(p: _Prepared, start: torch.nn.Module):
+    model = copy.deepcopy(start).to(torch.float64).train()
+    opt = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    opt.zero_grad(set_to_none=True)
+    loss = p.spec.loss(model(*answers.float64(p.inputs)), p.targets)
+    loss.backward()
+    opt.step()
+    return answers.training_result(model, loss)
+
+
+def _float64_run(pair: answers.Pair, run: Callable[[], object]) -> Callable[[], object]:
+    """`run` after the check's seed, as a pair's fp64: where the model has no float64 kernel
+    the pair says so (no_fp64) and the outputs allclose failed on stay WRONG with that reason."""
+
+    def fp64():
+        seed_everything(pair.seed)  # dropout in a training step draws as both sides did
+        try:
+            return run()
+        except Exception as exc:  # noqa: BLE001  (a model of any kind: its error is the reason)
+            first = (str(exc).strip().splitlines() or [""])[0]
+            pair.no_fp64 = f"its float64 run failed: {type(exc).__name__}: {first}"[:300]
+            return None
+
+    return fp64
 
 
 def build_and_train_once(
