@@ -283,7 +283,8 @@ def test_the_example_benchmark_declares_its_answer(tmp_path, monkeypatch, clean_
 FASTPATH = '''
 
 class ResidualMLP(nn.Module):
-    """Four residual blocks; the compiled "fast path" skips the last one."""
+    """Four residual blocks; the compiled "fast path" skips the last one (unless the commit
+    that fixed it is simulated: FASTPATH_FIXED=1)."""
 
     def __init__(self, width: int, num_classes: int):
         super().__init__()
@@ -293,7 +294,8 @@ class ResidualMLP(nn.Module):
         self.head = nn.Linear(width, num_classes)
 
     def forward(self, x):
-        blocks = self.blocks[:3] if torch.compiler.is_compiling() else self.blocks
+        fixed = os.environ.get("FASTPATH_FIXED") == "1"
+        blocks = self.blocks[:3] if torch.compiler.is_compiling() and not fixed else self.blocks
         for block in blocks:
             x = x + block(x)
         return self.head(x)
@@ -310,7 +312,7 @@ register_model(
 '''
 
 
-@pytest.mark.slow  # two cold inductor compiles and asv: about 1-3 minutes on two shared cores
+@pytest.mark.slow  # three quick runs, each two cold inductor compiles: ~4-8 minutes on 2 cores
 def test_a_projects_quick_run_records_the_wrong_compiled_answer(tmp_path):
     proj = tmp_path / "myproject"
     proj.mkdir()
@@ -331,7 +333,7 @@ def test_a_projects_quick_run_records_the_wrong_compiled_answer(tmp_path):
     assert run("git", "init", "-q").returncode == 0
     assert run(harness, "init").returncode == 0
     with open(proj / "models.py", "a") as f:
-        f.write(FASTPATH)  # registered the documented way
+        f.write("\nimport os\n" + FASTPATH)  # registered the documented way
     assert run("git", "add", "-A").returncode == 0
     assert run("git", "commit", "-qm", "a model with a compiled fast path").returncode == 0
     ran = run(
@@ -360,3 +362,42 @@ def test_a_projects_quick_run_records_the_wrong_compiled_answer(tmp_path):
     # the timing rows are there as before: the check ran outside the samples
     for model in ("fastpath", "tiny_cnn"):
         assert ROW.format(model) in ran.stdout
+
+    # the gate: the wrong run against a clean run of the same project exits 1, naming the
+    # model, the output and the error; the single-run form too; two clean runs gate clean
+    env["FASTPATH_FIXED"] = "1"
+    cleans = []
+    for label in ("clean1", "clean2"):
+        ok = run(
+            harness,
+            "bench",
+            "--quick",
+            "--machine",
+            "e2e",
+            "--label",
+            label,
+            "--suite",
+            "models",
+            "--bench",
+            "CompiledOverEager",
+        )
+        assert ok.returncode == 0, ok.stdout[-3000:] + ok.stderr[-3000:]
+        cleans.append(
+            next(
+                p.name
+                for p in (proj / "results/runs/e2e").iterdir()
+                if p.name.endswith(label) or label in p.name
+            )
+        )
+    gate = run(harness, "gate", cleans[0], record.name, "--bench", "CompiledOverEager")
+    text = gate.stdout + gate.stderr
+    assert gate.returncode == exits.REGRESSION, text[-4000:]
+    line = next(x for x in text.splitlines() if "answer_compiled_over_eager('fastpath')" in x)
+    assert "WRONG" in line and "output" in line and "RMSE" in line, line
+    assert "answer_compiled_over_eager('tiny_cnn')" in text
+    single = run(harness, "answers", record.name)
+    assert single.returncode == exits.REGRESSION, single.stdout[-3000:] + single.stderr[-2000:]
+    assert "fastpath" in single.stdout and "WRONG" in single.stdout
+    same = run(harness, "gate", cleans[0], cleans[1], "--bench", "answer_")
+    assert same.returncode == 0, same.stdout[-3000:] + same.stderr[-2000:]
+    assert run(harness, "answers", cleans[1]).returncode == 0
