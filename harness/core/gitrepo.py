@@ -17,6 +17,7 @@ behind are removed under that lock.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import dataclasses
 import fcntl
@@ -24,10 +25,11 @@ import hashlib
 import os
 import re
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
-from harness.core import settings, trust
+from harness.core import gittree, settings, trust
 from harness.core.exits import BadInput, RunnerFailed
 
 CACHE = ".store"  # under the results root
@@ -51,6 +53,16 @@ _CONFIG = (
     "maintenance.auto=false",
     "fetch.writeCommitGraph=false",
     "advice.detachedHead=false",
+    # what a fetch accepts is checked by the harness, entry by entry (one bad tree never
+    # refuses the whole history), so a user's own transfer.fsckObjects does not apply here;
+    # a push signs nothing and follows no submodule (a kept gitlink names no repository)
+    "transfer.fsckObjects=false",
+    "fetch.fsckObjects=false",
+    "receive.fsckObjects=false",
+    "push.gpgSign=false",
+    "push.recurseSubmodules=no",
+    "fetch.recurseSubmodules=false",
+    "submodule.recurse=false",
 )
 # rejections that may mean another runner moved the ref first (fetch, re-apply, retry); a
 # server that cannot write the ref at all says "failed to update ref" too: the store tells the
@@ -142,6 +154,10 @@ class Entry:
 NAMES = ("utf-8", "surrogateescape")
 
 
+class ServerCannotSend(RunnerFailed):
+    """The server's git died sending what a fetch asked for (exit 5): a tree it cannot read."""
+
+
 @dataclasses.dataclass
 class PushOutcome:
     ok: bool
@@ -197,9 +213,11 @@ class Repo:
         network: bool = False,
         check: bool = True,
         extra_env: dict | None = None,
+        stdin=None,
     ) -> subprocess.CompletedProcess:
         """`git ARGS` in the cache repository, stdout and stderr as bytes; a failure (check) or
-        a timeout is RunnerFailed naming git's error in one line."""
+        a timeout is RunnerFailed naming git's error in one line. `stdin`: an open file read
+        as git's input (instead of `input`)."""
         from harness.core.processes import end_session, start_in_session
 
         env = self.environment(network)
@@ -210,7 +228,7 @@ class Repo:
                 cmd,
                 cwd=self.path,
                 env=env,
-                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdin=subprocess.PIPE if input is not None else stdin or subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
             )
@@ -229,7 +247,7 @@ class Repo:
             raise
         done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
         if check and done.returncode != 0:
-            raise RunnerFailed(f"git {args[0]}: {git_error(err)}")
+            raise _failure(f"git {args[0]}", err, self.ref)
         return done
 
     # ---- the repository and its lock ----
@@ -308,7 +326,7 @@ class Repo:
                 return None
             if "filter" not in err:
                 break
-        raise RunnerFailed(f"git fetch: {git_error(done.stderr)}")
+        raise _failure("git fetch", done.stderr, self.ref)
 
     def fetch_objects(self, oids: list[str], spec: str | None = None) -> None:
         """Bring these objects from the remote in one fetch: with no filter `spec` whole (a
@@ -338,7 +356,11 @@ class Repo:
         # git's own status reason says whether it was a race; without one, git's own lines do
         # (never the server's `remote:` lines: a hook may print anything)
         said = reason if mine else _own_lines(done.stderr)
-        return PushOutcome(False, race=bool(_RACE.search(said)), reason=reason)
+        race = bool(_RACE.search(said))
+        remote = remote_reason(done.stderr)
+        if remote and not race:  # the server's why (fsck's hasDotdot, a hook's message)
+            reason += f"; the server said: {remote}"
+        return PushOutcome(False, race=race, reason=reason)
 
     # ---- objects and trees ----
 
@@ -438,33 +460,147 @@ class Repo:
         machines = {path.split("/", 1)[0] for path, _ in files}
         return {e.path: e.oid for e in self.ls_tree(top, *[f"{m}/" for m in sorted(machines)])}
 
-    def edit_tree(self, tree: str | None, edits: dict, where: str = "") -> str | None:
+    def tree_of(self, commit: str) -> str:
+        return self.git("rev-parse", f"{commit}^{{tree}}").stdout.decode().strip()
+
+    def trees(self) -> gittree.TreeReader:
+        """A reader of raw tree objects in this repository (a context manager)."""
+        return gittree.TreeReader(self, self.timeout)
+
+    def edit_tree(
+        self,
+        tree: str | None,
+        edits: dict,
+        left: gittree.LeftOut | None = None,
+        reader: gittree.TreeReader | None = None,
+    ) -> str | None:
         """`tree` (None: empty) with `edits` applied, folder by folder: name -> None (remove),
-        ("blob" | "tree", oid) (put), or a dict of edits inside that folder. Only the folders
-        on the edited paths are read and written (`mktree --missing`: what they hold need not
-        be here). Every entry not edited is kept exactly as it is, whatever its name or mode
-        (a commit never rewrites what others wrote); an edit inside a folder that is not a
-        folder in `tree` is BadInput. None when nothing is left."""
-        entries = [(e.path, (e.mode, e.kind, e.oid)) for e in self.ls_tree(tree)] if tree else []
-        for name, edit in edits.items():
-            if isinstance(edit, dict):
-                below = [v for n, v in entries if n == name]
-                if below and (len(below) > 1 or below[0][1] != "tree"):
-                    raise BadInput(f"{where}{name} in the history is not one folder; not rewritten")
-                sub = self.edit_tree(below[0][2] if below else None, edit, f"{where}{name}/")
-                edit = ("tree", sub) if sub else None
-            entries = [(n, v) for n, v in entries if n != name]
-            if edit is not None:
-                entries.append((name, ("040000" if edit[0] == "tree" else "100644", *edit)))
-        if not entries:
-            return None
-        body = "".join(f"{m} {k} {o}\t{n}\0" for n, (m, k, o) in sorted(entries))
-        made = self.git("mktree", "-z", "--missing", input=body.encode(*NAMES))
-        return made.stdout.decode().strip()
+        ("blob" | "tree", oid) (put), or a dict of edits inside that folder (an empty one:
+        that folder written anew). Only the folders on the edited paths are read and written;
+        every other entry is carried by its object id, its own tree never read or re-sent. In
+        a folder written anew, an entry git cannot hold in a valid tree or that its fsck flags
+        (gittree.entry_problem), and every copy of a name held twice, is left out and named
+        in `left`; every other entry is kept exactly as it is. An edit inside something that
+        is not a folder is BadInput. None when nothing is left."""
+        left = left if left is not None else gittree.LeftOut()
+        if reader is not None:
+            return self._edit(reader, tree, edits, b"", left)
+        with self.trees() as reader:
+            return self._edit(reader, tree, edits, b"", left)
+
+    def _edit(self, reader, tree, edits: dict, where: bytes, left) -> str | None:
+        cap = settings.STORE_MAX_ENTRIES.get()
+        named = {n.encode(*NAMES): n for n in edits}
+        found: dict[bytes, list[tuple[int, str]]] = {}
+        hashes = array.array("q")
+        written = 0
+        with contextlib.ExitStack() as stack:
+            body = stack.enter_context(tempfile.TemporaryFile(dir=self.path))
+            if tree is not None:
+                items = reader.entries(tree)
+                if items is None:
+                    raise RunnerFailed(
+                        f"{gittree.shown_path(where or b'the root')}: tree {tree} is not in "
+                        f"{self.path}; try again (the cache is safe to delete)"
+                    )
+                count = 0
+                try:
+                    for mode, name, oid in items:
+                        count += 1
+                        if count > cap:
+                            raise BadInput(
+                                f"{gittree.shown_path(where or b'the root')} in the history "
+                                f"holds more than {cap:,} entries "
+                                f"(${settings.STORE_MAX_ENTRIES.name}); not rewritten"
+                            )
+                        why = gittree.entry_problem(mode, name, oid)
+                        if why:
+                            left.add(where + name, why)
+                        elif name in named:
+                            found.setdefault(name, []).append((mode, oid))
+                        else:
+                            hashes.append(hash(name))
+                            body.write(_tree_line(mode, oid, name))
+                            written += 1
+                except gittree.Damaged as exc:
+                    left.add(where, f"{exc} (the entries before it are kept)")
+            twice = _repeated(hashes)
+            del hashes
+            if twice:
+                body, written = _without_repeats(body, twice, where, left, self.path)
+                stack.enter_context(body)
+            for name, edit in ((b, edits[n]) for b, n in named.items()):
+                copies = found.get(name, [])
+                base = None
+                if len(copies) > 1:
+                    left.add(where + name, f"{len(copies)} entries of that name")
+                elif copies and isinstance(edit, dict):
+                    if copies[0][0] != gittree.TREE:
+                        raise BadInput(
+                            f"{gittree.shown_path(where + name)} in the history is not a "
+                            "folder; not rewritten"
+                        )
+                    base = copies[0][1]
+                if isinstance(edit, dict):
+                    sub = self._edit(reader, base, edit, where + name + b"/", left)
+                    edit = ("tree", sub) if sub else None
+                if edit is not None:
+                    mode = gittree.TREE if edit[0] == "tree" else 0o100644
+                    body.write(_tree_line(mode, edit[1], name))
+                    written += 1
+            if not written:
+                return None
+            body.flush()
+            body.seek(0)
+            return self.git("mktree", "-z", "--missing", stdin=body).stdout.decode().strip()
 
     def commit(self, tree: str, parent: str | None, message: str) -> str:
         args = ["commit-tree", "--no-gpg-sign", tree] + (["-p", parent] if parent else [])
         return self.git(*args, input=message.encode()).stdout.decode().strip()
+
+
+def _tree_line(mode: int, oid: str, name: bytes) -> bytes:
+    """One entry as `git mktree -z` reads it."""
+    return b"%o %s %s\t%s\0" % (mode, gittree.kind_of(mode).encode(), oid.encode(), name)
+
+
+def _repeated(hashes: array.array) -> set[int]:
+    """The values held more than once (sorted once: 8 bytes a name, not a set of names)."""
+    ordered = sorted(hashes)
+    return {a for a, b in zip(ordered, ordered[1:]) if a == b}
+
+
+def _without_repeats(body, twice: set[int], where: bytes, left, folder: Path):
+    """`body` (mktree lines) without every copy of a name it holds more than once (names
+    whose hash is in `twice`: the names themselves are compared here), each named once in
+    `left`; and how many lines are left."""
+    counts: dict[bytes, int] = {}
+    for line in _lines(body):
+        name = line.split(b"\t", 1)[1]
+        if hash(name) in twice:
+            counts[name] = counts.get(name, 0) + 1
+    repeated = {n for n, k in counts.items() if k > 1}
+    for name in sorted(repeated):
+        left.add(where + name, f"{counts[name]} entries of that name")
+    kept = tempfile.TemporaryFile(dir=folder)
+    written = 0
+    for line in _lines(body):
+        if line.split(b"\t", 1)[1] not in repeated:
+            kept.write(line + b"\0")
+            written += 1
+    body.close()
+    return kept, written
+
+
+def _lines(body):
+    body.flush()
+    body.seek(0)
+    rest = b""
+    while chunk := body.read(1 << 20):
+        *whole, rest = (rest + chunk).split(b"\0")
+        yield from whole
+    if rest:
+        yield rest
 
 
 def _own_lines(stderr: bytes) -> str:
@@ -472,12 +608,47 @@ def _own_lines(stderr: bytes) -> str:
     return "\n".join(line for line in lines if not line.startswith("remote:"))
 
 
-def git_error(stderr: bytes) -> str:
-    """git's error in one line: its fatal/error lines (else its last line), joined."""
-    lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]
-    picked = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines[-1:]
-    text = "; ".join(dict.fromkeys(picked)) or "failed with no message"
-    return redact(text)[:500]
+def remote_reason(stderr: bytes, limit: int = 3) -> str:
+    """The server's own reason in one line: its `remote:` error and fatal lines (else its last
+    ones), each escaped and cut (a hook on the server may print anything)."""
+    lines = [
+        line.removeprefix("remote:").strip()
+        for line in stderr.decode(errors="replace").splitlines()
+        if line.startswith("remote:") and line.removeprefix("remote:").strip()
+    ]
+    picked = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines[-2:]
+    return "; ".join(trust.shown(line, 200) for line in dict.fromkeys(picked[:limit]))
+
+
+# what git prints when the serving side's pack-objects died: the server cannot send what was
+# asked for (a tree git itself cannot read, such as an entry with an empty name)
+_CANNOT_SERVE = re.compile(
+    r"pack-objects died|bad pack header|possible repository corruption on the remote side"
+)
+
+
+def _failure(what: str, stderr: bytes, ref: str) -> RunnerFailed:
+    dead = _CANNOT_SERVE.search(stderr.decode(errors="replace"))
+    return (ServerCannotSend if dead else RunnerFailed)(f"{what}: {git_error(stderr, ref)}")
+
+
+def git_error(stderr: bytes, ref: str = "") -> str:
+    """git's error in one line: its fatal/error lines (else its last line), joined. Where the
+    server could not send what was asked for, the server's reason and the fix there."""
+    text = stderr.decode(errors="replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    mine = [line for line in lines if not line.startswith("remote:")]
+    picked = [line for line in mine if line.startswith(("fatal:", "error:"))] or lines[-1:]
+    said = redact("; ".join(dict.fromkeys(picked)) or "failed with no message")[:500]
+    if _CANNOT_SERVE.search(text):
+        said += (
+            f"; the server could not send it (its git said: {remote_reason(stderr) or '?'}): "
+            "the history holds a tree the server's own git cannot read or send, such as an "
+            "entry with an empty name written by hand. Nothing here works around it; fix it on "
+            f"the server: move {ref or 'the ref'} back to the commit before the one that added "
+            "that tree (docs/trust.md#hardening-the-server), then run `harness store repair`"
+        )
+    return said
 
 
 def project_remote(name_or_url: str) -> Remote:

@@ -202,6 +202,14 @@ STORE_RETRY_S = Setting(
     "seconds `harness store push` (and `prune --store`) keep retrying after another runner "
     "pushed first (fetch, re-apply, back off); then exit 5",
 )
+STORE_MAX_ENTRIES = Setting(
+    "HARNESS_STORE_MAX_ENTRIES",
+    INT,
+    1_000_000,
+    "entries one folder of the results history may hold (its root, `runs/`, a machine's "
+    "folder, ...), and runs, tombstones and listings in all, for a store command to read or "
+    "rewrite it: over it that folder is skipped, or the command refuses (exit 3), naming it",
+)
 PAIRED_WINDOW_S = Setting(
     "HARNESS_PAIRED_WINDOW_S",
     FLOAT,
