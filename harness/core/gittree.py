@@ -93,6 +93,8 @@ def _ntfs_dotgit(name: bytes) -> bool:
 def _reads_as_git_file(name: bytes) -> str:
     """Which of git's own names (.git, .gitmodules, .gitattributes) a file system reads `name`
     as ("" for none): fsck's hasDotgit, and the names whose content fsck parses."""
+    if name.isascii() and name[:1] != b"." and b"~" not in name[:8] and b"\\" not in name:
+        return ""  # none of them (the common case, decided without the checks below)
     parts = [name] + name.split(b"\\")[1:]
     for part in parts:
         if _hfs_is(part, ".git") or _ntfs_dotgit(part):

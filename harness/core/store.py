@@ -28,6 +28,7 @@ import bisect
 import collections.abc
 import dataclasses
 import datetime
+import itertools
 import json
 import os
 import random
@@ -198,6 +199,26 @@ class Held(collections.abc.Mapping):
             if index.values[i * index.width] == HELD
         ]
 
+    def starting(self, machine: str, text: str) -> list[str]:
+        """The names of one machine that start with `text` (found by bisection)."""
+        prefix = f"{self.area}/{machine}/"
+        index, cut, end = self.index, len(prefix), len(self.suffix)
+        out = []
+        i = bisect.bisect_left(index.keys, prefix + text)
+        while i < len(index.keys) and index.keys[i].startswith(prefix + text):
+            if index.values[i * index.width] == HELD:
+                out.append(index.keys[i][cut : len(index.keys[i]) - end])
+            i += 1
+        return out
+
+    def newest(self, machine: str):
+        """The names of one machine, newest (last in order) first, made one at a time."""
+        prefix = f"{self.area}/{machine}/"
+        index, cut, end = self.index, len(prefix), len(self.suffix)
+        for i in reversed(index.under(prefix)):
+            if index.values[i * index.width] == HELD:
+                yield index.keys[i][cut : len(index.keys[i]) - end]
+
     def __iter__(self):
         index, end = self.index, len(self.suffix)
         for i in self.index.under(f"{self.area}/"):
@@ -227,6 +248,7 @@ class Snapshot:
     taken: dict[str, str] = dataclasses.field(default_factory=dict)
     levels: tuple[Index, Index] = dataclasses.field(default_factory=lambda: (Index(21), Index(21)))
     markers: int = 1  # copies of store.json at the root (each the harness's marker)
+    marker_copies: list = dataclasses.field(default_factory=list)  # their (mode, oid)
     _more: dict = dataclasses.field(default_factory=dict)  # (area, machine) -> skips not kept
 
     @classmethod
@@ -281,6 +303,7 @@ class Snapshot:
                 f"root; it holds {shown}); name another --ref"
             )
         self.markers = len(layout[MARKER])
+        self.marker_copies = layout[MARKER]
         if marker:
             _check_markers(repo, layout[MARKER])
             if self.markers > 1:
@@ -352,12 +375,15 @@ class Snapshot:
             text = name.decode(*NAMES)
             path = f"{key}/{text}"
             run_id = text.removesuffix(".json") if area != RUNS else text
-            why = trust.why_not_run_id(run_id)
-            if area != RUNS and not text.endswith(".json"):
-                why = f"{trust.shown(text)} is not <run id>.json"
-            why = _fsck_why(mode, name, entry) or why
-            if why:
-                self._skip(area, machine, text, path, why)
+            bad = not trust.is_run_id(run_id) or (area != RUNS and not text.endswith(".json"))
+            fsck = gittree.entry_problem(mode, name, entry)
+            if (bad or fsck) and len(self.skipped) >= MAX_KEPT_SKIPS:
+                self._count(area, machine)  # its line would not be kept: no line made
+            elif bad or fsck:
+                why = trust.why_not_run_id(run_id)
+                if area != RUNS and not text.endswith(".json"):
+                    why = f"{trust.shown(text)} is not <run id>.json"
+                self._skip(area, machine, text, path, _fsck_why(mode, name, entry) or why)
             elif (mode == gittree.TREE) if area == RUNS else (mode in _FILE_MODE_INTS):
                 entries.add(path, bytes([HELD]) + bytes.fromhex(entry))
             else:
@@ -392,11 +418,14 @@ class Snapshot:
             f"holds more than {cap:,} entries (${settings.STORE_MAX_ENTRIES.name}): not read",
         )  # fmt: skip
 
+    def _count(self, area, machine) -> None:
+        n, where = self._more.get((area, machine), (0, ""))
+        where = where or (area if machine is None else f"{area}/{machine}") or "its root"
+        self._more[(area, machine)] = (n + 1, where)
+
     def _skip(self, area, machine, name, path: str, why: str) -> None:
         if len(self.skipped) >= MAX_KEPT_SKIPS:  # counted, not kept: a million cost nothing
-            n, where = self._more.get((area, machine), (0, ""))
-            where = where or (area if machine is None else f"{area}/{machine}") or "its root"
-            self._more[(area, machine)] = (n + 1, where)
+            self._count(area, machine)
             return
         said = f"{trust.shown(path, 120)} in the history"
         said += f" {why}" if why.startswith(("is ", "holds ")) else f": {why}"
@@ -529,7 +558,7 @@ class Change:
 
 
 def commit_and_push(
-    repo: Repo, make, marker: bool = True
+    repo: Repo, make, marker: bool = True, say: bool = True
 ) -> tuple[Snapshot, Change | None, str | None, int]:
     """Fetch the tip, `make(snapshot)` a Change (None: nothing to do), commit it on the tip and
     push; when another runner pushed first, fetch and make it again after a backoff, until
@@ -538,14 +567,16 @@ def commit_and_push(
     STALLS of those in a row it fails. The commit rewrites only the folders on the paths it
     changes; in those, what git's fsck would flag is left out and named (gitrepo.edit_tree),
     so that every tree it sends is one a server checking what it receives accepts. `marker`
-    False: any store.json goes (repair). Returns (snapshot, change, commit, retries)."""
+    False: any store.json goes (repair); `say` False: the skipped entries are not said (repair
+    lists them itself). Returns (snapshot, change, commit, retries)."""
     deadline = time.monotonic() + settings.STORE_RETRY_S.get()
     retries = stalls = 0
     refused: tuple[str | None, str] | None = None  # (the tip pushed onto, why) of the last try
     said: set[str] = set()
     while True:
         snap = Snapshot.load(repo, repo.fetch_tip(), marker)
-        say_skipped(snap, said)
+        if say:
+            say_skipped(snap, said)
         if refused is not None:
             stalls = stalls + 1 if snap.tip == refused[0] else 0
             if stalls >= STALLS:
@@ -562,7 +593,8 @@ def commit_and_push(
             edits[MARKER] = ("blob", repo.hash_bytes(_marker()))
         left = gittree.LeftOut()
         tree = repo.edit_tree(repo.tree_of(snap.tip) if snap.tip else None, edits, left)
-        say_left_out(snap, left, said)
+        if say:
+            say_left_out(snap, left, said)
         commit = repo.commit(tree, snap.tip, change.message)
         outcome = repo.push(commit)
         if outcome.ok:
@@ -939,7 +971,7 @@ def select(repo: Repo, snap: Snapshot, sel: Selection) -> list[tuple[str, str]]:
     if sel.runs:
         out = []
         for name in sel.runs:
-            found = [(m, i) for m in machines for i in snap.run_ids(m) if i.startswith(name)]
+            found = [(m, i) for m in machines for i in snap.runs.starting(m, name)]
             if len(found) != 1:
                 what = "no run" if not found else f"{len(found)} runs"
                 raise BadInput(
@@ -950,25 +982,24 @@ def select(repo: Repo, snap: Snapshot, sel: Selection) -> list[tuple[str, str]]:
         return sorted(set(out), key=lambda k: (k[1], k[0]))
     out = []
     for m in machines:
-        ids = [
+        ids = (  # newest first, made one by one: `last` of a million costs `last`
             i
-            for i in snap.run_ids(m)
+            for i in snap.runs.newest(m)
             if (sel.since is None or i >= sel.since)
             and (sel.label is None or i.endswith(f"-{sel.label}"))
-        ]
-        ids.reverse()  # newest first
+        )
         if sel.mode or sel.clean:
-            ids = _by_meta(repo, snap, m, ids, sel)
-        out += [(m, i) for i in (ids if sel.last is None else ids[: sel.last])]
+            ids = iter(_by_meta(repo, snap, m, ids, sel))
+        out += [(m, i) for i in itertools.islice(ids, sel.last)]
     return sorted(out, key=lambda k: (k[1], k[0]))
 
 
-def _by_meta(repo: Repo, snap: Snapshot, machine: str, ids: list[str], sel: Selection):
+def _by_meta(repo: Repo, snap: Snapshot, machine: str, ids, sel: Selection):
     """The runs among `ids` (newest first) whose run.json matches mode and cleanliness, read
     in batches until `last` are found: run.json blobs only, never whole records."""
     kept = []
-    for start in range(0, len(ids), _BATCH):
-        batch = ids[start : start + _BATCH]
+    ids = iter(ids)
+    while batch := list(itertools.islice(ids, _BATCH)):
         paths = [f"{record_path(machine, i)}/{records.RUN_JSON}" for i in batch]
         repo.fetch_objects([snap.runs[(machine, i)] for i in batch], "tree:0")
         entries = {
@@ -1285,16 +1316,19 @@ def prune(
     out=None,
 ) -> list[tuple[str, str]]:
     """Prune runs from the history (`harness prune --store`): a new commit that removes their
-    folders and leaves a tombstone for each, so that no runner pushes them again. Dry run unless
-    `yes`. Returns the runs pruned (or that would be)."""
+    folders and leaves a tombstone for each (one blob, the same for every run of one commit:
+    only a tombstone's name is read), so that no runner pushes them again. Dry run unless
+    `yes`. One commit prunes at most MAX_PRUNED runs, the oldest first; the rest is said (run
+    it again). Returns the runs pruned (or that would be)."""
     out = out or sys.stdout
     records.prune_selection([], keep, older_than_days)  # says what is missing before fetching
     rule = " ".join(
         ([f"--keep {keep}"] if keep is not None else [])
         + ([f"--older-than {older_than_days:g}"] if older_than_days is not None else [])
     )
-    planned: list[tuple[str, str]] = []
+    planned: dict[str, list[str]] = {}  # machine -> run ids, oldest first
     blocked: list[str] = []
+    left = [0]  # selected beyond MAX_PRUNED: for the next prune
 
     def make(snap: Snapshot) -> Change | None:
         planned.clear()
@@ -1305,39 +1339,76 @@ def prune(
                 if why:  # its tombstone would be written over someone else's entry
                     blocked.append(f"{m}/{i}: {why}, where its tombstone goes; not pruned")
                 else:
-                    planned.append((m, i))
+                    planned.setdefault(m, []).append(i)
+        left[0] = _cap_plan(planned, MAX_PRUNED) if yes else 0
         if not planned or not yes:
             return None
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        stone = {"pruned": now, "rule": rule, "by": "harness prune --store"}
+        oid = repo.hash_bytes((json.dumps(stone) + "\n").encode())
         edits: dict = {RUNS: {}, PRUNED: {}, MANIFESTS: {}}
-        for m, i in planned:
-            edits[RUNS].setdefault(m, {})[i] = None
-            if (m, i) in snap.manifests:
-                edits[MANIFESTS].setdefault(m, {})[f"{i}.json"] = None
-            stone = {"machine": m, "run_id": i, "pruned": now, "rule": rule}
-            oid = repo.hash_bytes((json.dumps(stone) + "\n").encode())
-            edits[PRUNED].setdefault(m, {})[f"{i}.json"] = ("blob", oid)
-        message = f"harness store: prune {len(planned)} run(s) ({rule})\n\n" + "\n".join(
-            "/".join(k) for k in planned
-        )
-        return Change({k: v for k, v in edits.items() if v}, message + "\n", list(planned))
+        for m, ids in planned.items():
+            edits[RUNS][m] = dict.fromkeys(ids)
+            edits[PRUNED][m] = {f"{i}.json": ("blob", oid) for i in ids}
+            kept = [f"{i}.json" for i in ids if (m, i) in snap.manifests]
+            if kept:
+                edits[MANIFESTS][m] = dict.fromkeys(kept)
+        n = sum(map(len, planned.values()))
+        names = [f"{m}/{i}" for m, ids in planned.items() for i in ids[:MESSAGE_RUNS]]
+        more = f"\nand {n - len(names):,} more" if n > len(names) else ""
+        message = f"harness store: prune {n} run(s) ({rule})\n\n" + "\n".join(names) + more
+        return Change({k: v for k, v in edits.items() if v}, message + "\n", [])
 
     with repo.locked():
         _, change, commit, _ = commit_and_push(repo, make)
     verb = "pruned" if change is not None else "would prune"
-    for m, i in planned:
-        print(f"{verb} {m}/{i} from the results history", file=out)
-    if not planned:
+    n = 0
+    for m, ids in planned.items():
+        for i in ids:
+            print(f"{verb} {m}/{i} from the results history", file=out)
+        n += len(ids)
+    if not n:
         print(f"nothing to prune in the results history ({repo.remote} {repo.ref})", file=out)
     elif change is None:
         print(
-            f"dry run: {len(planned)} run(s) would be pruned from the results history "
+            f"dry run: {n:,} run(s) would be pruned from the results history "
             f"({repo.remote} {repo.ref}); add --yes to prune them (a new commit; the runs "
             "stay in git's history, and no runner pushes them again)",
             file=out,
         )
     else:
-        print(f"results history: commit {commit[:12]} prunes {len(planned)} run(s)", file=out)
+        print(f"results history: commit {commit[:12]} prunes {n:,} run(s)", file=out)
+    if left[0]:
+        print(
+            f"  {left[0]:,} more run(s) to prune: one commit prunes at most {MAX_PRUNED:,}; "
+            "run the same command again",
+            file=out,
+        )
     if blocked:
         raise Refused("refused: " + " | ".join(blocked))
-    return planned
+    return [(m, i) for m, ids in planned.items() for i in ids]
+
+
+MAX_PRUNED = 100_000  # runs one prune commit removes (memory and time stay bounded)
+MESSAGE_RUNS = 1_000  # runs a commit message names one by one, per machine
+
+
+def _cap_plan(planned: dict[str, list[str]], most: int) -> int:
+    """Keep the `most` oldest runs of the plan (by run id, across machines); -> how many
+    were left for another commit."""
+    total = sum(map(len, planned.values()))
+    if total <= most:
+        return 0
+    cut = sorted(i for ids in planned.values() for i in ids)[most - 1]
+    for m in list(planned):
+        planned[m] = [i for i in planned[m] if i <= cut][:most]
+        if not planned[m]:
+            del planned[m]
+    kept = sum(map(len, planned.values()))
+    while kept > most:  # ids equal across machines: cut the last machine's tail
+        m = max(planned, key=lambda k: planned[k][-1])
+        planned[m].pop()
+        kept -= 1
+        if not planned[m]:
+            del planned[m]
+    return total - kept
