@@ -330,9 +330,12 @@ class Repo:
         folders below it, each machine's folder: every record's name and tree oid, no record
         itself), or None when the ref does not exist there yet. A server that cannot filter
         sends the whole tip (`partial` turns False); one that refuses tree filters, the tip's
-        trees without blobs."""
-        for spec in ("tree:3", "blob:none"):
+        trees without blobs. Where the server's git died reading what this cache said it has
+        (it reads every tree of a commit named as had), once more naming nothing as had."""
+        tries = [("tree:3", "skipping"), ("blob:none", "skipping"), ("tree:3", "noop")]
+        for spec, negotiation in tries:
             done = self.git(
+                "-c", f"fetch.negotiationAlgorithm={negotiation}",
                 "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--depth=1",
                 f"--filter={spec}", REMOTE, f"+{self.ref}:{TIP}", network=True, check=False,
             )  # fmt: skip
@@ -344,6 +347,8 @@ class Repo:
                 return self.rev_parse(TIP)
             if "couldn't find remote ref" in err:
                 return None
+            if _CANNOT_SERVE.search(err) and negotiation != "noop":
+                continue
             if "filter" not in err:
                 break
         raise _failure("git fetch", done.stderr, self.ref)
@@ -380,6 +385,8 @@ class Repo:
         remote = remote_reason(done.stderr)
         if remote and not race:  # the server's why (fsck's hasDotdot, a hook's message)
             reason += f"; the server said: {remote}"
+            if _UNREADABLE.search(remote):  # its own history: no push can land
+                reason += f"; {server_fix(self.ref)}"
         return PushOutcome(False, race=race, reason=reason)
 
     # ---- objects and trees ----
@@ -480,35 +487,38 @@ class Repo:
         machines = {path.split("/", 1)[0] for path, _ in files}
         return {e.path: e.oid for e in self.ls_tree(top, *[f"{m}/" for m in sorted(machines)])}
 
-    def history(self, tip: str) -> list[Commit] | None:
-        """Every commit of the history from `tip` back, newest first, with their trees but no
-        file (`--filter=blob:none`: what the cache lacks is fetched; where the server cannot
-        send every tree, the commits alone, their trees then read as git can fetch them);
-        None when not even that can be fetched."""
-        shallow = self.git("rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
-        for spec in ("blob:none", "tree:0") if shallow else ():
-            done = self.git(
-                "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--unshallow",
-                f"--filter={spec}", REMOTE, f"+{self.ref}:{TIP}-history", network=True,
-                check=False,
+    def history(self, tip: str) -> tuple[list[Commit], Repo] | None:
+        """Every commit of the history from `tip` back, newest first, and a repository that
+        holds them with their trees' top three levels (no file): a sibling of this cache, as
+        this one is shallow, and a server reads every tree of what a fetch names as had.
+        Where the server cannot send those trees, the commits alone (a tree not there reads
+        as missing: nothing is fetched on demand). None when not even the commits can be."""
+        other = Repo.__new__(Repo)
+        other.__dict__.update(self.__dict__)
+        other.path = self.path.with_name(self.path.name + "-history")
+        other.path.mkdir(exist_ok=True)
+        other._prepare()
+        for spec in ("tree:3", "tree:0"):
+            done = other.git(
+                "-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags",
+                "--no-write-fetch-head", f"--filter={spec}", REMOTE, f"+{self.ref}:{TIP}",
+                network=True, check=False,
             )  # fmt: skip
-            self.fetches += 1
             if done.returncode == 0:
                 break
         else:
-            if shallow:
-                return None
-        log = self.git(
-            "log", "--format=%H%x1f%T%x1f%an%x1f%ae%x1f%as%x1e", tip, check=False
-        )  # fmt: skip
+            return None
+        for key in ("extensions.partialclone", f"remote.{REMOTE}.promisor"):
+            other.git("config", "--local", "--unset", key, check=False)  # no fetch on demand
+        log = other.git("log", "--format=%H%x1f%T%x1f%an%x1f%ae%x1f%as%x1e", tip, check=False)
         if log.returncode != 0:
             return None
-        out = []
+        commits = []
         for item in log.stdout.decode(*NAMES).split("\x1e"):
             fields = item.strip("\n").split("\x1f")
             if len(fields) == 5:
-                out.append(Commit(*fields))
-        return out
+                commits.append(Commit(*fields))
+        return commits, other
 
     def tree_of(self, commit: str) -> str:
         return self.git("rev-parse", f"{commit}^{{tree}}").stdout.decode().strip()
@@ -687,6 +697,22 @@ def _failure(what: str, stderr: bytes, ref: str) -> RunnerFailed:
     return (ServerCannotSend if dead else RunnerFailed)(f"{what}: {git_error(stderr, ref)}")
 
 
+# what git says of a tree it cannot read: the server's own git stops on it (its connectivity
+# check reads every tree of the history's tip before it accepts a push)
+_UNREADABLE = re.compile(r"empty filename in tree entry|too-short tree|malformed mode|badTree")
+
+
+def server_fix(ref: str) -> str:
+    """What to do where the server's git cannot read the history's tip (one line)."""
+    return (
+        "the history holds a tree the server's own git cannot read or send (such as an entry "
+        "with an empty name, written by hand): no fetch of it and no push lands, and nothing "
+        f"here works around it. Fix it on the server: move {ref or 'the ref'} back to the "
+        "commit before the one that added that tree (docs/trust.md#hardening-the-server; "
+        "`harness store repair` names it where it can)"
+    )
+
+
 def git_error(stderr: bytes, ref: str = "") -> str:
     """git's error in one line: its fatal/error lines (else its last line), joined. Where the
     server could not send what was asked for, the server's reason and the fix there."""
@@ -698,10 +724,7 @@ def git_error(stderr: bytes, ref: str = "") -> str:
     if _CANNOT_SERVE.search(text):
         said += (
             f"; the server could not send it (its git said: {remote_reason(stderr) or '?'}): "
-            "the history holds a tree the server's own git cannot read or send, such as an "
-            "entry with an empty name written by hand. Nothing here works around it; fix it on "
-            f"the server: move {ref or 'the ref'} back to the commit before the one that added "
-            "that tree (docs/trust.md#hardening-the-server), then run `harness store repair`"
+            + server_fix(ref)
         )
     return said
 

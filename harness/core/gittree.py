@@ -250,7 +250,16 @@ class TreeReader:
             n -= len(got)
 
     def _parse(self, size: int) -> Iterator[tuple[int, bytes, str]]:
+        try:
+            yield from self._items(size)
+        finally:  # closed before its end (a reader that stopped early): the rest is skipped
+            if self._open is not None and self._left >= 0:
+                self._skip(self._left + 1)
+                self._open = None
+
+    def _items(self, size: int) -> Iterator[tuple[int, bytes, str]]:
         left, buf, pos = size, b"", 0
+        self._left = size
         damaged = ""
         while True:
             space = buf.find(b" ", pos)
@@ -264,6 +273,7 @@ class TreeReader:
                 if not got:
                     raise self._failed()
                 left -= len(got)
+                self._left = left
                 buf = buf[pos:] + got
                 pos = 0
                 continue
@@ -276,6 +286,7 @@ class TreeReader:
                     mode = -1
             yield mode, buf[space + 1 : nul], buf[nul + 1 : nul + 21].hex()
             pos = nul + 21
+        self._left = -1
         self._skip(1)  # the newline after each object
         self._open = None
         if damaged:

@@ -437,13 +437,20 @@ class Snapshot:
         for path in paths:
             parts = path.split("/")
             for k in range(1, len(parts) + 1):
-                here = "/".join(parts[:k])
-                if here in self.taken:
-                    return f"the history holds {self.taken[here]} at {here}"
-                value = self.levels[k - 2].get(here) if k in (2, 3) else None
-                if value is not None and value[0] != HELD:
-                    what = _what_mode(_CODE_MODES.get(value[1], -1))
-                    return f"the history holds {what} at {here}"
+                why = self.in_the_way_at("/".join(parts[:k]))
+                if why:
+                    return why
+        return ""
+
+    def in_the_way_at(self, here: str) -> str:
+        """in_the_way for this one path, not the folders on the way to it."""
+        if here in self.taken:
+            return f"the history holds {self.taken[here]} at {here}"
+        depth = here.count("/")
+        value = self.levels[depth - 1].get(here) if depth in (1, 2) else None
+        if value is not None and value[0] != HELD:
+            what = _what_mode(_CODE_MODES.get(value[1], -1))
+            return f"the history holds {what} at {here}"
         return ""
 
     def machines(self) -> list[str]:
@@ -1334,8 +1341,9 @@ def prune(
         planned.clear()
         blocked.clear()
         for m in [machine] if machine else snap.machines():
+            folder = snap.in_the_way(f"{PRUNED}/{m}")  # once a machine, then each tombstone
             for i in records.prune_selection(snap.run_ids(m), keep, older_than_days):
-                why = snap.in_the_way(f"{PRUNED}/{m}/{i}.json")
+                why = folder or snap.in_the_way_at(f"{PRUNED}/{m}/{i}.json")
                 if why:  # its tombstone would be written over someone else's entry
                     blocked.append(f"{m}/{i}: {why}, where its tombstone goes; not pruned")
                 else:

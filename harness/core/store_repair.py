@@ -7,8 +7,10 @@ files and folders inside them), listed with the commit and author that added it,
 What it reads: the tip's top three levels (as every store command), every record's folders
 without their files (`--filter=blob:none`), then the history's older commits and trees, to find
 who added each entry. A record the server cannot send (its git dies on a tree it holds) is found
-by halving the fetch, and removed. A record refused for its files' content (not whole, a file
-too large) is not found here: a pull names it, and it blocks no one.
+by halving the fetch and named with who added it; no push lands while the server's own git
+cannot read its tip, so that one is fixed on the server (exit 5, saying how). A record refused
+for its files' content (not whole, a file too large) is not found here: a pull names it, and
+it blocks no one.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import array
 import dataclasses
 import sys
 
-from harness.core import gittree, settings, store, trust
-from harness.core.exits import BadInput
+from harness.core import gitrepo, gittree, settings, store, trust
+from harness.core.exits import BadInput, RunnerFailed
 from harness.core.gitrepo import DROP, NAMES, Repo, ServerCannotSend
 
 RUNS, PRUNED, MANIFESTS, MARKER = store.RUNS, store.PRUNED, store.MANIFESTS, store.MARKER
@@ -38,6 +40,7 @@ class Finding:
     oid: str = ""
     keep: bool = False
     added: str = ""
+    server: bool = False  # the server's own git cannot read it: no push lands until fixed there
 
     @property
     def path(self) -> str:
@@ -244,6 +247,10 @@ def scan(repo: Repo, tip: str) -> Scan:
                         "cannot be fetched: the server's git dies sending it (it holds a tree "
                         "git cannot read, such as an entry with an empty name)"
                     )
+                    finding = Finding((RUNS.encode(), machine, name), why, gittree.TREE, oid)
+                    finding.keep = finding.server = True
+                    found.add(finding)
+                    continue
                 else:
                     if oid not in problems:
                         problems[oid] = _record_problem(reader, oid)
@@ -282,17 +289,18 @@ def _fetch_records(repo: Repo, oids: list[str]) -> set[str]:
 def who_added(repo: Repo, found: Scan, out) -> None:
     """Fill in `added` for the findings listed: the oldest commit, going back from the tip,
     from which on the entry has been there as it is now (a name held twice: held twice)."""
-    wanted = [f for f in found.findings if f.parts and not f.keep]
+    wanted = [f for f in found.findings if f.parts and (f.server or not f.keep)]
     if not wanted:
         return
-    history = repo.history(found.tip)
-    if not history:
+    got = repo.history(found.tip)
+    if not got:
         print(
             "harness store: the history's older commits could not be fetched: who added each "
             "entry is not said",
             file=out,
         )
         return
+    history, repo = got
     need = [{f.parts[k] for f in wanted if len(f.parts) > k} for k in range(4)]
     cache: dict[tuple[str, int], dict[bytes, list[tuple[int, str]]]] = {}
     last: dict[int, object] = {}
@@ -367,6 +375,12 @@ def repair(repo: Repo, yes: bool, marker: bool, out=None) -> int:
         if fix_marker:
             print(f"  {MARKER}: {fix_marker}", file=out)
         n = found.removed + (1 if fix_marker else 0)
+        server = [f for f in found.findings if f.server]
+        if server:  # no push lands while the server cannot read its own tip
+            raise RunnerFailed(
+                f"not repaired: {' | '.join(f.line() for f in server[:5])}; "
+                + gitrepo.server_fix(repo.ref)
+            )
         if not n:
             print(f"harness store: nothing to repair in the results history ({where})", file=out)
         elif not yes:
