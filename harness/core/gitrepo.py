@@ -259,7 +259,7 @@ class Repo:
         except subprocess.TimeoutExpired:
             end_session(proc, grace_s=1.0)  # git stops on SIGINT at once; what it runs may not
             raise RunnerFailed(
-                f"git {args[0]} did not finish within {self.timeout:g} s "
+                f"git {_verb(args)} did not finish within {self.timeout:g} s "
                 f"(${settings.STORE_TIMEOUT_S.name})"
             ) from None
         except BaseException:
@@ -267,7 +267,7 @@ class Repo:
             raise
         done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
         if check and done.returncode != 0:
-            raise _failure(f"git {args[0]}", err, self.ref)
+            raise _failure(f"git {_verb(args)}", err, self.ref)
         return done
 
     # ---- the repository and its lock ----
@@ -622,6 +622,17 @@ class Repo:
     def commit(self, tree: str, parent: str | None, message: str) -> str:
         args = ["commit-tree", "--no-gpg-sign", tree] + (["-p", parent] if parent else [])
         return self.git(*args, input=message.encode()).stdout.decode().strip()
+
+
+def _verb(args) -> str:
+    """The git command of these arguments (`-c key=value` pairs before it skipped)."""
+    it = iter(args)
+    for arg in it:
+        if arg == "-c":
+            next(it, None)
+        elif not arg.startswith("-"):
+            return arg
+    return args[0] if args else ""
 
 
 def _tree_line(mode: int, oid: str, name: bytes) -> bytes:
