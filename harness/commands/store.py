@@ -75,6 +75,8 @@ def add_arguments(parser):
         "--clean", action="store_true", help="leave out runs recorded as made from a dirty tree"
     )
     _where(pull)
+    from harness.core import settings
+
     repair = sub.add_parser(
         "repair",
         help="list every entry of the history the harness refuses, and who added it; --yes "
@@ -85,7 +87,8 @@ def add_arguments(parser):
         "remove them in one commit of its own (they stay in git's history), retried like a "
         "push while others push. Dry run by default. Exit 0 (nothing to repair, listed, or "
         "removed), 3 something named that it does not remove (a folder over "
-        "$HARNESS_STORE_MAX_ENTRIES, a store.json not the harness's), 5 git failed.",
+        f"${settings.STORE_MAX_ENTRIES.name}, a store.json not the harness's), 5 git failed "
+        "(or the server cannot read its own tip: fix it there).",
     )
     repair.add_argument(
         "--yes", action="store_true", help="remove them (default: a dry run that lists them)"
