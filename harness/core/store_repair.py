@@ -392,11 +392,14 @@ def repair(repo: Repo, yes: bool, marker: bool, out=None) -> int:
             )
         else:
             commit, removed = _commit(repo, found, bool(fix_marker))
-            print(
-                f"results history: commit {commit[:12]} removes {removed:,} entr"
-                f"{'y' if removed == 1 else 'ies'} the harness refuses",
-                file=out,
-            )
+            if commit:
+                print(
+                    f"results history: commit {commit[:12]} removes {removed:,} entr"
+                    f"{'y' if removed == 1 else 'ies'} the harness refuses",
+                    file=out,
+                )
+            else:  # another runner's commit left them out meanwhile
+                print(f"harness store: nothing left to repair ({where})", file=out)
     kept = [f for f in found.findings if f.keep]
     if kept:
         more = f" and {len(kept) - 5} more" if len(kept) > 5 else ""
