@@ -7,10 +7,14 @@ That repository is a shallow (`--depth 1`) partial clone of one ref of one remot
 levels: the newest commit with the top three levels of its tree (`--filter=tree:3`: the root,
 `runs/` and the like, and each machine's folder, whose entries name the records), then only
 the records asked for, whole (`fetch_objects`). Nothing else of the history is downloaded. A
-commit is made with plumbing on the paths it changes (`mktree --missing` for each folder from
-the record up to the root: the records it does not touch need not be here), a private index
-file only for the new records' own trees, `commit-tree`, and pushed by hash
-(`push <sha>:<ref>`), never forced. One process at a time works in the repository (`locked`:
+commit is made with plumbing on the paths it changes: each folder from the record up to the
+root is read from its raw tree object and written anew (`mktree --missing`) from the entries
+that pass git's own rules (harness.core.gittree: what `fsck` flags, and names held twice, are
+left out and named), every other folder carried by its object id (the records it does not
+touch need not be here); a private index file only for the new records' own trees;
+`commit-tree`; pushed by hash (`push <sha>:<ref>`), never forced. The cache's fsck settings
+are its own (the harness checks what it reads, entry by entry); credentials, URLs and proxies
+stay the user's. One process at a time works in the repository (`locked`:
 an flock, released by the kernel however the holder ends); lock files a killed git left
 behind are removed under that lock.
 """
