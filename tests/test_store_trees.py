@@ -329,3 +329,20 @@ def test_a_folder_over_the_entry_cap_is_skipped_by_name_and_blocks_only_what_goe
     code, out, err = store("push", url(bare), root, mine.run_id, other.run_id)
     assert code == 3 and "pushed 1 run(s)" in out
     assert f"the history holds a folder of more than 3 entries at runs/{MACHINE}" in err
+
+
+def test_one_prune_commit_prunes_at_most_its_cap_and_says_how_many_are_left(tmp_path, monkeypatch):
+    from harness.core import store as store_module
+
+    bare, good = history(tmp_path, n=5)
+    monkeypatch.setattr(store_module, "MAX_PRUNED", 2)
+    root, mine = project(tmp_path)
+    prune = ["prune", "--store", "--keep", "1", "--remote", url(bare), "--results-dir", str(root)]
+    code, out, err = harness(*prune)
+    assert code == 0 and "dry run: 4 run(s) would be pruned" in out and "(2 listed;" in out
+    code, out, err = harness(*prune, "--yes")
+    assert code == 0 and "prunes 2 run(s)" in out and "2 more run(s) to prune" in out
+    assert history_runs(bare) == sorted(f"{r.machine}/{r.run_id}" for r in good[2:])
+    code, out, err = harness(*prune, "--yes")
+    assert code == 0 and "prunes 2 run(s)" in out and "more run(s) to prune" not in out
+    assert history_runs(bare) == sorted(f"{r.machine}/{r.run_id}" for r in good[4:])

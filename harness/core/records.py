@@ -1325,12 +1325,21 @@ def prune_selection(
     """Of one machine's run ids (oldest first) those to prune: beyond the newest `keep` and/or
     started more than `older_than_days` ago (the rule of `harness prune`, here and on the
     results history)."""
+    return list(pruned_of(run_ids, keep, older_than_days))
+
+
+def pruned_of(run_ids, keep: int | None, older_than_days: float | None):
+    """prune_selection, one run id at a time (`run_ids` any sequence: a million ids of the
+    results history need not be held at once); BadInput at once when the rule says nothing."""
     if keep is None and older_than_days is None:
         raise BadInput(
             "say what to prune: --keep N (newest runs kept per machine) and/or --older-than DAYS"
         )
+    return _pruned_of(run_ids, keep, older_than_days)
+
+
+def _pruned_of(run_ids, keep: int | None, older_than_days: float | None):
     now = datetime.datetime.now(datetime.timezone.utc)
-    out = []
     for i, run_id in enumerate(run_ids):
         beyond_keep = keep is not None and i < len(run_ids) - keep
         started = _started(run_id)
@@ -1341,8 +1350,7 @@ def prune_selection(
             and (now - started).total_seconds() > older_than_days * 86400
         )
         if (keep is None or beyond_keep) and (older_than_days is None or old):
-            out.append(run_id)
-    return out
+            yield run_id
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,6 +27,7 @@ stream, into a compact index (Index): a folder of a million entries stays well u
 
 from __future__ import annotations
 
+import array
 import bisect
 import collections.abc
 import dataclasses
@@ -168,6 +169,22 @@ class Index:
 HELD, OTHER = 0, 1  # an entry of the kind the layout wants there; anything else (taken)
 
 
+class _Names(collections.abc.Sequence):
+    """Names cut from an Index's keys at these positions, made when read."""
+
+    def __init__(self, keys: list[str], at, cut: int, end: int):
+        self.keys, self.at, self.cut, self.end = keys, at, cut, end
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        key = self.keys[self.at[i]]
+        return key[self.cut : len(key) - self.end]
+
+
 class Held(collections.abc.Mapping):
     """(machine, name) -> object id of the entries of one area that are what the layout wants
     there (a run record's folder; a tombstone or listing file), read from its Index."""
@@ -201,6 +218,14 @@ class Held(collections.abc.Mapping):
             for i in index.under(prefix)
             if index.values[i * index.width] == HELD
         ]
+
+    def oldest(self, machine: str) -> _Names:
+        """The names of one machine, oldest first, as a sequence that makes each name when it
+        is read (a million names are not held at once)."""
+        prefix = f"{self.area}/{machine}/"
+        index = self.index
+        held = (i for i in index.under(prefix) if index.values[i * index.width] == HELD)
+        return _Names(index.keys, array.array("q", held), len(prefix), len(self.suffix))
 
     def starting(self, machine: str, text: str) -> list[str]:
         """The names of one machine that start with `text` (found by bisection)."""
@@ -1343,15 +1368,19 @@ def prune(
     def make(snap: Snapshot) -> Change | None:
         planned.clear()
         blocked.clear()
+        beyond = 0  # selected, past MAX_PRUNED of its machine: left for the next commit
         for m in [machine] if machine else snap.machines():
             folder = snap.in_the_way(f"{PRUNED}/{m}")  # once a machine, then each tombstone
-            for i in records.prune_selection(snap.run_ids(m), keep, older_than_days):
+            ids = snap.runs.oldest(m)  # made one by one as the rule reads them
+            for i in records.pruned_of(ids, keep, older_than_days):
                 why = folder or snap.in_the_way_at(f"{PRUNED}/{m}/{i}.json")
                 if why:  # its tombstone would be written over someone else's entry
                     blocked.append(f"{m}/{i}: {why}, where its tombstone goes; not pruned")
+                elif len(planned.get(m, ())) >= MAX_PRUNED:
+                    beyond += 1
                 else:
                     planned.setdefault(m, []).append(i)
-        left[0] = _cap_plan(planned, MAX_PRUNED) if yes else 0
+        left[0] = _cap_plan(planned, MAX_PRUNED) + beyond
         if not planned or not yes:
             return None
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -1381,15 +1410,16 @@ def prune(
     if not n:
         print(f"nothing to prune in the results history ({repo.remote} {repo.ref})", file=out)
     elif change is None:
+        more = f" ({n:,} listed; one commit prunes at most {MAX_PRUNED:,})" if left[0] else ""
         print(
-            f"dry run: {n:,} run(s) would be pruned from the results history "
-            f"({repo.remote} {repo.ref}); add --yes to prune them (a new commit; the runs "
-            "stay in git's history, and no runner pushes them again)",
+            f"dry run: {n + left[0]:,} run(s) would be pruned from the results history "
+            f"({repo.remote} {repo.ref}){more}; add --yes to prune them (a new commit; the "
+            "runs stay in git's history, and no runner pushes them again)",
             file=out,
         )
     else:
         print(f"results history: commit {commit[:12]} prunes {n:,} run(s)", file=out)
-    if left[0]:
+    if left[0] and change is not None:
         print(
             f"  {left[0]:,} more run(s) to prune: one commit prunes at most {MAX_PRUNED:,}; "
             "run the same command again",
