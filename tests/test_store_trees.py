@@ -346,3 +346,23 @@ def test_one_prune_commit_prunes_at_most_its_cap_and_says_how_many_are_left(tmp_
     code, out, err = harness(*prune, "--yes")
     assert code == 0 and "prunes 2 run(s)" in out and "more run(s) to prune" not in out
     assert history_runs(bare) == sorted(f"{r.machine}/{r.run_id}" for r in good[4:])
+
+
+def test_a_folder_written_anew_loses_exactly_the_names_held_twice_however_many_it_holds(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(gittree.Seen, "SMALL", 100)  # past it: the bitmap, with candidates
+    monkeypatch.setattr(gittree.Seen, "BITS", 1 << 12)  # many, compared by name after
+    repo = gitrepo.Repo(tmp_path / "results", gitrepo.Remote("x", "/nowhere", "/nowhere"), REF)
+    with repo.locked():
+        blob = put_blob(repo.path, b"x\n")
+        names = [f"n{k:05d}" for k in range(3000)]
+        twice = {"n00007", "n01500", "n02999"}
+        entries = [("100644", n, blob) for n in names] + [("100644", n, blob) for n in twice]
+        tree = raw_tree(repo.path, entries)
+        left = gittree.LeftOut()
+        made = repo.edit_tree(tree, {"new": ("blob", blob)}, left)
+        kept = [n.decode() for _, n, _ in raw_entries(repo.path, made)]
+    assert kept == sorted(set(names) - twice | {"new"})
+    assert sorted(path for path, _ in left.items) == sorted(twice) and left.count == 3
+    assert all("2 entries of that name" in line for _, line in left.items)

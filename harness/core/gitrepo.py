@@ -21,7 +21,6 @@ behind are removed under that lock.
 
 from __future__ import annotations
 
-import array
 import contextlib
 import dataclasses
 import fcntl
@@ -559,7 +558,7 @@ class Repo:
         drop = edits.get(DROP)
         named = {n.encode(*NAMES): n for n in edits if n is not DROP}
         found: dict[bytes, list[tuple[int, str]]] = {}
-        hashes = array.array("q")
+        seen = gittree.Seen()
         written = 0
         with contextlib.ExitStack() as stack:
             body = stack.enter_context(tempfile.TemporaryFile(dir=self.path))
@@ -588,13 +587,13 @@ class Repo:
                         elif name in named:
                             found.setdefault(name, []).append((mode, oid))
                         else:
-                            hashes.append(hash(name))
+                            seen.add(name)
                             body.write(_tree_line(mode, oid, name))
                             written += 1
                 except gittree.Damaged as exc:
                     left.add(where, f"{exc} (the entries before it are kept)")
-            twice = _repeated(hashes)
-            del hashes
+            twice = seen.again
+            del seen
             if twice:
                 body, written = _without_repeats(body, twice, where, left, self.path)
                 stack.enter_context(body)
@@ -644,16 +643,10 @@ def _tree_line(mode: int, oid: str, name: bytes) -> bytes:
     return b"%o %s %s\t%s\0" % (mode, gittree.kind_of(mode).encode(), oid.encode(), name)
 
 
-def _repeated(hashes: array.array) -> set[int]:
-    """The values held more than once (sorted once: 8 bytes a name, not a set of names)."""
-    ordered = sorted(hashes)
-    return {a for a, b in zip(ordered, ordered[1:]) if a == b}
-
-
 def _without_repeats(body, twice: set[int], where: bytes, left, folder: Path):
-    """`body` (mktree lines) without every copy of a name it holds more than once (names
-    whose hash is in `twice`: the names themselves are compared here), each named once in
-    `left`; and how many lines are left."""
+    """`body` (mktree lines) without every copy of a name it holds more than once (`twice`:
+    the hashes of the names that may be; the names themselves are compared here), each named
+    once in `left`; and how many lines are left."""
     counts: dict[bytes, int] = {}
     for line in _lines(body):
         name = line.split(b"\t", 1)[1]

@@ -153,6 +153,44 @@ class LeftOut:
             self.items.append((text, f"{where} in the history: {why}; left out of this commit"))
 
 
+class Seen:
+    """Which names of one folder may be held more than once, as the names stream past: a set
+    of their hashes while the folder is small, then a bitmap of 2**27 bits (16 MB, whatever
+    the count): a name whose bit was set already is a candidate, compared by name afterwards
+    (about 1% of a million are candidates by chance). A million names cost 16 MB here, not the
+    80 MB of a set of their hashes."""
+
+    SMALL = 100_000
+    BITS = 1 << 27
+
+    def __init__(self):
+        self._hashes: set[int] | None = set()
+        self._bits: bytearray | None = None
+        self.again: set[int] = set()  # hashes of the candidates
+
+    def add(self, name: bytes) -> None:
+        h = hash(name)
+        if self._hashes is not None:
+            if h in self._hashes:
+                self.again.add(h)
+            self._hashes.add(h)
+            if len(self._hashes) > self.SMALL:
+                self._bits = bytearray(self.BITS // 8)
+                for old in self._hashes:
+                    self._set(old)
+                self._hashes = None
+        elif self._set(h):
+            self.again.add(h)
+
+    def _set(self, h: int) -> bool:
+        """Set h's bit; whether it was set already."""
+        bit = h & (self.BITS - 1)
+        byte, mask = bit >> 3, 1 << (bit & 7)
+        was = self._bits[byte] & mask
+        self._bits[byte] |= mask
+        return bool(was)
+
+
 class Damaged(Exception):
     """A tree object whose bytes are not a list of entries (from where it stops)."""
 

@@ -15,7 +15,6 @@ it blocks no one.
 
 from __future__ import annotations
 
-import array
 import dataclasses
 import sys
 
@@ -171,7 +170,7 @@ def _folder(reader, found: Scan, oid: str, parts: tuple[bytes, ...], rule) -> _F
     twice), read as it streams; and its folders that pass, to read in turn."""
     cap = settings.STORE_MAX_ENTRIES.get()
     below = _Folders()
-    hashes = array.array("q")
+    seen = gittree.Seen()
     items = reader.entries(oid)
     if items is None:
         found.add(Finding(parts, "is not in git's copy (not fetched); not repaired", keep=True))
@@ -188,7 +187,7 @@ def _folder(reader, found: Scan, oid: str, parts: tuple[bytes, ...], rule) -> _F
                     )
                 )
                 return _Folders()
-            hashes.append(hash(name))
+            seen.add(name)
             why = gittree.entry_problem(mode, name, entry) or rule(mode, name, entry)
             if why:
                 found.add(Finding((*parts, name), why, mode, entry))
@@ -196,9 +195,7 @@ def _folder(reader, found: Scan, oid: str, parts: tuple[bytes, ...], rule) -> _F
                 below.add(name, entry)
     except gittree.Damaged as exc:
         found.add(Finding(parts, f"{exc}; what comes after it is left out"))
-    ordered = sorted(hashes)
-    twice = {a for a, b in zip(ordered, ordered[1:]) if a == b}
-    del hashes, ordered
+    twice = seen.again
     if not twice:
         return below
     copies: dict[bytes, int] = {}
