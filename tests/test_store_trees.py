@@ -1,4 +1,4 @@
-"""The history's trees as git stores them (docs/trust.md#pushes-prunes-and-the-historys-trees):
+"""The history's trees as git stores them (docs/trust.md#the-historys-trees):
 entries `git mktree` refuses (written with `hash-object -t tree --literally`), names held twice,
 empty names, servers that check what they receive, a user's own git settings, folders of many
 entries, and `harness store repair`. Each test asserts the exit code, the line naming the entry,

@@ -3,7 +3,7 @@ entry by entry from the raw object (`git cat-file --batch`: every entry comes ba
 duplicates, names holding '/' and empty names included, which `git ls-tree` hides, re-sorts or
 dies on), git's own rules for an entry (what `git fsck` flags), and new trees written only from
 entries that pass them, so that every tree the harness makes is one a server with
-`receive.fsckObjects` accepts (docs/trust.md#pushes-prunes-and-the-historys-trees).
+`receive.fsckObjects` accepts (docs/trust.md#the-historys-trees).
 
 A folder is read as it streams: a tree of a million entries is never held whole in memory.
 """

@@ -19,7 +19,7 @@ Anyone who can push the ref may be hostile (docs/history.md#what-a-pull-and-a-pu
 name read from the history becomes part of a path only after harness.core.trust accepted it,
 an entry that is not what the layout allows, or whose name is held twice, is skipped with a
 line (and kept as it is by every commit made here, unless git's fsck flags it: then a commit
-that writes its folder leaves it out; docs/trust.md#pushes-prunes-and-the-historys-trees), a
+that writes its folder leaves it out; docs/trust.md#the-historys-trees), a
 record is checked entry by entry before any of it is written, and nothing is written outside
 runs/ or through a link. The history's folders are read from their raw tree objects, as they
 stream, into a compact index (Index): a folder of a million entries stays well under 300 MB.
