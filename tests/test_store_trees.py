@@ -366,3 +366,15 @@ def test_a_folder_written_anew_loses_exactly_the_names_held_twice_however_many_i
     assert kept == sorted(set(names) - twice | {"new"})
     assert sorted(path for path, _ in left.items) == sorted(twice) and left.count == 3
     assert all("2 entries of that name" in line for _, line in left.items)
+
+
+def test_a_folder_entry_naming_a_file_is_a_tree_the_server_cannot_send(tmp_path):
+    bare, good = history(tmp_path)
+    graft_raw(bare, ["runs"], ("40000", "m5-cpu", put_blob(bare, b"x\n")))
+    root, mine = project(tmp_path)
+    before, local = outside(tmp_path, root), files_of(root)
+    for action, args in (("pull", ("--all-machines", "--all")), ("push", (mine.run_id,))):
+        code, out, err = store(action, url(bare), root, *args)
+        assert code == 5 and len(err.splitlines()) == 1, err
+        assert "not a tree" in err and f"Fix it on the server: move {REF}" in err
+    assert files_of(root) == local and outside(tmp_path, root) == before

@@ -195,6 +195,11 @@ class Damaged(Exception):
     """A tree object whose bytes are not a list of entries (from where it stops)."""
 
 
+def _not_a_tree(kind: str) -> Iterator[tuple[int, bytes, str]]:
+    raise Damaged(f"the object is a {kind}, not a tree")
+    yield  # a generator, as entries() returns
+
+
 class TreeReader:
     """`git cat-file --batch` kept open in one repository: raw tree objects read entry by
     entry, one after the other (each iterator is read to its end before the next is asked
@@ -257,8 +262,8 @@ class TreeReader:
 
     def entries(self, oid: str) -> Iterator[tuple[int, bytes, str]] | None:
         """The entries of tree `oid` as stored, in its order: (mode, name, oid), mode -1 where
-        it is no octal number; Damaged at the point where the bytes stop being entries. None
-        when git has no such object or it is no tree."""
+        it is no octal number; Damaged at the point where the bytes stop being entries (at
+        once where the object is no tree). None when git has no such object."""
         if self._open is not None:  # the last one read to its end first: one stream
             with contextlib.suppress(Damaged):
                 for _ in self._open:
@@ -274,9 +279,9 @@ class TreeReader:
         if len(head) != 3:
             raise self._failed()
         size = int(head[2])
-        if head[1] != b"tree":
+        if head[1] != b"tree":  # a folder's entry naming a file or commit: no entries
             self._skip(size + 1)
-            return None
+            return _not_a_tree(head[1].decode(errors="replace"))
         self._open = self._parse(size)
         return self._open
 
