@@ -79,14 +79,20 @@ def outside(tmp_path, *roots) -> dict:
     return state_of(tmp_path, leave_out=[*roots, *tmp_path.glob("*.git")])
 
 
-def kept_as_they_were(held: dict, after: dict, *added: str) -> bool:
+def kept_as_they_were(held: dict, after: dict, *added: str, left_out=()) -> bool:
     """Whether every entry of the history in `held` (history_entries before a commit) is
     still there `after` with its mode and oid, but the folders on the way to the paths
-    `added`."""
+    `added`, and the entries `left_out` (and what lies below them), which must be gone."""
     on_the_way = {p.encode()[:i] for p in added for i, c in enumerate(p) if c == "/"}
+    gone = [p.encode() if isinstance(p, str) else p for p in left_out]
+
+    def below(k: bytes) -> bool:
+        return any(k == g or k.startswith(g + b"/") for g in gone)
+
     assert all(p.encode() in after for p in added)
-    return {k: after.get(k) for k in held if k not in on_the_way} == {
-        k: v for k, v in held.items() if k not in on_the_way
+    assert not any(below(k) for k in after), [k for k in after if below(k)]
+    return {k: after.get(k) for k in held if k not in on_the_way and not below(k)} == {
+        k: v for k, v in held.items() if k not in on_the_way and not below(k)
     }
 
 
@@ -276,24 +282,27 @@ def _zoo(tmp):
     return done
 
 
+FSCK = "a commit made here leaves it out; skipped"  # what git's fsck flags: never re-sent
 SKIPPED = {  # a hostile entry of the history -> the line that names it
-    "machine '..'": "'runs/..' in the history: machine name '..' is not ASCII letters",
-    "machine '.git'": "'runs/.git' in the history: machine name '.git' is not",
+    "root '..'": f"'..' in the history: a name '..' (fsck: hasDotdot); {FSCK}",
+    "machine '..'": f"'runs/..' in the history: a name '..' (fsck: hasDotdot); {FSCK}",
+    "machine '.git'": "'runs/.git' in the history: a name a file system reads as '.git' "
+    f"(fsck: hasDotgit); {FSCK}",
     "machine with a newline": "'runs/m\\nx' in the history: machine name 'm\\nx' is not",
     "machine not UTF-8": "'runs/\\udcff\\udcfe' in the history: machine name",
     "machine a file": "'runs/m2-cpu' in the history is a file, not a folder; skipped",
     "machine a link": "'runs/m3-cpu' in the history is a symbolic link, not a folder; skipped",
     "machine a gitlink": "'runs/m4-cpu' in the history is a gitlink (a submodule), not a folder",
-    "run '..'": f"'runs/{MACHINE}/..' in the history: run id '..' is not YYYYmmddTHHMMSSZ-",
+    "run '..'": f"'runs/{MACHINE}/..' in the history: a name '..' (fsck: hasDotdot); {FSCK}",
     "run not a run id": f"'runs/{MACHINE}/not-a-run' in the history: run id 'not-a-run' is not",
     "run a file": "' in the history is a file, not a run record; skipped",
     "run a link": "' in the history is a symbolic link, not a run record; skipped",
     "run a gitlink": "' in the history is a gitlink (a submodule), not a run record; skipped",
-    "pruned '..'": "'pruned/..' in the history: machine name '..' is not",
+    "pruned '..'": f"'pruned/..' in the history: a name '..' (fsck: hasDotdot); {FSCK}",
     "pruned not <run id>.json": f"'pruned/{MACHINE}/not-json-named' in the history: "
     "'not-json-named' is not <run id>.json; skipped",
     "pruned a folder": "' in the history is a folder, not a file; skipped",
-    "manifests '..'": "'manifests/..' in the history: machine name '..' is not",
+    "manifests '..'": f"'manifests/..' in the history: a name '..' (fsck: hasDotdot); {FSCK}",
     "manifests a link": "' in the history is a symbolic link, not a file; skipped",
 }
 REFUSED = {  # a hostile record -> why the pull names it
@@ -343,7 +352,7 @@ def test_the_pull_brings_the_good_records_and_writes_nothing_else(zoo):
     assert code == 3
     assert "pulled 4 run(s)" in out
     assert len(err.splitlines()) == len(SKIPPED) + 1  # one line each, then the refusals
-    in_runs = [e for e in SKIPPED if not e.startswith(("pruned", "manifests"))]
+    in_runs = [e for e in SKIPPED if not e.startswith(("pruned", "manifests", "root"))]
     assert f"{len(in_runs)} entries of the history in the selection skipped" in err
     assert zoo["after pull"] == zoo["before"]
     fleet = {r.run_id for r in zoo["good"]}
@@ -375,8 +384,15 @@ def test_a_push_keeps_what_others_wrote_as_it_is(zoo):
     assert f"pruned from the history, not pushed again: {MACHINE}/{TOMBSTONE}" in out
     assert len(err.splitlines()) == len(SKIPPED) and "error" not in err  # the skipped entries, said
     after = zoo["after push"]
-    assert kept_as_they_were(zoo["held"], after, f"runs/{MACHINE}/{zoo['new'].run_id}")
-    assert b"notes" in after and b".." in after and b"runs/.." in after
+    # the folders the push rewrote (the root, runs/, runs/<machine>) lose what git's fsck flags,
+    # each named above; every other entry, hostile or not, is kept as it was, and the folders
+    # the push did not touch (pruned/, manifests/) are carried by their ids, '..' and all
+    fsck = ["..", "runs/..", "runs/.git", f"runs/{MACHINE}/.."]
+    new = f"runs/{MACHINE}/{zoo['new'].run_id}"
+    assert kept_as_they_were(zoo["held"], after, new, left_out=fsck)
+    assert b"notes" in after and b"runs/m\nx" in after and b"runs/m3-cpu" in after
+    assert after[b"pruned"] == zoo["held"][b"pruned"] and b"pruned/.." in after
+    assert after[b"manifests"] == zoo["held"][b"manifests"]
 
 
 @pytest.mark.xdist_group("store-zoo")  # one worker builds the zoo once
@@ -394,11 +410,15 @@ def test_a_push_never_writes_over_an_entry_it_did_not_write(zoo):
 def test_prune_on_a_hostile_history_works_and_keeps_the_rest(zoo):
     code, out, err = zoo["prune"]
     assert code == 0, err
-    assert "error" not in err and len(err.splitlines()) == len(SKIPPED)
+    left_by_the_push = ("root '..'", "machine '..'", "machine '.git'", "run '..'")
+    assert "error" not in err and len(err.splitlines()) == len(SKIPPED) - len(left_by_the_push)
     before, after = zoo["before prune"], zoo["after prune"]
     gone = {k for k in before if k not in after}
-    assert gone and all(k.startswith(f"runs/{MACHINE}/".encode()) for k in gone)
-    untouched = {k: v for k, v in before.items() if v[0] != "040000" and k not in gone}
+    # the runs pruned, and pruned/.. (prune rewrote pruned/: what git's fsck flags is left out)
+    dots = {k for k in gone if k == b"pruned/.." or k.startswith(b"pruned/../")}
+    gone -= dots
+    assert dots and gone and all(k.startswith(f"runs/{MACHINE}/".encode()) for k in gone)
+    untouched = {k: v for k, v in before.items() if v[0] != "040000" and k not in gone | dots}
     assert {k: after[k] for k in untouched} == untouched
     tombstones = [k for k in after if k.startswith(f"pruned/{MACHINE}/".encode())]
     tombstones = [k for k in tombstones if k.count(b"/") == 2]

@@ -1,6 +1,7 @@
-"""`harness store push|pull`: run records kept in a results history in git (a ref of a git remote,
-default `refs/harness/results` of the project's origin), appended to by every runner at once and
-read back in part. See harness.core.store and docs/history.md."""
+"""`harness store push|pull|repair`: run records kept in a results history in git (a ref of a
+git remote, default `refs/harness/results` of the project's origin), appended to by every runner
+at once and read back in part, and repaired where someone wrote what the harness refuses. See
+harness.core.store, harness.core.store_repair and docs/history.md."""
 
 from harness.commands import options
 
@@ -74,16 +75,47 @@ def add_arguments(parser):
         "--clean", action="store_true", help="leave out runs recorded as made from a dirty tree"
     )
     _where(pull)
+    from harness.core import settings
+
+    repair = sub.add_parser(
+        "repair",
+        help="list every entry of the history the harness refuses, and who added it; --yes "
+        "removes them in one commit",
+        description="List every entry of the results history that the harness refuses, at "
+        "every level (its root, runs/, pruned/, manifests/, the machine folders, the run "
+        "records and what they hold), with the commit and author that added each; with --yes "
+        "remove them in one commit of its own (they stay in git's history), retried like a "
+        "push while others push. Dry run by default. Exit 0 (nothing to repair, listed, or "
+        "removed), 3 something named that it does not remove (a folder over "
+        f"${settings.STORE_MAX_ENTRIES.name}, a store.json not the harness's), 5 git failed "
+        "(or the server cannot read its own tip: fix it there).",
+    )
+    repair.add_argument(
+        "--yes", action="store_true", help="remove them (default: a dry run that lists them)"
+    )
+    repair.add_argument(
+        "--marker",
+        action="store_true",
+        help="where store.json is held twice with different schemas, write the one this "
+        "harness writes in their place (only for a history that this harness wrote)",
+    )
+    options.store_location(repair)
+    options.results_dir(repair)
 
 
 def run(args) -> int:
     from harness.core import store, trust
     from harness.verdict.results import results_root
 
-    for name in [args.machine] if isinstance(args.machine, str) else args.machine or []:
+    machines = getattr(args, "machine", None)
+    for name in [machines] if isinstance(machines, str) else machines or []:
         trust.check_machine(name, f"--machine {trust.shown(name)}")  # a folder under runs/
     root = results_root(args.results_dir)
     repo = store.open_repo(root, args.remote, args.ref)
+    if args.action == "repair":
+        from harness.core import store_repair
+
+        return store_repair.repair(repo, args.yes, args.marker)
     if args.action == "push":
         return store.push(root, repo, args.runs, args.machine, args.dry_run)
     return _pull(args, root, repo, store)

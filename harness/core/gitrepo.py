@@ -7,10 +7,14 @@ That repository is a shallow (`--depth 1`) partial clone of one ref of one remot
 levels: the newest commit with the top three levels of its tree (`--filter=tree:3`: the root,
 `runs/` and the like, and each machine's folder, whose entries name the records), then only
 the records asked for, whole (`fetch_objects`). Nothing else of the history is downloaded. A
-commit is made with plumbing on the paths it changes (`mktree --missing` for each folder from
-the record up to the root: the records it does not touch need not be here), a private index
-file only for the new records' own trees, `commit-tree`, and pushed by hash
-(`push <sha>:<ref>`), never forced. One process at a time works in the repository (`locked`:
+commit is made with plumbing on the paths it changes: each folder from the record up to the
+root is read from its raw tree object and written anew (`mktree --missing`) from the entries
+that pass git's own rules (harness.core.gittree: what `fsck` flags, and names held twice, are
+left out and named), every other folder carried by its object id (the records it does not
+touch need not be here); a private index file only for the new records' own trees;
+`commit-tree`; pushed by hash (`push <sha>:<ref>`), never forced. The cache's fsck settings
+are its own (the harness checks what it reads, entry by entry); credentials, URLs and proxies
+stay the user's. One process at a time works in the repository (`locked`:
 an flock, released by the kernel however the holder ends); lock files a killed git left
 behind are removed under that lock.
 """
@@ -24,10 +28,11 @@ import hashlib
 import os
 import re
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
-from harness.core import settings, trust
+from harness.core import gittree, settings, trust
 from harness.core.exits import BadInput, RunnerFailed
 
 CACHE = ".store"  # under the results root
@@ -51,6 +56,19 @@ _CONFIG = (
     "maintenance.auto=false",
     "fetch.writeCommitGraph=false",
     "advice.detachedHead=false",
+    # what a fetch accepts is checked by the harness, entry by entry (one bad tree never
+    # refuses the whole history), so a user's own transfer.fsckObjects does not apply here;
+    # a push signs nothing and follows no submodule (a kept gitlink names no repository)
+    "transfer.fsckObjects=false",
+    "fetch.fsckObjects=false",
+    "receive.fsckObjects=false",
+    # git's "sparse" walk of what a push sends keeps every path of a big folder in memory
+    # (a folder of a million entries: 820 MB, against 57 MB without it)
+    "pack.useSparse=false",
+    "push.gpgSign=false",
+    "push.recurseSubmodules=no",
+    "fetch.recurseSubmodules=false",
+    "submodule.recurse=false",
 )
 # rejections that may mean another runner moved the ref first (fetch, re-apply, retry); a
 # server that cannot write the ref at all says "failed to update ref" too: the store tells the
@@ -142,6 +160,27 @@ class Entry:
 NAMES = ("utf-8", "surrogateescape")
 
 
+DROP = "\0drop"  # the key of a folder's edits naming what else to leave out (no name has \0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Commit:
+    oid: str
+    tree: str
+    author: str
+    email: str
+    date: str
+
+    def said(self) -> str:
+        """Who made it, fit for a message (the author's own words are escaped)."""
+        who = f"{trust.shown(self.author, 60)} <{trust.shown(self.email, 60)[1:-1]}>"
+        return f"commit {self.oid[:10]} of {self.date}, {who}"
+
+
+class ServerCannotSend(RunnerFailed):
+    """The server's git died sending what a fetch asked for (exit 5): a tree it cannot read."""
+
+
 @dataclasses.dataclass
 class PushOutcome:
     ok: bool
@@ -198,10 +237,12 @@ class Repo:
         check: bool = True,
         extra_env: dict | None = None,
         stdout=None,
+        stdin=None,
     ) -> subprocess.CompletedProcess:
         """`git ARGS` in the cache repository, stdout and stderr as bytes (`stdout`: an open
         file git writes into instead); a failure (check) or a timeout is RunnerFailed naming
-        git's error in one line."""
+        git's error in one line. `stdin`: an open file read as git's input (instead of
+        `input`)."""
         from harness.core.processes import end_session, start_in_session
 
         env = self.environment(network)
@@ -212,7 +253,7 @@ class Repo:
                 cmd,
                 cwd=self.path,
                 env=env,
-                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdin=subprocess.PIPE if input is not None else stdin or subprocess.DEVNULL,
                 stdout=subprocess.PIPE if stdout is None else stdout,
                 stderr=subprocess.PIPE,
             )
@@ -223,7 +264,7 @@ class Repo:
         except subprocess.TimeoutExpired:
             end_session(proc, grace_s=1.0)  # git stops on SIGINT at once; what it runs may not
             raise RunnerFailed(
-                f"git {args[0]} did not finish within {self.timeout:g} s "
+                f"git {_verb(args)} did not finish within {self.timeout:g} s "
                 f"(${settings.STORE_TIMEOUT_S.name})"
             ) from None
         except BaseException:
@@ -231,7 +272,7 @@ class Repo:
             raise
         done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
         if check and done.returncode != 0:
-            raise RunnerFailed(f"git {args[0]}: {git_error(err)}")
+            raise _failure(f"git {_verb(args)}", err, self.ref)
         return done
 
     # ---- the repository and its lock ----
@@ -294,9 +335,12 @@ class Repo:
         folders below it, each machine's folder: every record's name and tree oid, no record
         itself), or None when the ref does not exist there yet. A server that cannot filter
         sends the whole tip (`partial` turns False); one that refuses tree filters, the tip's
-        trees without blobs."""
-        for spec in ("tree:3", "blob:none"):
+        trees without blobs. Where the server's git died reading what this cache said it has
+        (it reads every tree of a commit named as had), once more naming nothing as had."""
+        tries = [("tree:3", "skipping"), ("blob:none", "skipping"), ("tree:3", "noop")]
+        for spec, negotiation in tries:
             done = self.git(
+                "-c", f"fetch.negotiationAlgorithm={negotiation}",
                 "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--depth=1",
                 f"--filter={spec}", REMOTE, f"+{self.ref}:{TIP}", network=True, check=False,
             )  # fmt: skip
@@ -308,9 +352,11 @@ class Repo:
                 return self.rev_parse(TIP)
             if "couldn't find remote ref" in err:
                 return None
+            if _CANNOT_SERVE.search(err) and negotiation != "noop":
+                continue
             if "filter" not in err:
                 break
-        raise RunnerFailed(f"git fetch: {git_error(done.stderr)}")
+        raise _failure("git fetch", done.stderr, self.ref)
 
     def fetch_objects(
         self, oids: list[str], spec: str | None = None, refetch: bool = False
@@ -347,7 +393,13 @@ class Repo:
         # git's own status reason says whether it was a race; without one, git's own lines do
         # (never the server's `remote:` lines: a hook may print anything)
         said = reason if mine else _own_lines(done.stderr)
-        return PushOutcome(False, race=bool(_RACE.search(said)), reason=reason)
+        race = bool(_RACE.search(said))
+        remote = remote_reason(done.stderr)
+        if remote and not race:  # the server's why (fsck's hasDotdot, a hook's message)
+            reason += f"; the server said: {remote}"
+            if _UNREADABLE.search(remote):  # its own history: no push can land
+                reason += f"; {server_fix(self.ref)}"
+        return PushOutcome(False, race=race, reason=reason)
 
     # ---- objects and trees ----
 
@@ -493,33 +545,190 @@ class Repo:
         machines = {path.split("/", 1)[0] for path, _ in files}
         return {e.path: e.oid for e in self.ls_tree(top, *[f"{m}/" for m in sorted(machines)])}
 
-    def edit_tree(self, tree: str | None, edits: dict, where: str = "") -> str | None:
-        """`tree` (None: empty) with `edits` applied, folder by folder: name -> None (remove),
-        ("blob" | "tree", oid) (put), or a dict of edits inside that folder. Only the folders
-        on the edited paths are read and written (`mktree --missing`: what they hold need not
-        be here). Every entry not edited is kept exactly as it is, whatever its name or mode
-        (a commit never rewrites what others wrote); an edit inside a folder that is not a
-        folder in `tree` is BadInput. None when nothing is left."""
-        entries = [(e.path, (e.mode, e.kind, e.oid)) for e in self.ls_tree(tree)] if tree else []
-        for name, edit in edits.items():
-            if isinstance(edit, dict):
-                below = [v for n, v in entries if n == name]
-                if below and (len(below) > 1 or below[0][1] != "tree"):
-                    raise BadInput(f"{where}{name} in the history is not one folder; not rewritten")
-                sub = self.edit_tree(below[0][2] if below else None, edit, f"{where}{name}/")
-                edit = ("tree", sub) if sub else None
-            entries = [(n, v) for n, v in entries if n != name]
-            if edit is not None:
-                entries.append((name, ("040000" if edit[0] == "tree" else "100644", *edit)))
-        if not entries:
+    def history(self, tip: str) -> tuple[list[Commit], Repo] | None:
+        """Every commit of the history from `tip` back, newest first, and a repository that
+        holds them with their trees' top three levels (no file): a sibling of this cache, as
+        this one is shallow, and a server reads every tree of what a fetch names as had.
+        Where the server cannot send those trees, the commits alone (a tree not there reads
+        as missing: nothing is fetched on demand). None when not even the commits can be."""
+        other = Repo.__new__(Repo)
+        other.__dict__.update(self.__dict__)
+        other.path = self.path.with_name(self.path.name + "-history")
+        other.path.mkdir(exist_ok=True)
+        other._prepare()
+        for spec in ("tree:3", "tree:0"):
+            done = other.git(
+                "-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags",
+                "--no-write-fetch-head", f"--filter={spec}", REMOTE, f"+{self.ref}:{TIP}",
+                network=True, check=False,
+            )  # fmt: skip
+            if done.returncode == 0:
+                break
+        else:
             return None
-        body = "".join(f"{m} {k} {o}\t{n}\0" for n, (m, k, o) in sorted(entries))
-        made = self.git("mktree", "-z", "--missing", input=body.encode(*NAMES))
-        return made.stdout.decode().strip()
+        for key in ("extensions.partialclone", f"remote.{REMOTE}.promisor"):
+            other.git("config", "--local", "--unset", key, check=False)  # no fetch on demand
+        log = other.git("log", "--format=%H%x1f%T%x1f%an%x1f%ae%x1f%as%x1e", tip, check=False)
+        if log.returncode != 0:
+            return None
+        commits = []
+        for item in log.stdout.decode(*NAMES).split("\x1e"):
+            fields = item.strip("\n").split("\x1f")
+            if len(fields) == 5:
+                commits.append(Commit(*fields))
+        return commits, other
+
+    def tree_of(self, commit: str) -> str:
+        return self.git("rev-parse", f"{commit}^{{tree}}").stdout.decode().strip()
+
+    def trees(self) -> gittree.TreeReader:
+        """A reader of raw tree objects in this repository (a context manager)."""
+        return gittree.TreeReader(self, self.timeout)
+
+    def edit_tree(
+        self,
+        tree: str | None,
+        edits: dict,
+        left: gittree.LeftOut | None = None,
+        reader: gittree.TreeReader | None = None,
+    ) -> str | None:
+        """`tree` (None: empty) with `edits` applied, folder by folder: name -> None (remove),
+        ("blob" | "tree", oid) (put), or a dict of edits inside that folder (an empty one:
+        that folder written anew; its key DROP, if any: a function (mode, name, oid) -> why
+        an entry of that folder is left out, "" to keep it). Only the folders on the edited
+        paths are read and written; every other entry is carried by its object id, its own
+        tree never read or re-sent. In a folder written anew, an entry git cannot hold in a
+        valid tree or that its fsck flags (gittree.entry_problem), and every copy of a name
+        held twice, is left out and named in `left`; every other entry is kept exactly as it
+        is. An edit inside something that is not a folder is BadInput. None when nothing is
+        left."""
+        left = left if left is not None else gittree.LeftOut()
+        if reader is not None:
+            return self._edit(reader, tree, edits, b"", left)
+        with self.trees() as reader:
+            return self._edit(reader, tree, edits, b"", left)
+
+    def _edit(self, reader, tree, edits: dict, where: bytes, left) -> str | None:
+        cap = settings.STORE_MAX_ENTRIES.get()
+        drop = edits.get(DROP)
+        named = {n.encode(*NAMES): n for n in edits if n is not DROP}
+        found: dict[bytes, list[tuple[int, str]]] = {}
+        seen = gittree.Seen()
+        written = 0
+        with contextlib.ExitStack() as stack:
+            body = stack.enter_context(tempfile.TemporaryFile(dir=self.path))
+            if tree is not None:
+                items = reader.entries(tree)
+                if items is None:
+                    raise RunnerFailed(
+                        f"{gittree.shown_path(where or b'the root')}: tree {tree} is not in "
+                        f"{self.path}; try again (the cache is safe to delete)"
+                    )
+                count = 0
+                try:
+                    for mode, name, oid in items:
+                        count += 1
+                        if count > cap:
+                            raise BadInput(
+                                f"{gittree.shown_path(where or b'the root')} in the history "
+                                f"holds more than {cap:,} entries "
+                                f"(${settings.STORE_MAX_ENTRIES.name}); not rewritten"
+                            )
+                        why = gittree.entry_problem(mode, name, oid)
+                        if not why and drop is not None and name not in named:
+                            why = drop(mode, name, oid)
+                        if why:
+                            left.add(where + name, why)
+                        elif name in named:
+                            found.setdefault(name, []).append((mode, oid))
+                        else:
+                            seen.add(name)
+                            body.write(_tree_line(mode, oid, name))
+                            written += 1
+                except gittree.Damaged as exc:
+                    left.add(where, f"{exc} (the entries before it are kept)")
+            twice = seen.again
+            del seen
+            if twice:
+                body, written = _without_repeats(body, twice, where, left, self.path)
+                stack.enter_context(body)
+            for name, edit in ((b, edits[n]) for b, n in named.items()):
+                copies = found.get(name, [])
+                base = None
+                if len(copies) > 1:
+                    left.add(where + name, f"{len(copies)} entries of that name")
+                elif copies and isinstance(edit, dict):
+                    if copies[0][0] != gittree.TREE:
+                        raise BadInput(
+                            f"{gittree.shown_path(where + name)} in the history is not a "
+                            "folder; not rewritten"
+                        )
+                    base = copies[0][1]
+                if isinstance(edit, dict):
+                    sub = self._edit(reader, base, edit, where + name + b"/", left)
+                    edit = ("tree", sub) if sub else None
+                if edit is not None:
+                    mode = gittree.TREE if edit[0] == "tree" else 0o100644
+                    body.write(_tree_line(mode, edit[1], name))
+                    written += 1
+            if not written:
+                return None
+            body.flush()
+            body.seek(0)
+            return self.git("mktree", "-z", "--missing", stdin=body).stdout.decode().strip()
 
     def commit(self, tree: str, parent: str | None, message: str) -> str:
         args = ["commit-tree", "--no-gpg-sign", tree] + (["-p", parent] if parent else [])
         return self.git(*args, input=message.encode()).stdout.decode().strip()
+
+
+def _verb(args) -> str:
+    """The git command of these arguments (`-c key=value` pairs before it skipped)."""
+    it = iter(args)
+    for arg in it:
+        if arg == "-c":
+            next(it, None)
+        elif not arg.startswith("-"):
+            return arg
+    return args[0] if args else ""
+
+
+def _tree_line(mode: int, oid: str, name: bytes) -> bytes:
+    """One entry as `git mktree -z` reads it."""
+    return b"%o %s %s\t%s\0" % (mode, gittree.kind_of(mode).encode(), oid.encode(), name)
+
+
+def _without_repeats(body, twice: set[int], where: bytes, left, folder: Path):
+    """`body` (mktree lines) without every copy of a name it holds more than once (`twice`:
+    the hashes of the names that may be; the names themselves are compared here), each named
+    once in `left`; and how many lines are left."""
+    counts: dict[bytes, int] = {}
+    for line in _lines(body):
+        name = line.split(b"\t", 1)[1]
+        if hash(name) in twice:
+            counts[name] = counts.get(name, 0) + 1
+    repeated = {n for n, k in counts.items() if k > 1}
+    for name in sorted(repeated):
+        left.add(where + name, f"{counts[name]} entries of that name")
+    kept = tempfile.TemporaryFile(dir=folder)
+    written = 0
+    for line in _lines(body):
+        if line.split(b"\t", 1)[1] not in repeated:
+            kept.write(line + b"\0")
+            written += 1
+    body.close()
+    return kept, written
+
+
+def _lines(body):
+    body.flush()
+    body.seek(0)
+    rest = b""
+    while chunk := body.read(1 << 20):
+        *whole, rest = (rest + chunk).split(b"\0")
+        yield from whole
+    if rest:
+        yield rest
 
 
 def _own_lines(stderr: bytes) -> str:
@@ -527,12 +736,60 @@ def _own_lines(stderr: bytes) -> str:
     return "\n".join(line for line in lines if not line.startswith("remote:"))
 
 
-def git_error(stderr: bytes) -> str:
-    """git's error in one line: its fatal/error lines (else its last line), joined."""
-    lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]
-    picked = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines[-1:]
-    text = "; ".join(dict.fromkeys(picked)) or "failed with no message"
-    return redact(text)[:500]
+def remote_reason(stderr: bytes, limit: int = 3) -> str:
+    """The server's own reason in one line: its `remote:` error and fatal lines (else its last
+    ones), each escaped and cut (a hook on the server may print anything)."""
+    lines = [
+        line.removeprefix("remote:").strip()
+        for line in stderr.decode(errors="replace").splitlines()
+        if line.startswith("remote:") and line.removeprefix("remote:").strip()
+    ]
+    picked = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines[-2:]
+    return "; ".join(trust.shown(line, 200) for line in dict.fromkeys(picked[:limit]))
+
+
+# what git prints when the serving side's pack-objects died: the server cannot send what was
+# asked for (a tree git itself cannot read, such as an entry with an empty name)
+_CANNOT_SERVE = re.compile(
+    r"pack-objects died|bad pack header|possible repository corruption on the remote side"
+)
+
+
+def _failure(what: str, stderr: bytes, ref: str) -> RunnerFailed:
+    dead = _CANNOT_SERVE.search(stderr.decode(errors="replace"))
+    return (ServerCannotSend if dead else RunnerFailed)(f"{what}: {git_error(stderr, ref)}")
+
+
+# what git says of a tree it cannot read: the server's own git stops on it (its connectivity
+# check reads every tree of the history's tip before it accepts a push)
+_UNREADABLE = re.compile(r"empty filename in tree entry|too-short tree|malformed mode|badTree")
+
+
+def server_fix(ref: str) -> str:
+    """What to do where the server's git cannot read the history's tip (one line)."""
+    return (
+        "the history holds a tree the server's own git cannot read or send (such as an entry "
+        "with an empty name, written by hand): no fetch of it and no push lands, and nothing "
+        f"here works around it. Fix it on the server: move {ref or 'the ref'} back to the "
+        "commit before the one that added that tree (docs/trust.md#hardening-the-server; "
+        "`harness store repair` names it where it can)"
+    )
+
+
+def git_error(stderr: bytes, ref: str = "") -> str:
+    """git's error in one line: its fatal/error lines (else its last line), joined. Where the
+    server could not send what was asked for, the server's reason and the fix there."""
+    text = stderr.decode(errors="replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    mine = [line for line in lines if not line.startswith("remote:")]
+    picked = [line for line in mine if line.startswith(("fatal:", "error:"))] or lines[-1:]
+    said = redact("; ".join(dict.fromkeys(picked)) or "failed with no message")[:500]
+    if _CANNOT_SERVE.search(text):
+        said += (
+            f"; the server could not send it (its git said: {remote_reason(stderr) or '?'}): "
+            + server_fix(ref)
+        )
+    return said
 
 
 def project_remote(name_or_url: str) -> Remote:

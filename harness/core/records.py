@@ -1475,33 +1475,53 @@ def plan_prune(
     return out
 
 
+def _started(run_id: str) -> datetime.datetime | None:
+    """The start time a run id begins with (YYYYmmddTHHMMSSZ), None when it names none; read
+    without strptime, which costs ten times as much over a million ids."""
+    t = run_id[:16]
+    if len(t) != 16 or t[8] != "T" or t[15] != "Z" or not (t[:8] + t[9:15]).isdigit():
+        return None
+    try:
+        return datetime.datetime(
+            int(t[:4]), int(t[4:6]), int(t[6:8]), int(t[9:11]), int(t[11:13]), int(t[13:15]),
+            tzinfo=datetime.timezone.utc,
+        )  # fmt: skip
+    except ValueError:
+        return None
+
+
 def prune_selection(
     run_ids: list[str], keep: int | None, older_than_days: float | None
 ) -> list[str]:
     """Of one machine's run ids (oldest first) those to prune: beyond the newest `keep` and/or
     started more than `older_than_days` ago (the rule of `harness prune`, here and on the
     results history)."""
+    return list(pruned_of(run_ids, keep, older_than_days))
+
+
+def pruned_of(run_ids, keep: int | None, older_than_days: float | None):
+    """prune_selection, one run id at a time (`run_ids` any sequence: a million ids of the
+    results history need not be held at once); BadInput at once when the rule says nothing."""
     if keep is None and older_than_days is None:
         raise BadInput(
             "say what to prune: --keep N (newest runs kept per machine) and/or --older-than DAYS"
         )
+    return _pruned_of(run_ids, keep, older_than_days)
+
+
+def _pruned_of(run_ids, keep: int | None, older_than_days: float | None):
     now = datetime.datetime.now(datetime.timezone.utc)
-    out = []
     for i, run_id in enumerate(run_ids):
         beyond_keep = keep is not None and i < len(run_ids) - keep
-        try:
-            started = datetime.datetime.strptime(run_id[:16], "%Y%m%dT%H%M%SZ").replace(
-                tzinfo=datetime.timezone.utc
-            )
-        except ValueError:
+        started = _started(run_id)
+        if started is None:
             continue  # not a run id the harness made: never a candidate
         old = (
             older_than_days is not None
             and (now - started).total_seconds() > older_than_days * 86400
         )
         if (keep is None or beyond_keep) and (older_than_days is None or old):
-            out.append(run_id)
-    return out
+            yield run_id
 
 
 @dataclasses.dataclass(frozen=True)

@@ -232,6 +232,14 @@ MAX_JSON_TOKENS = Setting(
     "counted before it is parsed: what it may cost in memory (about 100 bytes each at worst); "
     "a file with more is refused by name",
 )
+STORE_MAX_ENTRIES = Setting(
+    "HARNESS_STORE_MAX_ENTRIES",
+    INT,
+    1_000_000,
+    "entries one folder of the results history may hold (its root, `runs/`, a machine's "
+    "folder, ...), and runs, tombstones and listings in all, for a store command to read or "
+    "rewrite it: over it that folder is skipped, or the command refuses (exit 3), naming it",
+)
 PAIRED_WINDOW_S = Setting(
     "HARNESS_PAIRED_WINDOW_S",
     FLOAT,

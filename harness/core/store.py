@@ -17,15 +17,22 @@ git itself is run by harness.core.gitrepo.
 
 Anyone who can push the ref may be hostile (docs/history.md#what-a-pull-and-a-push-check): a
 name read from the history becomes part of a path only after harness.core.trust accepted it,
-an entry that is not what the layout allows is skipped with a line (and kept as it is by
-every commit made here), a record is checked entry by entry before any of it is written,
-and nothing is written outside runs/ or through a link.
+an entry that is not what the layout allows, or whose name is held twice, is skipped with a
+line (and kept as it is by every commit made here, unless git's fsck flags it: then a commit
+that writes its folder leaves it out; docs/trust.md#the-historys-trees), a
+record is checked entry by entry before any of it is written, and nothing is written outside
+runs/ or through a link. The history's folders are read from their raw tree objects, as they
+stream, into a compact index (Index): a folder of a million entries stays well under 300 MB.
 """
 
 from __future__ import annotations
 
+import array
+import bisect
+import collections.abc
 import dataclasses
 import datetime
+import itertools
 import json
 import os
 import random
@@ -36,9 +43,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.core import provenance, records, settings, trust
+from harness.core import gittree, provenance, records, settings, trust
 from harness.core.exits import BadInput, RunnerFailed
-from harness.core.gitrepo import Entry, Repo, git_tree_oid, project_remote
+from harness.core.gitrepo import NAMES, Entry, Repo, git_tree_oid, project_remote
 
 RUNS, MANIFESTS, PRUNED, MARKER = "runs", "manifests", "pruned", "store.json"
 SCHEMA = 1
@@ -86,89 +93,372 @@ def open_repo(root: Path, remote: str | None = None, ref: str | None = None) -> 
 @dataclasses.dataclass(frozen=True)
 class Skip:
     """An entry of the history that is not what the layout says may be there (a name the
-    harness does not write, a file where a folder belongs, a link, a gitlink): passed over with
-    one line, and kept as it is by every commit the harness makes."""
+    harness does not write, a file where a folder belongs, a link, a gitlink, a name held
+    twice): passed over with one line, and kept as it is by every commit the harness makes
+    unless git cannot hold it in a valid tree (then left out of the folders that commit
+    writes). `count` > 1: that many entries of one folder, said in one line."""
 
-    area: str  # RUNS, PRUNED or MANIFESTS
+    area: str | None  # RUNS, PRUNED or MANIFESTS (None: the root)
     path: str  # in the history
     machine: str | None  # the machine folder it lies in or is, when that name is one
     name: str | None  # its name below the machine folder (a run id, or not)
     line: str
+    count: int = 1
+
+
+class Index:
+    """Keys of one level of the history ("area/machine" or "area/machine/name") with a value
+    of `width` bytes each (a kind code, then a 20-byte object id), held as one sorted list and
+    one bytes string: a folder of a million run ids costs about 120 MB here, where a dict of
+    tuples and strings costs about 400 MB."""
+
+    def __init__(self, width: int):
+        self.width = width
+        self.keys: list[str] = []
+        self.values = bytearray()
+        self._sorted = True
+
+    def add(self, key: str, value: bytes) -> None:
+        if self.keys and key <= self.keys[-1]:
+            self._sorted = False
+        self.keys.append(key)
+        self.values += value
+
+    def truncate(self, n: int) -> None:
+        del self.keys[n:]
+        del self.values[n * self.width :]
+
+    def seal(self) -> list[tuple[str, int]]:
+        """Sort; every key held more than once is removed (each copy): -> [(key, copies)]."""
+        w = self.width
+        if not self._sorted:
+            order = sorted(range(len(self.keys)), key=self.keys.__getitem__)
+            self.keys = [self.keys[i] for i in order]
+            self.values = bytearray(b"".join(self.values[i * w : (i + 1) * w] for i in order))
+            self._sorted = True
+        keys = self.keys
+        twice = [i for i in range(1, len(keys)) if keys[i] == keys[i - 1]]
+        if not twice:
+            return []
+        counts: dict[str, int] = {}
+        for i in twice:
+            counts[keys[i]] = counts.get(keys[i], 1) + 1
+        kept = [i for i, k in enumerate(keys) if k not in counts]
+        self.keys = [keys[i] for i in kept]
+        self.values = bytearray(b"".join(self.values[i * w : (i + 1) * w] for i in kept))
+        return sorted(counts.items())
+
+    def get(self, key: str) -> bytes | None:
+        i = bisect.bisect_left(self.keys, key)
+        if i < len(self.keys) and self.keys[i] == key:
+            return self.value(i)
+        return None
+
+    def under(self, prefix: str) -> range:
+        """The positions of the keys starting with `prefix` (which ends in '/')."""
+        lo = bisect.bisect_left(self.keys, prefix)
+        hi = bisect.bisect_left(self.keys, prefix[:-1] + chr(ord(prefix[-1]) + 1))
+        return range(lo, hi)
+
+    def value(self, i: int) -> bytes:
+        return bytes(self.values[i * self.width : (i + 1) * self.width])
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+HELD, OTHER = 0, 1  # an entry of the kind the layout wants there; anything else (taken)
+
+
+class _Names(collections.abc.Sequence):
+    """Names cut from an Index's keys at these positions, made when read."""
+
+    def __init__(self, keys: list[str], at, cut: int, end: int):
+        self.keys, self.at, self.cut, self.end = keys, at, cut, end
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        key = self.keys[self.at[i]]
+        return key[self.cut : len(key) - self.end]
+
+
+class Held(collections.abc.Mapping):
+    """(machine, name) -> object id of the entries of one area that are what the layout wants
+    there (a run record's folder; a tombstone or listing file), read from its Index."""
+
+    def __init__(self, area: str, index: Index, suffix: str = ""):
+        self.area, self.index, self.suffix = area, index, suffix
+        self._len: int | None = None
+
+    def _key(self, key) -> str:
+        return f"{self.area}/{key[0]}/{key[1]}{self.suffix}"
+
+    def __getitem__(self, key) -> str:
+        ok = isinstance(key, tuple) and len(key) == 2
+        value = self.index.get(self._key(key)) if ok else None
+        if value is None or value[0] != HELD:
+            raise KeyError(key)
+        return value[1:].hex()
+
+    def __contains__(self, key) -> bool:
+        try:
+            self[key]
+        except KeyError:
+            return False
+        return True
+
+    def names(self, machine: str) -> list[str]:
+        prefix = f"{self.area}/{machine}/"
+        index, cut, end = self.index, len(prefix), len(self.suffix)
+        return [
+            index.keys[i][cut : len(index.keys[i]) - end]
+            for i in index.under(prefix)
+            if index.values[i * index.width] == HELD
+        ]
+
+    def oldest(self, machine: str) -> _Names:
+        """The names of one machine, oldest first, as a sequence that makes each name when it
+        is read (a million names are not held at once)."""
+        prefix = f"{self.area}/{machine}/"
+        index = self.index
+        held = (i for i in index.under(prefix) if index.values[i * index.width] == HELD)
+        return _Names(index.keys, array.array("q", held), len(prefix), len(self.suffix))
+
+    def starting(self, machine: str, text: str) -> list[str]:
+        """The names of one machine that start with `text` (found by bisection)."""
+        prefix = f"{self.area}/{machine}/"
+        index, cut, end = self.index, len(prefix), len(self.suffix)
+        out = []
+        i = bisect.bisect_left(index.keys, prefix + text)
+        while i < len(index.keys) and index.keys[i].startswith(prefix + text):
+            if index.values[i * index.width] == HELD:
+                out.append(index.keys[i][cut : len(index.keys[i]) - end])
+            i += 1
+        return out
+
+    def newest(self, machine: str):
+        """The names of one machine, newest (last in order) first, made one at a time."""
+        prefix = f"{self.area}/{machine}/"
+        index, cut, end = self.index, len(prefix), len(self.suffix)
+        for i in reversed(index.under(prefix)):
+            if index.values[i * index.width] == HELD:
+                yield index.keys[i][cut : len(index.keys[i]) - end]
+
+    def __iter__(self):
+        index, end = self.index, len(self.suffix)
+        for i in self.index.under(f"{self.area}/"):
+            if index.values[i * index.width] == HELD:
+                _, machine, name = index.keys[i].split("/", 2)
+                yield machine, name[: len(name) - end]
+
+    def machines(self) -> list[str]:
+        return sorted({m for m, _ in self})
+
+    def __len__(self) -> int:
+        if self._len is None:
+            self._len = sum(1 for _ in self)
+        return self._len
 
 
 @dataclasses.dataclass
 class Snapshot:
     tip: str | None
-    runs: dict[tuple[str, str], str]  # (machine, run id) -> the record's tree oid
-    pruned: set[tuple[str, str]]
-    manifests: dict[tuple[str, str], str]  # (machine, run id) -> blob oid of its kept listing
+    runs: Held  # (machine, run id) -> the record's tree oid
+    pruned: Held  # (machine, run id) in it: pruned
+    manifests: Held  # (machine, run id) -> blob oid of its kept listing
     skipped: list[Skip] = dataclasses.field(default_factory=list)
-    # history paths where something other than what the harness would write there lies
-    # (a file named like a run, a link where a machine's folder belongs): -> what it is
+    # history paths of the root and its folders where something other than what the harness
+    # would write there lies (a file where runs/ belongs, a folder too large): -> what it is;
+    # for machine folders and what they hold, also `levels` (Index values other than HELD)
     taken: dict[str, str] = dataclasses.field(default_factory=dict)
+    levels: tuple[Index, Index] = dataclasses.field(default_factory=lambda: (Index(21), Index(21)))
+    markers: int = 1  # copies of store.json at the root (each the harness's marker)
+    marker_copies: list = dataclasses.field(default_factory=list)  # their (mode, oid)
+    _more: dict = dataclasses.field(default_factory=dict)  # (area, machine) -> skips not kept
 
     @classmethod
-    def load(cls, repo: Repo, tip: str | None) -> Snapshot:
-        """The history's runs, tombstones and kept listings at `tip`, read from its top three
-        levels. store.json must be the harness's (else BadInput: nothing is read or written
-        under it); any other entry that is not what the layout allows is a Skip, never an
-        error, so one bad entry blocks nothing else."""
+    def empty(cls, tip: str | None = None) -> Snapshot:
+        folders, entries = Index(21), Index(21)
+        return cls(
+            tip,
+            Held(RUNS, entries),
+            Held(PRUNED, entries, ".json"),
+            Held(MANIFESTS, entries, ".json"),
+            levels=(folders, entries),
+        )
+
+    @classmethod
+    def load(cls, repo: Repo, tip: str | None, marker: bool = True) -> Snapshot:
+        """The history's runs, tombstones and kept listings at `tip`, read from the raw trees
+        of its top three levels, entry by entry as git stores them. store.json must be the
+        harness's (else BadInput: nothing is read or written under it; `marker` False: any
+        store.json goes, for repair); any other entry that is not what the layout allows, or
+        that is held twice, is a Skip, never an error, so one bad entry blocks nothing else.
+        A folder of more than $HARNESS_STORE_MAX_ENTRIES entries is skipped whole (named);
+        more than that many runs, tombstones and listings in all is BadInput."""
+        snap = cls.empty(tip)
         if tip is None:
-            return cls(None, {}, set(), {})
-        top = {e.path: e for e in repo.ls_tree(tip)}
-        if MARKER not in top:
-            shown = ", ".join(trust.shown(n) for n in sorted(top)[:5])
-            raise BadInput(
-                f"{repo.ref} at {repo.remote} is not a results history (no {MARKER} at its "
-                f"root; it holds {shown or 'nothing'}); name another --ref"
-            )
-        _check_marker(repo, top[MARKER])
-        snap = cls(tip, {}, set(), {})
-        areas = []
-        for area in (RUNS, PRUNED, MANIFESTS):
-            e = top.get(area)
-            if e is not None and e.kind != "tree":
-                snap._skip(area, None, None, area, f"is {_what(e)}, not a folder", _what(e))
-            elif e is not None:
-                areas.append(area)
-        folders = []
-        for e in repo.ls_tree(tip, *[f"{a}/" for a in areas]) if areas else []:
-            area, machine = e.path.split("/", 1)
-            why = trust.why_not_machine(machine)
-            if why:
-                snap._skip(area, None, None, e.path, why)
-            elif e.kind != "tree":
-                snap._skip(area, machine, None, e.path, f"is {_what(e)}, not a folder", _what(e))
-            else:
-                folders.append(e.path + "/")  # a checked name: no pattern, no '..'
-        for e in repo.ls_tree(tip, *folders) if folders else []:
-            area, machine, name = e.path.split("/", 2)
-            run_id = name.removesuffix(".json") if area != RUNS else name
-            why = trust.why_not_run_id(run_id)
-            if area != RUNS and not name.endswith(".json"):
-                why = f"{trust.shown(name)} is not <run id>.json"
-            if why:
-                snap._skip(area, machine, name, e.path, why)
-            elif area == RUNS and e.kind != "tree":
-                snap._skip(
-                    area, machine, name, e.path, f"is {_what(e)}, not a run record", _what(e)
-                )
-            elif area != RUNS and (e.kind != "blob" or e.mode not in FILE_MODES):
-                snap._skip(area, machine, name, e.path, f"is {_what(e)}, not a file", _what(e))
-            elif area == RUNS:
-                snap.runs[(machine, run_id)] = e.oid
-            elif area == PRUNED:
-                snap.pruned.add((machine, run_id))
-            else:
-                snap.manifests[(machine, run_id)] = e.oid
+            return snap
+        with repo.trees() as reader:
+            snap._read(repo, reader, repo.tree_of(tip), marker)
         return snap
 
-    def _skip(self, area, machine, name, path: str, why: str, what: str = "") -> None:
+    def _read(self, repo: Repo, reader, root: str, marker: bool) -> None:
+        cap = settings.STORE_MAX_ENTRIES.get()
+        layout: dict[str, list] = {MARKER: [], RUNS: [], PRUNED: [], MANIFESTS: []}
+        count = 0
+        for mode, name, oid in self._entries(reader, root, ""):
+            count += 1
+            if count > cap:
+                raise BadInput(
+                    f"{repo.ref} at {repo.remote}: its root holds more than {cap:,} entries "
+                    f"(${settings.STORE_MAX_ENTRIES.name}); nothing pulled or pushed"
+                )
+            text = name.decode(*NAMES)
+            if text in layout:
+                layout[text].append((mode, oid))
+                continue
+            why = _fsck_why(mode, name, oid)
+            if why:  # outside the layout, and left out by a commit made here: said
+                self._skip(None, None, None, text, why)
+        if not layout[MARKER]:
+            shown = "nothing" if not count else f"{count:,} entries"
+            raise BadInput(
+                f"{repo.ref} at {repo.remote} is not a results history (no {MARKER} at its "
+                f"root; it holds {shown}); name another --ref"
+            )
+        self.markers = len(layout[MARKER])
+        self.marker_copies = layout[MARKER]
+        if marker:
+            _check_markers(repo, layout[MARKER])
+            if self.markers > 1:
+                self._skip(
+                    None, None, None, MARKER,
+                    f"is held {self.markers} times, each the file a push writes (schema "
+                    f"{SCHEMA}): read as one; a commit made here writes one in their place",
+                )  # fmt: skip
+        folders, entries = self.levels
+        for area in (RUNS, PRUNED, MANIFESTS):
+            copies = layout[area]
+            if len(copies) > 1:
+                self._twice(area, None, None, area, len(copies))
+            elif copies and copies[0][0] != gittree.TREE:
+                what = _what_mode(copies[0][0])
+                self.taken[area] = what
+                self._skip(area, None, None, area, f"is {what}, not a folder")
+            elif copies:
+                self._folder(reader, area, copies[0][1], folders, cap)
+        for key, n in folders.seal():
+            area, machine = key.split("/", 1)
+            self._twice(area, machine, None, key, n)
+        for i, key in enumerate(folders.keys):
+            value = folders.value(i)
+            if value[0] == HELD:
+                self._machine(reader, key, value[1:].hex(), entries, cap)
+            if len(entries) > cap:
+                raise BadInput(
+                    f"{repo.ref} at {repo.remote}: its folders hold more than {cap:,} runs, "
+                    f"tombstones and listings in all (${settings.STORE_MAX_ENTRIES.name}; "
+                    f"passed in {key}); nothing pulled or pushed"
+                )
+        for key, n in entries.seal():
+            area, machine, name = key.split("/", 2)
+            self._twice(area, machine, name, key, n)
+        for (area, machine), (n, path) in self._more.items():
+            line = f"and {n:,} more entries of {path} in the history skipped"
+            self.skipped.append(Skip(area, path, machine, None, line, n))
+
+    def _folder(self, reader, area: str, oid: str, folders: Index, cap: int) -> None:
+        """The machine folders of runs/, pruned/ or manifests/ into `folders`."""
+        start = len(folders)
+        for count, (mode, name, entry) in enumerate(self._entries(reader, oid, area), 1):
+            if count > cap:
+                folders.truncate(start)
+                self._over(area, None, None, area, cap)
+                return
+            machine = name.decode(*NAMES)
+            path = f"{area}/{machine}"
+            why = _fsck_why(mode, name, entry) or trust.why_not_machine(machine)
+            if why:
+                self._skip(area, None, None, path, why)
+            elif mode != gittree.TREE:
+                folders.add(path, _other(mode))
+                self._skip(area, machine, None, path, f"is {_what_mode(mode)}, not a folder")
+            else:
+                folders.add(path, bytes([HELD]) + bytes.fromhex(entry))
+
+    def _machine(self, reader, key: str, oid: str, entries: Index, cap: int) -> None:
+        """The entries of one machine folder into `entries`."""
+        area, machine = key.split("/", 1)
+        start = len(entries)
+        want = "a run record" if area == RUNS else "a file"
+        for count, (mode, name, entry) in enumerate(self._entries(reader, oid, key), 1):
+            if count > cap:
+                entries.truncate(start)
+                self._over(area, machine, None, key, cap)
+                return
+            text = name.decode(*NAMES)
+            path = f"{key}/{text}"
+            run_id = text.removesuffix(".json") if area != RUNS else text
+            bad = not trust.is_run_id(run_id) or (area != RUNS and not text.endswith(".json"))
+            fsck = gittree.entry_problem(mode, name, entry)
+            if (bad or fsck) and len(self.skipped) >= MAX_KEPT_SKIPS:
+                self._count(area, machine)  # its line would not be kept: no line made
+            elif bad or fsck:
+                why = trust.why_not_run_id(run_id)
+                if area != RUNS and not text.endswith(".json"):
+                    why = f"{trust.shown(text)} is not <run id>.json"
+                self._skip(area, machine, text, path, _fsck_why(mode, name, entry) or why)
+            elif (mode == gittree.TREE) if area == RUNS else (mode in _FILE_MODE_INTS):
+                entries.add(path, bytes([HELD]) + bytes.fromhex(entry))
+            else:
+                entries.add(path, _other(mode))
+                self._skip(area, machine, text, path, f"is {_what_mode(mode)}, not {want}")
+
+    def _entries(self, reader, oid: str, path: str):
+        """The raw entries of one folder of the history; a tree whose bytes stop being entries
+        is read up to there, and said."""
+        items = reader.entries(oid)
+        if items is None:
+            raise RunnerFailed(
+                f"{path or 'the root'} of the history (tree {oid}) is not in git's copy; try "
+                "again (the cache under .store/ is safe to delete)"
+            )
+        try:
+            yield from items
+        except gittree.Damaged as exc:
+            self._skip(None, None, None, path or MARKER, f"{exc}; what comes before it is read")
+
+    def _twice(self, area, machine, name, path: str, n: int) -> None:
+        self._skip(
+            area, machine, name, path,
+            f"is held {n} times (one copy cannot be told from another): none is read, and a "
+            "commit made here leaves them all out",
+        )  # fmt: skip
+
+    def _over(self, area, machine, name, path: str, cap: int) -> None:
+        self.taken[path] = f"a folder of more than {cap:,} entries"  # nothing written into it
+        self._skip(
+            area, machine, name, path,
+            f"holds more than {cap:,} entries (${settings.STORE_MAX_ENTRIES.name}): not read",
+        )  # fmt: skip
+
+    def _count(self, area, machine) -> None:
+        n, where = self._more.get((area, machine), (0, ""))
+        where = where or (area if machine is None else f"{area}/{machine}") or "its root"
+        self._more[(area, machine)] = (n + 1, where)
+
+    def _skip(self, area, machine, name, path: str, why: str) -> None:
+        if len(self.skipped) >= MAX_KEPT_SKIPS:  # counted, not kept: a million cost nothing
+            self._count(area, machine)
+            return
         said = f"{trust.shown(path, 120)} in the history"
-        said += f" {why}" if why.startswith("is ") else f": {why}"
+        said += f" {why}" if why.startswith(("is ", "holds ")) else f": {why}"
         self.skipped.append(Skip(area, path, machine, name, f"{said}; skipped"))
-        if what:  # a path the harness could write to: nothing is ever written over it
-            self.taken[path] = what
 
     def in_the_way(self, *paths: str) -> str:
         """Why something the harness would write at one of these history paths (or below it)
@@ -176,16 +466,27 @@ class Snapshot:
         for path in paths:
             parts = path.split("/")
             for k in range(1, len(parts) + 1):
-                here = "/".join(parts[:k])
-                if here in self.taken:
-                    return f"the history holds {self.taken[here]} at {here}"
+                why = self.in_the_way_at("/".join(parts[:k]))
+                if why:
+                    return why
+        return ""
+
+    def in_the_way_at(self, here: str) -> str:
+        """in_the_way for this one path, not the folders on the way to it."""
+        if here in self.taken:
+            return f"the history holds {self.taken[here]} at {here}"
+        depth = here.count("/")
+        value = self.levels[depth - 1].get(here) if depth in (1, 2) else None
+        if value is not None and value[0] != HELD:
+            what = _what_mode(_CODE_MODES.get(value[1], -1))
+            return f"the history holds {what} at {here}"
         return ""
 
     def machines(self) -> list[str]:
-        return sorted({m for m, _ in self.runs})
+        return self.runs.machines()
 
     def run_ids(self, machine: str) -> list[str]:
-        return sorted(i for m, i in self.runs if m == machine)
+        return self.runs.names(machine)
 
 
 FILE_MODES = ("100644",)  # what the harness writes into the history; 100755 only by hand
@@ -202,37 +503,80 @@ def _what(e) -> str:
     return _MODES.get(e.mode, "a file" if e.mode in FILE_MODES else f"an entry of mode {e.mode}")
 
 
+def _what_mode(mode: int) -> str:
+    return _what(Entry(gittree.mode_text(mode), gittree.kind_of(mode), "", ""))
+
+
+_FILE_MODE_INTS = (0o100644,)
+_CODE_MODES = dict(enumerate((0o100644, 0o100755, 0o120000, 0o160000, gittree.TREE), 1))
+_MODE_CODES = {mode: code for code, mode in _CODE_MODES.items()}
+MAX_KEPT_SKIPS = 200  # skipped entries kept one by one; beyond, counted by folder
+
+
+def _fsck_why(mode: int, name: bytes, oid: str) -> str:
+    why = gittree.entry_problem(mode, name, oid)
+    return f"{why}; a commit made here leaves it out" if why else ""
+
+
+def _other(mode: int) -> bytes:
+    """The Index value of an entry that is not what the layout wants there."""
+    return bytes([OTHER, _MODE_CODES.get(mode, 0)]) + bytes(19)
+
+
 def _value(value) -> str:
     """A JSON value from elsewhere, fit for a message."""
     return trust.shown(value) if isinstance(value, str) else json.dumps(value)[:40]
 
 
-def _check_marker(repo: Repo, e) -> None:
+def _check_markers(repo: Repo, copies: list[tuple[int, str]]) -> None:
     """store.json must be what a push of this harness writes: else nothing is pulled from the
-    history nor pushed on top of it (exit 3)."""
+    history nor pushed on top of it (exit 3). Held more than once, every copy must be: a copy
+    of another schema may be a newer harness's, and which copy is the history's cannot be
+    told (git keeps a tree's entries in the order they were written; a rewrite that sorted
+    them would choose), so then too nothing is read or written."""
+    whys = [_marker_problem(repo, mode, oid) for mode, oid in copies]
     where = f"{repo.ref} at {repo.remote}: its {MARKER}"
+    if len(copies) == 1 and whys[0]:
+        raise BadInput(f"{where}{whys[0][1]}")
+    if any(whys):
+        said = ", ".join(w[0] if w else f"schema {SCHEMA}" for w in whys)
+        raise BadInput(
+            f"{where} is held {len(copies)} times ({said}, in the tree's order): which one "
+            "is the history's cannot be told, and a copy of another schema may be a newer "
+            "harness's; nothing pulled or pushed (if only this harness wrote the history, "
+            "`harness store repair --yes --marker` keeps one store.json of schema "
+            f"{SCHEMA}; else name another --ref)"
+        )
+
+
+def _marker_problem(repo: Repo, mode: int, oid: str) -> tuple[str, str] | None:
+    """Why this store.json is not what a push writes (None when it is): in a few words, and
+    as the end of a message."""
     fix = (
         "nothing pulled or pushed; repair the ref (a commit on top with the store.json a "
         "push writes) or name another --ref"
     )
-    if e.kind != "blob" or e.mode not in FILE_MODES:
-        raise BadInput(f"{where} is {_what(e)}, not the file a push writes; {fix}")
-    size = repo.object_sizes([e.oid]).get(e.oid)
+    if mode not in _FILE_MODE_INTS:
+        what = _what_mode(mode)
+        return what, f" is {what}, not the file a push writes; {fix}"
+    size = repo.object_sizes([oid]).get(oid)
     if size is None or size > MAX_MARKER_BYTES:
         what = "cannot be read" if size is None else f"is {size:,} bytes"
-        raise BadInput(f"{where} {what}, not the file a push writes; {fix}")
+        return what, f" {what}, not the file a push writes; {fix}"
     try:
-        data = trust.loads(repo.read_blobs([e.oid]).get(e.oid, b""), where)
+        data = trust.loads(repo.read_blobs([oid]).get(oid, b""), "")
     except BadInput as exc:
-        raise BadInput(f"{str(exc).removesuffix('; refused')}; {fix}") from None
+        said = str(exc).removeprefix(": ").removesuffix("; refused")
+        return said.split(" (", 1)[0], f": {said}; {fix}"
     if not isinstance(data, dict):
-        raise BadInput(f"{where} is not a JSON object; {fix}")
+        return "not a JSON object", f" is not a JSON object; {fix}"
     if data.get("schema") != SCHEMA:
-        raise BadInput(
-            f"{where} says schema {_value(data.get('schema'))}: this harness reads and "
-            f"writes schema {SCHEMA} only; nothing pulled or pushed (a newer harness may read "
-            "it; else name another --ref)"
+        schema = f"schema {_value(data.get('schema'))}"
+        return schema, (
+            f" says {schema}: this harness reads and writes schema {SCHEMA} only; nothing "
+            "pulled or pushed (a newer harness may read it; else name another --ref)"
         )
+    return None
 
 
 def record_path(machine: str, run_id: str) -> str:
@@ -249,19 +593,26 @@ class Change:
     what: list[tuple[str, str]]  # the runs it adds or prunes
 
 
-def commit_and_push(repo: Repo, make) -> tuple[Snapshot, Change | None, str | None, int]:
+def commit_and_push(
+    repo: Repo, make, marker: bool = True, say: bool = True
+) -> tuple[Snapshot, Change | None, str | None, int]:
     """Fetch the tip, `make(snapshot)` a Change (None: nothing to do), commit it on the tip and
     push; when another runner pushed first, fetch and make it again after a backoff, until
     $HARNESS_STORE_RETRY_S runs out. A rejection that reads like a race but leaves the tip
     where it was (no permission to write the ref, a lock left on the server) is not one: after
-    STALLS of those in a row it fails. Returns (snapshot, change, commit, retries)."""
+    STALLS of those in a row it fails. The commit rewrites only the folders on the paths it
+    changes; in those, what git's fsck would flag is left out and named (gitrepo.edit_tree),
+    so that every tree it sends is one a server checking what it receives accepts. `marker`
+    False: any store.json goes (repair); `say` False: the skipped entries are not said (repair
+    lists them itself). Returns (snapshot, change, commit, retries)."""
     deadline = time.monotonic() + settings.STORE_RETRY_S.get()
     retries = stalls = 0
     refused: tuple[str | None, str] | None = None  # (the tip pushed onto, why) of the last try
     said: set[str] = set()
     while True:
-        snap = Snapshot.load(repo, repo.fetch_tip())
-        say_skipped(snap, said)
+        snap = Snapshot.load(repo, repo.fetch_tip(), marker)
+        if say:
+            say_skipped(snap, said)
         if refused is not None:
             stalls = stalls + 1 if snap.tip == refused[0] else 0
             if stalls >= STALLS:
@@ -274,9 +625,12 @@ def commit_and_push(repo: Repo, make) -> tuple[Snapshot, Change | None, str | No
         if change is None:
             return snap, None, None, retries
         edits = dict(change.edits)
-        if snap.tip is None:
+        if snap.tip is None or (snap.markers > 1 and marker):  # one store.json, the harness's
             edits[MARKER] = ("blob", repo.hash_bytes(_marker()))
-        tree = repo.edit_tree(f"{snap.tip}^{{tree}}" if snap.tip else None, edits)
+        left = gittree.LeftOut()
+        tree = repo.edit_tree(repo.tree_of(snap.tip) if snap.tip else None, edits, left)
+        if say:
+            say_left_out(snap, left, said)
         commit = repo.commit(tree, snap.tip, change.message)
         outcome = repo.push(commit)
         if outcome.ok:
@@ -306,16 +660,32 @@ MAX_SKIP_LINES = 20  # lines naming skipped entries of the history, per command
 def say_skipped(snap: Snapshot, said: set[str]) -> None:
     """One line on stderr for each skipped entry of the history not said yet (at most
     MAX_SKIP_LINES in all, then how many more)."""
-    new = [line for line in dict.fromkeys(s.line for s in snap.skipped) if line not in said]
+    new = {}
+    for s in snap.skipped:
+        if s.line not in said:
+            new[s.line] = new.get(s.line, 0) + s.count
+    _say(list(new.items()), said, "skipped")
+
+
+def say_left_out(snap: Snapshot, left: gittree.LeftOut, said: set[str]) -> None:
+    """One line for each entry a commit left out that the skipped lines did not name already
+    (their lines say what a commit does with them)."""
+    named = {s.path for s in snap.skipped}
+    lines = [(line, 1) for path, line in left.items if path not in named]
+    more = left.count - len(left.items)
+    _say(
+        lines + ([(f"and {more:,} more entries left out", more)] if more else []), said, "left out"
+    )
+
+
+def _say(lines: list[tuple[str, int]], said: set[str], what: str) -> None:
     room = MAX_SKIP_LINES - len(said)
-    for line in new[: max(room, 0)]:
+    for line, _ in lines[: max(room, 0)]:
         print(f"harness store: {line}", file=sys.stderr)
-    if new and len(new) > room >= 0:
-        print(
-            f"harness store: and {len(new) - room} more entries of the history skipped",
-            file=sys.stderr,
-        )
-    said.update(new)
+    if len(lines) > room >= 0:
+        more = sum(n for _, n in lines[room:])
+        print(f"harness store: and {more:,} more entries of the history {what}", file=sys.stderr)
+    said.update(line for line, _ in lines)
 
 
 def _marker() -> bytes:
@@ -603,6 +973,10 @@ def push(
     try:
         with repo.locked():
             _, change, commit, retries = commit_and_push(repo, make)
+    except BadInput as exc:
+        if "nothing pulled or pushed" in str(exc):
+            raise
+        raise BadInput(f"{exc}; nothing was pushed") from None
     except RunnerFailed as exc:
         held = sorted("/".join(k) for k in going.todo or going.local)
         raise RunnerFailed(
@@ -688,7 +1062,7 @@ def select(repo: Repo, snap: Snapshot, sel: Selection) -> list[tuple[str, str]]:
     if sel.runs:
         out = []
         for name in sel.runs:
-            found = [(m, i) for m in machines for i in snap.run_ids(m) if i.startswith(name)]
+            found = [(m, i) for m in machines for i in snap.runs.starting(m, name)]
             if len(found) != 1:
                 what = "no run" if not found else f"{len(found)} runs"
                 raise BadInput(
@@ -699,25 +1073,24 @@ def select(repo: Repo, snap: Snapshot, sel: Selection) -> list[tuple[str, str]]:
         return sorted(set(out), key=lambda k: (k[1], k[0]))
     out = []
     for m in machines:
-        ids = [
+        ids = (  # newest first, made one by one: `last` of a million costs `last`
             i
-            for i in snap.run_ids(m)
+            for i in snap.runs.newest(m)
             if (sel.since is None or i >= sel.since)
             and (sel.label is None or i.endswith(f"-{sel.label}"))
-        ]
-        ids.reverse()  # newest first
+        )
         if sel.mode or sel.clean:
-            ids = _by_meta(repo, snap, m, ids, sel)
-        out += [(m, i) for i in (ids if sel.last is None else ids[: sel.last])]
+            ids = iter(_by_meta(repo, snap, m, ids, sel))
+        out += [(m, i) for i in itertools.islice(ids, sel.last)]
     return sorted(out, key=lambda k: (k[1], k[0]))
 
 
-def _by_meta(repo: Repo, snap: Snapshot, machine: str, ids: list[str], sel: Selection):
+def _by_meta(repo: Repo, snap: Snapshot, machine: str, ids, sel: Selection):
     """The runs among `ids` (newest first) whose run.json matches mode and cleanliness, read
     in batches until `last` are found: run.json blobs only, never whole records."""
     kept = []
-    for start in range(0, len(ids), _BATCH):
-        batch = ids[start : start + _BATCH]
+    ids = iter(ids)
+    while batch := list(itertools.islice(ids, _BATCH)):
         paths = [f"{record_path(machine, i)}/{records.RUN_JSON}" for i in batch]
         repo.fetch_objects([snap.runs[(machine, i)] for i in batch], "tree:0")
         entries = {
@@ -805,11 +1178,11 @@ def _pull(root: Path, repo: Repo, sel: Selection, dry_run: bool, out, report: Pu
         return
     snap = Snapshot.load(repo, tip)
     say_skipped(snap, set())
-    asked = {s.line for s in snap.skipped if _asked(s, sel)}
-    if asked:  # said above, one line each
+    asked = sum(s.count for s in snap.skipped if _asked(s, sel))
+    if asked:  # said above, one line each (or one line for many)
         report.refused.append(
-            f"{len(asked)} entr{'y' if len(asked) == 1 else 'ies'} of the history in the "
-            "selection skipped (not records the harness can read)"
+            f"{asked:,} entr{'y' if asked == 1 else 'ies'} of the history in the selection "
+            "skipped (not records the harness can read)"
         )
     chosen = select(repo, snap, sel)
     if not chosen:  # said, so that a reader never compares against nothing unawares
@@ -1194,59 +1567,105 @@ def prune(
     out=None,
 ) -> list[tuple[str, str]]:
     """Prune runs from the history (`harness prune --store`): a new commit that removes their
-    folders and leaves a tombstone for each, so that no runner pushes them again. Dry run unless
-    `yes`. Returns the runs pruned (or that would be)."""
+    folders and leaves a tombstone for each (one blob, the same for every run of one commit:
+    only a tombstone's name is read), so that no runner pushes them again. Dry run unless
+    `yes`. One commit prunes at most MAX_PRUNED runs, the oldest first; the rest is said (run
+    it again). Returns the runs pruned (or that would be)."""
     out = out or sys.stdout
     records.prune_selection([], keep, older_than_days)  # says what is missing before fetching
     rule = " ".join(
         ([f"--keep {keep}"] if keep is not None else [])
         + ([f"--older-than {older_than_days:g}"] if older_than_days is not None else [])
     )
-    planned: list[tuple[str, str]] = []
+    planned: dict[str, list[str]] = {}  # machine -> run ids, oldest first
     blocked: list[str] = []
+    left = [0]  # selected beyond MAX_PRUNED: for the next prune
 
     def make(snap: Snapshot) -> Change | None:
         planned.clear()
         blocked.clear()
+        beyond = 0  # selected, past MAX_PRUNED of its machine: left for the next commit
         for m in [machine] if machine else snap.machines():
-            for i in records.prune_selection(snap.run_ids(m), keep, older_than_days):
-                why = snap.in_the_way(f"{PRUNED}/{m}/{i}.json")
+            folder = snap.in_the_way(f"{PRUNED}/{m}")  # once a machine, then each tombstone
+            ids = snap.runs.oldest(m)  # made one by one as the rule reads them
+            for i in records.pruned_of(ids, keep, older_than_days):
+                why = folder or snap.in_the_way_at(f"{PRUNED}/{m}/{i}.json")
                 if why:  # its tombstone would be written over someone else's entry
                     blocked.append(f"{m}/{i}: {why}, where its tombstone goes; not pruned")
+                elif len(planned.get(m, ())) >= MAX_PRUNED:
+                    beyond += 1
                 else:
-                    planned.append((m, i))
+                    planned.setdefault(m, []).append(i)
+        left[0] = _cap_plan(planned, MAX_PRUNED) + beyond
         if not planned or not yes:
             return None
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        stone = {"pruned": now, "rule": rule, "by": "harness prune --store"}
+        oid = repo.hash_bytes((json.dumps(stone) + "\n").encode())
         edits: dict = {RUNS: {}, PRUNED: {}, MANIFESTS: {}}
-        for m, i in planned:
-            edits[RUNS].setdefault(m, {})[i] = None
-            if (m, i) in snap.manifests:
-                edits[MANIFESTS].setdefault(m, {})[f"{i}.json"] = None
-            stone = {"machine": m, "run_id": i, "pruned": now, "rule": rule}
-            oid = repo.hash_bytes((json.dumps(stone) + "\n").encode())
-            edits[PRUNED].setdefault(m, {})[f"{i}.json"] = ("blob", oid)
-        message = f"harness store: prune {len(planned)} run(s) ({rule})\n\n" + "\n".join(
-            "/".join(k) for k in planned
-        )
-        return Change({k: v for k, v in edits.items() if v}, message + "\n", list(planned))
+        for m, ids in planned.items():
+            edits[RUNS][m] = dict.fromkeys(ids)
+            edits[PRUNED][m] = {f"{i}.json": ("blob", oid) for i in ids}
+            kept = [f"{i}.json" for i in ids if (m, i) in snap.manifests]
+            if kept:
+                edits[MANIFESTS][m] = dict.fromkeys(kept)
+        n = sum(map(len, planned.values()))
+        names = [f"{m}/{i}" for m, ids in planned.items() for i in ids[:MESSAGE_RUNS]]
+        more = f"\nand {n - len(names):,} more" if n > len(names) else ""
+        message = f"harness store: prune {n} run(s) ({rule})\n\n" + "\n".join(names) + more
+        return Change({k: v for k, v in edits.items() if v}, message + "\n", [])
 
     with repo.locked():
         _, change, commit, _ = commit_and_push(repo, make)
     verb = "pruned" if change is not None else "would prune"
-    for m, i in planned:
-        print(f"{verb} {m}/{i} from the results history", file=out)
-    if not planned:
+    n = 0
+    for m, ids in planned.items():
+        for i in ids:
+            print(f"{verb} {m}/{i} from the results history", file=out)
+        n += len(ids)
+    if not n:
         print(f"nothing to prune in the results history ({repo.remote} {repo.ref})", file=out)
     elif change is None:
+        more = f" ({n:,} listed; one commit prunes at most {MAX_PRUNED:,})" if left[0] else ""
         print(
-            f"dry run: {len(planned)} run(s) would be pruned from the results history "
-            f"({repo.remote} {repo.ref}); add --yes to prune them (a new commit; the runs "
-            "stay in git's history, and no runner pushes them again)",
+            f"dry run: {n + left[0]:,} run(s) would be pruned from the results history "
+            f"({repo.remote} {repo.ref}){more}; add --yes to prune them (a new commit; the "
+            "runs stay in git's history, and no runner pushes them again)",
             file=out,
         )
     else:
-        print(f"results history: commit {commit[:12]} prunes {len(planned)} run(s)", file=out)
+        print(f"results history: commit {commit[:12]} prunes {n:,} run(s)", file=out)
+    if left[0] and change is not None:
+        print(
+            f"  {left[0]:,} more run(s) to prune: one commit prunes at most {MAX_PRUNED:,}; "
+            "run the same command again",
+            file=out,
+        )
     if blocked:
         raise Refused("refused: " + " | ".join(blocked))
-    return planned
+    return [(m, i) for m, ids in planned.items() for i in ids]
+
+
+MAX_PRUNED = 100_000  # runs one prune commit removes (memory and time stay bounded)
+MESSAGE_RUNS = 1_000  # runs a commit message names one by one, per machine
+
+
+def _cap_plan(planned: dict[str, list[str]], most: int) -> int:
+    """Keep the `most` oldest runs of the plan (by run id, across machines); -> how many
+    were left for another commit."""
+    total = sum(map(len, planned.values()))
+    if total <= most:
+        return 0
+    cut = sorted(i for ids in planned.values() for i in ids)[most - 1]
+    for m in list(planned):
+        planned[m] = [i for i in planned[m] if i <= cut][:most]
+        if not planned[m]:
+            del planned[m]
+    kept = sum(map(len, planned.values()))
+    while kept > most:  # ids equal across machines: cut the last machine's tail
+        m = max(planned, key=lambda k: planned[k][-1])
+        planned[m].pop()
+        kept -= 1
+        if not planned[m]:
+            del planned[m]
+    return total - kept
