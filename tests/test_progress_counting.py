@@ -680,4 +680,12 @@ def test_bench_shows_the_counting_between_asvs_lines_end_to_end_with_a_fake_asv(
     assert estimate_line.startswith("harness bench: estimated ~13"), estimate_line
     beats = [x for x in lines if "instructions: counting a; 0 of 1 rows done" in x]
     assert beats and "s left" in beats[0], lines
-    assert lines[-1].startswith("harness bench: the benchmarks took 0 s (estimated ~13")
+    # the closing note (a heartbeat of the faked operator pass may follow it on a busy machine)
+    closing = [x for x in lines if x.startswith("harness bench: the benchmarks took")]
+    assert closing and closing[0].startswith(
+        "harness bench: the benchmarks took 0 s (estimated ~13"
+    )
+    assert all(
+        x.startswith("harness bench: the operator pass")
+        for x in lines[lines.index(closing[0]) + 1 :]
+    ), lines
