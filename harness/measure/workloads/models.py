@@ -1,13 +1,20 @@
 """Zoo models: inference and training-step callables, with cudnn.benchmark and channels_last
-where they apply, and a build-and-run callable for peak memory."""
+where they apply, and a build-and-run callable for peak memory.
+
+channels_last vs contiguous and cudnn.benchmark on vs off are pairs whose sides two `build`
+calls make: each side is offered (harness.measure.workloads.pairs) and checked by the tolerance
+rule, with the float64 run where allclose fails (docs/answers.md#what-each-pair-compares)."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable
 
 import torch
 
-from harness.measure.workloads import NotApplicable, model_config, to_device
+from harness.measure import answers
+from harness.measure.workloads import NotApplicable, model_config, pairs, to_device
 
 
 def check(
@@ -55,7 +62,11 @@ def with_cudnn_benchmark(fn: Callable[[], object], enabled: bool) -> Callable[[]
         torch.backends.cudnn.benchmark = enabled
         return fn()
 
-    return call
+    side = pairs.side_state(fn)
+    if not isinstance(side, _Side):
+        return call
+    key = (side.prepared.spec.name, side.mode, str(side.device), side.channels_last)
+    return pairs.offer(call, "models.cudnn_benchmark", key, bool(enabled), side)
 
 
 def build(
@@ -64,7 +75,69 @@ def build(
     """`mode` "inference" (eval, inference_mode) or "training" (train, SGD step)."""
     check(model_name, cudnn_benchmark, channels_last, device)
     set_cudnn_benchmark(cudnn_benchmark)
-    return _callable(_Prepared(model_name, channels_last, device), mode)
+    p = _Prepared(model_name, channels_last, device)
+    side = _Side(p, mode, channels_last, device)
+    key = (model_name, mode, str(device), bool(cudnn_benchmark))
+    return pairs.offer(_callable(p, mode), "models.channels_last", key, bool(channels_last), side)
+
+
+@dataclasses.dataclass
+class _Side:
+    prepared: _Prepared
+    mode: str
+    channels_last: bool
+    device: torch.device
+
+
+def _pair_maker(row: str):
+    def make(new: _Side, ref: _Side, key) -> answers.Pair:
+        a, b = new.prepared, ref.prepared
+        if ref.mode == "training":
+            return pairs.training_pair(
+                row,
+                a.model,
+                b.model,
+                fp64_step=lambda model: _fp64_call(b, model, "training"),
+                not_applicable=pairs.tiny_batch_norm(b.model, b.inputs),
+            )
+
+        def fp64():
+            return _fp64_call(b, copy.deepcopy(b.model).double(), "inference")
+
+        return answers.Pair(
+            pairs.what(row),
+            fp64=fp64,
+            prepare=lambda: pairs.same_start(a.model, b.model),
+            model=b.model,
+            inputs=b.inputs,
+        )
+
+    return make
+
+
+def _fp64_call(p: _Prepared, model64: torch.nn.Module, mode: str):
+    """The reference side's call on a float64 model and inputs."""
+    p64 = copy.copy(p)
+    p64.model, p64.inputs = model64, pairs.in_fp64(p.inputs)
+    return _callable(p64, mode)()
+
+
+pairs.family(
+    "models.channels_last",
+    {
+        (True, False): _pair_maker(
+            "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous"
+        )
+    },
+)
+pairs.family(
+    "models.cudnn_benchmark",
+    {
+        (True, False): _pair_maker(
+            "models.CudnnBenchmarkOnOverOff.track_cudnn_benchmark_on_over_off"
+        )
+    },
+)
 
 
 def _callable(p: _Prepared, mode: str) -> Callable[[], object]:
