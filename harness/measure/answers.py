@@ -162,7 +162,10 @@ def declare_for_row(pair: Pair, new: Callable, reference: Callable, row: str | N
     """Declare the check of the row running now (rowfacts.current_row(), e.g. from a builder its
     setup calls) where its timed callables are made beyond any declaration's reach (lambdas in
     the benchmark's own track_ method): measure_paired, finding them undeclared, checks by
-    calling `new` and `reference` instead (each kept until that check). Outside a row: nothing."""
+    calling `new` and `reference` instead, at every call for that row (harness ab times a row in
+    several blocks; a later setup of the row replaces them). Outside a row: nothing. They should
+    hold what they call weakly, as the row's own attributes hold it (a DataLoader's workers end
+    when the benchmark drops it)."""
     from harness.measure import rowfacts
 
     row = row or rowfacts.current_row()
@@ -642,7 +645,7 @@ def before_timing(
     row = row or rowfacts.current_row()
     pair = pair or declared(fn, base)
     if pair is None and row in _FOR_ROW:
-        pair, fn, base = _FOR_ROW.pop(row)
+        pair, fn, base = _FOR_ROW[row]
     answer, error = check(pair, fn, base, device, row=row)
     record(answer, row)
     if error is not None:

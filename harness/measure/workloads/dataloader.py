@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import time
 import warnings
+import weakref
 
 import torch
 
@@ -161,12 +162,24 @@ _ROWS = {
 def _pair_maker(row: str):
     def make(new_loader, ref_loader, key) -> None:
         answers.declare_for_row(
-            answers.Pair(pairs.what(row), rule=EXACT),
-            lambda: epoch_facts(new_loader),
-            lambda: epoch_facts(ref_loader),
+            answers.Pair(pairs.what(row), rule=EXACT), _epoch_of(new_loader), _epoch_of(ref_loader)
         )
 
     return make
+
+
+def _epoch_of(loader):
+    """`epoch_facts` of `loader`, held weakly: the benchmark's teardown dropping the loader ends
+    its persistent workers (the check keeps no loader alive)."""
+    ref = weakref.ref(loader)
+
+    def facts():
+        live = ref()
+        if live is None:
+            raise RuntimeError("the loader this check reads was dropped before the check ran")
+        return epoch_facts(live)
+
+    return facts
 
 
 pairs.family("dataloader", {variants: _pair_maker(row) for variants, row in _ROWS.items()})
