@@ -79,14 +79,16 @@ LOW_PRECISION_SOURCE = (
 # parameter within allclose at LOW_PRECISION_LOSS's band (2-3 ulps of the low format), its
 # absolute part that share of the fp32 step's largest gradient (rounding at the model's gradient
 # scale: a gradient that is zero up to rounding, as a bias's before a BatchNorm, has no
-# direction), or else its cosine at least this. Figures (tests/measure_amp_answers.py,
-# docs/answers.md#what-each-pair-compares): bf16 gradients of the zoo's models reach cosine
-# 0.969 on a CPU where elementwise bands fail, so same()'s 0.99 would call a natural bf16 step
-# wrong.
-LOW_PRECISION_GRAD_COSINE = 0.9
+# direction), or else its cosine at least this. same()'s 0.99 is for two results of one
+# precision; a bf16 step's gradients against fp32's reach cosine 0.876 where no band holds
+# (ResNet-18's first convolution, full size; the AMP suite's AlexNet 0.982, the MLP 0.969) on a
+# CPU (tests/measure_amp_answers.py, docs/answers.md#what-each-pair-compares): 0.8 leaves 1.6x
+# margin in 1 - cosine there, 5x or more on the suite's models.
+LOW_PRECISION_GRAD_COSINE = 0.8
 LOW_PRECISION_GRAD_SOURCE = (
     "an autocast step against fp32: the loss within 2% (bf16) / 1% (fp16); each gradient and "
-    "parameter within that band (absolute: of the largest fp32 gradient) or cosine >= 0.9"
+    "parameter within that band (absolute: of the largest fp32 gradient) or cosine >= 0.8 "
+    "(measured: bf16 gradients reach 0.876 on a CPU)"
 )
 
 

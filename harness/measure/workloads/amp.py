@@ -67,7 +67,7 @@ def build(model_name: str, precision: str, device: torch.device) -> Callable[[],
                 f"{model_name} has no {precision} training step on this CPU "
                 f"(oneDNN: {str(e).splitlines()[0]})"
             ) from e
-    side = _Side(precision, model, scaler)
+    side = _Side(precision, model, inputs, scaler)
     return pairs.offer(step, "amp", (model_name, str(device)), precision, side)
 
 
@@ -78,6 +78,7 @@ _ROW = "amp.AutocastOverFp32.track_autocast_over_fp32"
 class _Side:
     precision: str
     model: torch.nn.Module
+    inputs: tuple = ()
     scaler: object = None
     scale: float | None = None  # the GradScaler's scale when the check started
 
@@ -97,6 +98,7 @@ def _pair(new: _Side, ref: _Side, key) -> answers.Pair:
         rule=answers.COSINE,
         min_cosine=tolerances.LOW_PRECISION_GRAD_COSINE,
         max_loss_rel=band,
+        not_applicable=pairs.tiny_batch_norm(ref.model, ref.inputs),
     )
     synced = pair.prepare
     skipped: list[bool] = []  # fp16: GradScaler skipped the new side's step
