@@ -624,3 +624,34 @@ def test_a_quick_bench_records_the_answer_rows(tmp_path):
     assert all(facts[r].status == SAME for r in want), {r: facts[r].reason for r in want}
     zero_grad = "training_loop.ZeroGrad.answer_set_to_none_over_zero_fill('mlp')"
     assert facts[zero_grad].rule == EXACT  # on a CPU: bit for bit
+
+
+@pytest.mark.slow
+def test_measure_versions_names_a_changed_benchmark_and_only_it(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    for copy in (old, new):
+        (copy / "benchmarks").mkdir(parents=True)
+        shutil.copy(ROOT / "suites" / "benchmarks" / "__init__.py", copy / "benchmarks")
+        shutil.copy(ROOT / "suites" / "benchmarks" / "training_loop.py", copy / "benchmarks")
+    suite = new / "benchmarks" / "training_loop.py"
+    text = suite.read_text()
+    # a teardown is not part of a version; a track_ method's body is
+    text = text.replace(
+        "    def track_set_to_none_over_zero_fill(self, model):\n",
+        "    def teardown(self, model):\n        pass\n\n"
+        "    def track_set_to_none_over_zero_fill(self, model):\n        # changed\n",
+    )
+    suite.write_text(text)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "measure_versions.py"), str(old), str(new)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    changed = [line for line in done.stdout.splitlines() if line.startswith("changed: ")]
+    assert changed == ["changed: training_loop.ZeroGrad.track_set_to_none_over_zero_fill"]
