@@ -1,9 +1,5 @@
 """Zoo models: inference and training-step callables, with cudnn.benchmark and channels_last
-where they apply, and a build-and-run callable for peak memory.
-
-channels_last vs contiguous and cudnn.benchmark on vs off are pairs whose sides two `build`
-calls make: each side is offered (harness.measure.workloads.pairs) and checked by the tolerance
-rule, with the float64 run where allclose fails (docs/answers.md#what-each-pair-compares)."""
+where they apply, and a build-and-run callable for peak memory."""
 
 from __future__ import annotations
 
@@ -79,6 +75,11 @@ def build(
     side = _Side(p, mode, channels_last, device)
     key = (model_name, mode, str(device), bool(cudnn_benchmark))
     return pairs.offer(_callable(p, mode), "models.channels_last", key, bool(channels_last), side)
+
+
+# channels_last vs contiguous and cudnn.benchmark on vs off are pairs whose sides two `build`
+# calls make: each side is offered (harness.measure.workloads.pairs) and checked by the tolerance
+# rule, with the float64 run where allclose fails (docs/answers.md#what-each-pair-compares).
 
 
 @dataclasses.dataclass
