@@ -243,7 +243,7 @@ TRAINING = [
     ("fusion.GradientCheckpointing.track_checkpointed_over_plain", ()),
     (
         "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous",
-        ("resnet18", "training"),
+        ("alexnet", "training"),
     ),
     ("training_loop.ZeroGrad.track_set_to_none_over_zero_fill", ("mlp",)),
     ("training_loop.LossLogging.track_accumulated_over_item_each_step", ("mlp",)),
