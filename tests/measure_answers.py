@@ -151,7 +151,7 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "suites"))
     sys.path.insert(0, str(ROOT / "tests"))
-    from test_answers_suites import paired_rows
+    from test_answers_suites import imported_rows
 
     from harness.measure import answers
     from harness.measure.threads import fix_threads
@@ -162,7 +162,7 @@ def main() -> int:
     fix_threads()
     dev = device()
     print("row\tstatus\tvalue\toutput\tmax|diff|\trule\tseconds\treason", flush=True)
-    for row, cls in sorted(paired_rows().items()):
+    for row, cls in sorted(imported_rows().items()):
         if args.rows and not re.search(args.rows, row):
             continue
         if row.startswith("distributed.") or row == "fusion.MemoryBandwidth.track_fused_over_eager":
