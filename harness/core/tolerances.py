@@ -92,6 +92,22 @@ LOW_PRECISION_GRAD_SOURCE = (
 )
 
 
+# A training step whose two sides run other kernels (another memory format, autotuned cuDNN
+# algorithms). Their gradients' errors against float64 differ by far more than the float64
+# rule's 2x: ResNet-18's full-size step on a CPU, channels_last ~1% on every layer against
+# contiguous's ~0.1% (4-12x; up to 2500x where contiguous is exact to 4e-6), though one conv or
+# BatchNorm in either format is 1e-7..1e-6 off. So they are compared by direction: every gradient
+# and parameter's cosine at least LOW_PRECISION_COSINE (a 1% error reads 0.99995; a wrong kernel
+# far less), or within allclose at float32's ANSWER row, and the loss within this relative
+# difference (the dynamo benchmark runner's training tolerance on CUDA).
+KERNEL_CHOICE_LOSS = 1e-3
+KERNEL_CHOICE_SOURCE = (
+    "a training step on other kernels (memory format, algorithm): each gradient and parameter's "
+    f"cosine >= {LOW_PRECISION_COSINE} or allclose at float32's tol; the loss within 1e-3 (the "
+    "dynamo benchmark runner's training tol)"
+)
+
+
 def answer(dtype_name: str) -> Tolerance:
     """The ANSWER row for a result of this dtype (its torch attribute name, "float32")."""
     return ANSWER.get(dtype_name, ANSWER[ANSWER_DEFAULT])

@@ -108,6 +108,7 @@ class Pair:
     prepare: Callable[[], None] | None = None
     exact: tuple[str, ...] = ()
     new_call: Callable[[], object] | None = None
+    source: str = ""  # where the cosine rule's stated bounds come from (default: same()'s)
 
     def __post_init__(self):
         if self.rule not in answerfacts.RULES:
@@ -515,10 +516,7 @@ def _answer(
     if pair.rule == TOLERANCE and tol:
         source = tol.source
     elif pair.rule == COSINE:
-        source = {
-            tolerances.LOW_PRECISION_COSINE: tolerances.LOW_PRECISION_SOURCE,
-            tolerances.LOW_PRECISION_GRAD_COSINE: tolerances.LOW_PRECISION_GRAD_SOURCE,
-        }.get(pair.min_cosine, f"cosine >= {pair.min_cosine:g}, stated by the pair")
+        source = pair.source or tolerances.LOW_PRECISION_SOURCE
     elif pair.rule == EXACT:
         source = "the two sides must be bit-identical"
     return Answer(

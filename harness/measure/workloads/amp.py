@@ -98,6 +98,7 @@ def _pair(new: _Side, ref: _Side, key) -> answers.Pair:
         rule=answers.COSINE,
         min_cosine=tolerances.LOW_PRECISION_GRAD_COSINE,
         max_loss_rel=band,
+        source=tolerances.LOW_PRECISION_GRAD_SOURCE,
         not_applicable=pairs.tiny_batch_norm(ref.model, ref.inputs),
     )
     synced = pair.prepare

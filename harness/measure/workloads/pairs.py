@@ -143,9 +143,11 @@ ROWS: dict[str, PairedRow] = {
     ),
     "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous": PairedRow(
         "the model in channels_last vs contiguous, inference output or " + _TRAINING,
-        TOLERANCE,
-        "convolution algorithms differ by memory format: the float64 rule where allclose fails; "
-        "a training step whose BatchNorm normalises over fewer than 4 values per channel is n/a "
+        f"{TOLERANCE} (inference); {COSINE} (training step)",
+        "convolution algorithms differ by memory format: inference by the float64 rule where "
+        "allclose fails; a training step's gradients differ from float64 4-12x more in one "
+        "format than the other (ResNet-18, full size), so by direction (KERNEL_CHOICE); a "
+        "training step whose BatchNorm normalises over fewer than 4 values per channel is n/a "
         "(ResNet-18's small size: ill-conditioned in float32)",
     ),
     "models.CompiledOverEager.track_compiled_over_eager": PairedRow(
@@ -155,9 +157,9 @@ ROWS: dict[str, PairedRow] = {
     ),
     "models.CudnnBenchmarkOnOverOff.track_cudnn_benchmark_on_over_off": PairedRow(
         "the model with cudnn.benchmark on vs off (CUDA), inference output or " + _TRAINING,
-        TOLERANCE,
-        "the algorithms benchmark mode picks may differ in rounding and TF32 use: the float64 "
-        "rule where allclose fails",
+        f"{TOLERANCE} (inference); {COSINE} (training step)",
+        "the algorithms benchmark mode picks may differ in rounding and TF32 use: inference by "
+        "the float64 rule where allclose fails, a training step by direction as channels_last's",
     ),
     "training_loop.EvalForward.track_no_grad_over_grad_enabled": PairedRow(
         "an eval forward under no_grad vs with autograd recording",
