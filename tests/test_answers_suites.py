@@ -684,3 +684,34 @@ def test_measure_versions_names_a_changed_benchmark_and_only_it(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     changed = [line for line in done.stdout.splitlines() if line.startswith("changed: ")]
     assert changed == ["changed: training_loop.ZeroGrad.track_set_to_none_over_zero_fill"]
+
+
+def test_comparisons_run_in_slices_with_the_whole_tensor_s_result(monkeypatch):
+    # slices bound the float64 temporaries; the figures must be the whole tensor's
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(7, 13, generator=g)
+    b = a + 1e-3 * torch.randn(7, 13, generator=g)
+    b[3, 4] = float("nan")
+    a[3, 4] = float("nan")
+    tol = tolerances.answer("float32")
+    whole = (
+        answers._differences(a, b),
+        answers._allclose_ratio(a, b, tol),
+        answers._rmse(a.nan_to_num(), b.nan_to_num()),
+        answers._cosine(a.nan_to_num(), b.nan_to_num()),
+        answers._same_bits(a, b),
+    )
+    monkeypatch.setattr(answers, "_CHUNK", 5)
+    sliced = (
+        answers._differences(a, b),
+        answers._allclose_ratio(a, b, tol),
+        answers._rmse(a.nan_to_num(), b.nan_to_num()),
+        answers._cosine(a.nan_to_num(), b.nan_to_num()),
+        answers._same_bits(a, b),
+    )
+    assert sliced[0] == whole[0] and sliced[1] == whole[1] and sliced[4] == whole[4] is False
+    assert sliced[2] == pytest.approx(whole[2], rel=1e-12)
+    assert sliced[3] == pytest.approx(whole[3], rel=1e-12)
+    assert answers._same_bits(a, a.clone())  # NaN in the same places agree, in every slice
+    b[6, 12] = float("inf")
+    assert answers._allclose_ratio(a, b, tol) == math.inf  # in the last slice

@@ -295,49 +295,79 @@ def _dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
+# Comparisons run over slices of this many elements: their float64 temporaries stay ~0.2 GB
+# whatever the tensor (the compiled cross-entropy's full-size logits' gradient is 131 M floats:
+# whole-tensor float64 temporaries took a CPU run past 16 GB)
+_CHUNK = 1 << 22
+
+
+def _slices(*tensors: torch.Tensor):
+    flat = [t.reshape(-1) for t in tensors]
+    n = flat[0].numel()
+    for i in range(0, n, _CHUNK):
+        yield [f[i : i + _CHUNK] for f in flat]
+
+
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.is_floating_point() or a.is_complex():
-        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+        return all(bool(((x == y) | (x.isnan() & y.isnan())).all()) for x, y in _slices(a, b))
     return torch.equal(a, b)
 
 
 def _differences(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
     """(max |a - b| over finite places, that over max |b|)."""
-    d = (a.double() - b.double()).abs()
-    d = d[torch.isfinite(d)]
-    worst = float(d.max()) if d.numel() else 0.0
-    scale = b.double().abs()
-    scale = scale[torch.isfinite(scale)]
-    top = float(scale.max()) if scale.numel() else 0.0
+    worst = top = 0.0
+    for x, y in _slices(a, b):
+        d = (x.double() - y.double()).abs()
+        d = d[torch.isfinite(d)]
+        worst = max(worst, float(d.max()) if d.numel() else 0.0)
+        scale = y.double().abs()
+        scale = scale[torch.isfinite(scale)]
+        top = max(top, float(scale.max()) if scale.numel() else 0.0)
     return worst, (worst / top if top > 0 else (0.0 if worst == 0 else math.inf))
 
 
 def _allclose_ratio(a: torch.Tensor, b: torch.Tensor, tol: tolerances.Tolerance) -> float:
     """max |a - b| / (atol + rtol |b|): at most 1 where allclose holds. NaN in the same places
     and equal infinities agree; a NaN or infinity on one side only is inf."""
-    a64, b64 = a.double(), b.double()
-    both_nan = a64.isnan() & b64.isnan()
-    equal = (a64 == b64) | both_nan
-    bad = ~equal & (~torch.isfinite(a64) | ~torch.isfinite(b64))
-    if bool(bad.any()):
-        return math.inf
-    ratio = (a64 - b64).abs() / (tol.atol + tol.rtol * b64.abs())
-    ratio = ratio.masked_fill(equal, 0.0)
-    return float(ratio.max()) if ratio.numel() else 0.0
+    worst = 0.0
+    for x, y in _slices(a, b):
+        a64, b64 = x.double(), y.double()
+        both_nan = a64.isnan() & b64.isnan()
+        equal = (a64 == b64) | both_nan
+        bad = ~equal & (~torch.isfinite(a64) | ~torch.isfinite(b64))
+        if bool(bad.any()):
+            return math.inf
+        ratio = (a64 - b64).abs() / (tol.atol + tol.rtol * b64.abs())
+        ratio = ratio.masked_fill(equal, 0.0)
+        worst = max(worst, float(ratio.max()) if ratio.numel() else 0.0)
+    return worst
 
 
 def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
-    x, y = a.double().flatten(), b.double().flatten()
-    nx, ny = float(x.norm()), float(y.norm())
+    dot = xx = yy = 0.0
+    for x, y in _slices(a, b):
+        x, y = x.double(), y.double()
+        dot, xx, yy = dot + float(x @ y), xx + float(x @ x), yy + float(y @ y)
+    nx, ny = math.sqrt(xx), math.sqrt(yy)
     if nx == 0 and ny == 0:
         return 1.0
     if nx == 0 or ny == 0 or not (math.isfinite(nx) and math.isfinite(ny)):
         return -1.0 if not (math.isfinite(nx) and math.isfinite(ny)) else 0.0
-    return max(-1.0, min(1.0, float(x @ y) / (nx * ny)))
+    return max(-1.0, min(1.0, dot / (nx * ny)))
+
+
+def _rms(x: torch.Tensor) -> float:
+    if not x.numel():
+        return 0.0
+    return math.sqrt(sum(float((p.double() ** 2).sum()) for (p,) in _slices(x)) / x.numel())
 
 
 def _rmse(x: torch.Tensor, y: torch.Tensor) -> float:
-    return float(((x.double() - y.double()) ** 2).mean().sqrt()) if x.numel() else 0.0
+    if not x.numel():
+        return 0.0
+    total = sum(float(((p.double() - q.double()) ** 2).sum()) for p, q in _slices(x, y))
+    return math.sqrt(total / x.numel())
 
 
 def _compare_one(pair: Pair, name: str, a, b) -> _Output:
@@ -407,7 +437,7 @@ def _fp64_rule(out: _Output, a: torch.Tensor, b: torch.Tensor, ref64: torch.Tens
     out.needs_fp64 = False
     # the reference side itself far off float64: its dtype cannot compute this output to within
     # the tolerance, which then cannot tell a right answer from a wrong one (not judged)
-    scale = _rmse(ref64, torch.zeros_like(ref64, dtype=torch.float64))
+    scale = _rms(ref64)
     ceiling = out.tol.atol + tolerances.ILL_CONDITIONED * out.tol.rtol * scale
     if out.fp64_error_reference > ceiling:
         out.ill = out.fp64_error_reference / scale if scale > 0 else math.inf
