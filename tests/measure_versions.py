@@ -8,13 +8,15 @@ answers are declared outside that source for this reason).
 
 Each directory is a suites folder holding `benchmarks/` (or the benchmarks folder itself); each
 is discovered by asv_runner's own discovery in a process of its own (both are a package named
-`benchmarks`). Printed: every benchmark of the old suites whose version changed or that is gone,
-then the benchmarks that are new (a new row is no change). Exit 1 where an old one changed.
+`benchmarks`), with the harness of the checkout it belongs to where it is one. Printed: every
+benchmark of the old suites whose version changed or that is gone, then the benchmarks that
+are new (a new row is no change). Exit 1 where an old one changed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,11 +32,19 @@ print(json.dumps({b["name"]: b["version"] for b in json.loads(out.getvalue())}))
 
 def versions(folder: Path) -> dict[str, str]:
     bench = folder / "benchmarks" if (folder / "benchmarks").is_dir() else folder
+    # a checkout's suites import that checkout's harness (its root, first on the path)
+    root = bench.resolve().parent.parent
+    env, cwd = dict(os.environ), None
+    if (root / "harness" / "__init__.py").is_file():  # `python -c` puts its cwd first
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+        cwd = root
     done = subprocess.run(
         [sys.executable, "-c", _LIST, str(bench.resolve())],
         capture_output=True,
         text=True,
         check=False,
+        env=env,
+        cwd=cwd,
     )
     if done.returncode != 0:
         raise SystemExit(f"discovering {bench} failed:\n{done.stderr[-3000:]}")
