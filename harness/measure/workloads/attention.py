@@ -6,6 +6,11 @@ the same SDPBackend.FLASH_ATTENTION selects ATen's fused CPU flash kernel), "eff
 (memory-efficient attention, CUDA), "cudnn" (cuDNN attention, CUDA). A backend this device or
 these inputs cannot use is n/a with torch's own reason. Inputs: fp32 on CPU, fp16 on CUDA (the
 fused CUDA kernels need half precision).
+
+Each backend against the hand-written attention is a pair (fusion.AttentionOverHandWritten): each
+build offers its call (harness.measure.workloads.pairs), the outputs are compared by the
+tolerance rule, and the float64 run is the hand-written attention in float64 (flash and
+efficient attention have no float64 kernel on CUDA).
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ import torch.nn.functional as F
 
 from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything
-from harness.measure.workloads import NotApplicable, full_mode
+from harness.measure import answers
+from harness.measure.workloads import NotApplicable, full_mode, pairs
 
 IMPLS = ("hand_written", "math", "flash", "efficient", "cudnn")
 BACKENDS = IMPLS[1:]
@@ -77,13 +83,14 @@ def build(
             f"runs on {device.type} (on CPU the fused kernel is 'flash')"
         )
     q, k, v = inputs(device, s)
+    key = (causal, str(device), tuple(q.shape))
     if impl == "hand_written":
 
         def call():
             with torch.no_grad():
                 return hand_written(q, k, v, causal)
 
-        return call
+        return pairs.offer(call, "attention", key, impl, (q, k, v))
     from torch.nn.attention import sdpa_kernel
 
     backend = _backend(impl)
@@ -103,4 +110,21 @@ def build(
             raise NotApplicable(
                 f"SDPA backend {impl!r} cannot run these inputs on {device.type}: {why}"
             ) from e
-    return call
+    return pairs.offer(call, "attention", key, impl, (q, k, v))
+
+
+_ROW = "fusion.AttentionOverHandWritten.track_sdpa_over_hand_written"
+
+
+def _pair(new, ref, key) -> answers.Pair:
+    causal = key[0]
+    q, k, v = ref
+
+    def fp64():
+        with torch.no_grad():
+            return hand_written(q.double(), k.double(), v.double(), causal)
+
+    return answers.Pair(pairs.what(_ROW), fp64=fp64, inputs=(q, k, v))
+
+
+pairs.family("attention", {(backend, "hand_written"): _pair for backend in BACKENDS})

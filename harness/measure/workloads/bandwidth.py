@@ -27,6 +27,7 @@ measuring (harness.measure.allocator), as PyTorch's caching allocator does on a 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable
 
@@ -35,9 +36,10 @@ import torch._dynamo
 from torch import nn
 
 from harness.core import sizes as core_sizes
+from harness.core.answerfacts import Answer
 from harness.core.env import seed_everything
-from harness.measure import allocator, timing, traffic
-from harness.measure.workloads import full_mode
+from harness.measure import allocator, answers, rowfacts, timing, traffic
+from harness.measure.workloads import full_mode, pairs
 
 WORKLOADS = ("pointwise_chain", "multiply_add", "norm_activation")
 # torch.compile backend for the fused side; tests swap in "eager" to avoid compiling
@@ -71,6 +73,13 @@ class Chain:
     def fused(self, backend: str | None = None) -> Callable[[], object]:
         compiled = torch.compile(self.target, backend=backend or BACKEND)
         return lambda: compiled(*self.args)
+
+    def fp64(self) -> object:
+        """The eager call on float64 copies (the answer check's float64 run)."""
+        target = self.target
+        if isinstance(target, nn.Module):
+            target = copy.deepcopy(target).double()
+        return target(*(a.double() for a in self.args))
 
 
 def build(name: str, device: torch.device, n: int | None = None) -> Chain:
@@ -119,14 +128,17 @@ def measure(name: str, device: torch.device, n: int | None = None) -> dict:
     with allocator.freed_memory_retained():
         chain = build(name, device, n)
         eager, fused = chain.eager(), chain.fused()
-        copy, copy_bytes = copy_reference(chain.args[0])
+        with torch.no_grad():  # the answer check first: its calls absorb the compile
+            answer = check_answer(chain, fused, eager, device)
+        copy_call, copy_bytes = copy_reference(chain.args[0])
         moved = {"eager": eager_bytes(eager), "fused": fused_bytes(chain)}
         with torch.no_grad():
-            t_eager, t_fused, t_copy = timing.measure_rounds([eager, fused, copy], device)
-        del chain, eager, fused, copy
+            t_eager, t_fused, t_copy = timing.measure_rounds([eager, fused, copy_call], device)
+        del chain, eager, fused, copy_call
     times = {"eager": t_eager, "fused": t_fused}
     copy_gbps = [copy_bytes / t / GB for t in t_copy]
     out = {
+        "answer": answer,
         "numel": n or numel(device),
         "copy_bytes": copy_bytes,
         "copy_gbps": copy_gbps,
@@ -140,6 +152,32 @@ def measure(name: str, device: torch.device, n: int | None = None) -> dict:
             "fraction": [g / c for g, c in zip(gbps, copy_gbps)],
         }
     return out
+
+
+ROW = "fusion.MemoryBandwidth.track_fused_over_eager"
+
+
+def row_name(name: str) -> str:
+    """The paired row of workload `name` as asv's results spell it."""
+    return f"{ROW}({name!r})"
+
+
+def check_answer(chain: Chain, fused, eager, device) -> dict:
+    """The fused side against eager (harness.measure.answers, tolerance rule) where the timing
+    loop runs: the answer's facts, recorded by the row's teardown (`record_answer`)."""
+    pair = answers.Pair(pairs.what(ROW), fp64=chain.fp64, compiled=True, inputs=chain.args)
+    answer, error = answers.check(pair, fused, eager, device, row=row_name(chain.name))
+    if error is not None:
+        raise error
+    return answer.to_facts()
+
+
+def record_answer(figures: dict, workload: str) -> None:
+    """In a row's teardown: the answer checked in setup_cache, recorded for the paired row only."""
+    row = rowfacts.current_row()
+    facts = (figures.get(workload) or {}).get("answer") if isinstance(figures, dict) else None
+    if row == row_name(workload) and facts is not None:
+        answers.record(Answer.from_facts(facts, f"the answer checked for {row}"), row)
 
 
 def measure_all(device: torch.device, n: int | None = None) -> dict:

@@ -5,10 +5,16 @@ the backward pass. The trade: peak memory saved against step time added.
 Sizes: the zoo's configuration for the device and mode (harness.core.sizes.model_size), with the
 small one's sequence and batch raised (batch 8, 128 tokens) so that activations, which
 checkpointing drops, outweigh the weights, which it cannot.
+
+The checkpointed and plain steps are a pair (fusion.GradientCheckpointing): each build offers
+its step (harness.measure.workloads.pairs); the loss, gradients and parameters are compared bit
+for bit on a CPU (measured identical: the recomputation runs the same kernels on the same
+inputs, dropout's masks restored), by the tolerance rule on CUDA (docs/answers.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 
@@ -17,7 +23,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from harness.core.env import seed_everything
-from harness.measure.workloads import model_config, size, to_device
+from harness.measure import answers
+from harness.measure.workloads import model_config, pairs, size, to_device
 
 MODEL = "transformer"
 MODES = ("plain", "checkpointed")
@@ -65,10 +72,34 @@ def build(
     inputs = to_device(tuple(spec.inputs_fn(cfg, gen)), device)
     targets = torch.randint(0, cfg["num_classes"], (cfg["batch"],), generator=gen).to(device)
 
-    def step():
+    def step(model=model, inputs=inputs):
         model.zero_grad(set_to_none=True)
         loss = spec.loss(model(*inputs), targets)
         loss.backward()
         return loss
 
-    return step, model
+    key = (str(device), tuple(sorted(cfg.items())))
+    return pairs.offer(step, "checkpointing", key, mode, _Side(model, inputs, step)), model
+
+
+_ROW = "fusion.GradientCheckpointing.track_checkpointed_over_plain"
+
+
+@dataclasses.dataclass
+class _Side:
+    model: nn.Module
+    inputs: tuple
+    step: Callable  # step(model, inputs): the same step on another model and inputs
+
+
+def _pair(new: _Side, ref: _Side, key) -> answers.Pair:
+    return pairs.training_pair(
+        _ROW,
+        new.model,
+        ref.model,
+        rule=pairs.exact_on_cpu(key[0]),
+        fp64_step=lambda model64: ref.step(model64, pairs.in_fp64(ref.inputs)),
+    )
+
+
+pairs.family("checkpointing", {("checkpointed", "plain"): _pair})

@@ -10,6 +10,14 @@ compute / (compute + waiting for data); 1.0 means the model never waited for the
 Epochs are timed by harness.measure.timing (one sample per epoch), after at least one warm-up
 epoch; with persistent_workers=False the measured epochs pay worker start-up each time, which is
 exactly what persistent_workers saves.
+
+Workers vs none and persistent vs fresh workers are pairs (harness.measure.workloads.pairs), but
+their timed callables are lambdas made in the suite's own track_ method, which no declaration
+reaches: the second loader `build_loader` makes declares the check for the row running
+(answers.declare_for_row). What must agree is compared bit for bit: the labels of every batch of
+an epoch in order (a label is its sample's index mod NUM_CLASSES), each batch's image shape and
+dtype, and the sampler's indices. The pixels are not: each worker seeds its own augmentation
+(RandomResizedCrop, flip) by design (docs/answers.md#what-each-pair-compares).
 """
 
 from __future__ import annotations
@@ -18,12 +26,15 @@ import contextlib
 import dataclasses
 import time
 import warnings
+import weakref
 
 import torch
 
 from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything, synchronize
-from harness.measure.workloads import NotApplicable, full_mode, model_config, to_device
+from harness.measure import answers
+from harness.measure.answers import EXACT
+from harness.measure.workloads import NotApplicable, full_mode, model_config, pairs, to_device
 
 NUM_CLASSES = 10
 
@@ -108,7 +119,7 @@ def build_loader(
     check(num_workers, pin_memory, persistent_workers, device)
     s = sizes(device)
     ds = SyntheticJpegDataset(s["length"], s["image"])
-    return torch.utils.data.DataLoader(
+    loader = torch.utils.data.DataLoader(
         ds,
         batch_size=batch_size,
         num_workers=num_workers,
@@ -117,6 +128,61 @@ def build_loader(
         shuffle=False,
         drop_last=False,
     )
+    variant = "none" if num_workers == 0 else ("persistent" if persistent_workers else "fresh")
+    return pairs.offer(loader, "dataloader", (pin_memory, batch_size, str(device)), variant)
+
+
+def epoch_facts(loader) -> answers.Results:
+    """What two loaders over one dataset must agree on for an epoch: every batch's labels in
+    order, each batch's image shape and dtype, and the sampler's indices (not the pixels: the
+    augmentation is random, seeded per worker)."""
+    labels, shapes, dtypes = [], [], set()
+    for images, batch_labels in loader:
+        labels.append(batch_labels)
+        shapes.append(torch.tensor(images.shape))
+        dtypes.add(str(images.dtype))
+    indices = [i for batch in loader.batch_sampler for i in batch]
+    return answers.Results(
+        labels=torch.cat(labels) if labels else torch.zeros(0, dtype=torch.int64),
+        shapes=torch.stack(shapes) if shapes else torch.zeros(0, 4, dtype=torch.int64),
+        dtype=", ".join(sorted(dtypes)),
+        indices=torch.tensor(indices, dtype=torch.int64),
+    )
+
+
+_ROWS = {
+    ("fresh", "none"): "dataloader.WorkersOverNoWorkers.track_workers_over_no_workers",
+    ("persistent", "none"): "dataloader.WorkersOverNoWorkers.track_workers_over_no_workers",
+    ("persistent", "fresh"): (
+        "dataloader.PersistentOverFreshWorkers.track_persistent_over_fresh_workers"
+    ),
+}
+
+
+def _pair_maker(row: str):
+    def make(new_loader, ref_loader, key) -> None:
+        answers.declare_for_row(
+            answers.Pair(pairs.what(row), rule=EXACT), _epoch_of(new_loader), _epoch_of(ref_loader)
+        )
+
+    return make
+
+
+def _epoch_of(loader):
+    """`epoch_facts` of `loader`, held weakly: the benchmark's teardown dropping the loader ends
+    its persistent workers (the check keeps no loader alive)."""
+    ref = weakref.ref(loader)
+
+    def facts():
+        live = ref()
+        if live is None:
+            raise RuntimeError("the loader this check reads was dropped before the check ran")
+        return epoch_facts(live)
+
+    return facts
+
+
+pairs.family("dataloader", {variants: _pair_maker(row) for variants, row in _ROWS.items()})
 
 
 def build_step(device: torch.device):

@@ -36,6 +36,14 @@ Sections (rows of suites/benchmarks/distributed.py):
 Threads (harness.measure.threads): each worker uses the run's CPU thread count divided by the
 world size, at least 1 (1 in quick and fast runs); the result records it as
 `threads_per_worker`.
+
+Answers (harness.measure.answers, docs/answers.md#what-each-pair-compares): before each paired
+section's timing, the workers check its two sides from one seeded model: the parameters after
+Plan.answer_steps steps of each side (DDP against one process stepping over every rank's batch
+concatenated, which DDP's averaged gradients equal; or DDP with one knob against DDP without),
+by the tolerance rule, the float64 run being one process's steps in float64. Rank 0's verdicts
+come back in the result's "answers" (by the row's name), and each row's teardown records its own
+(`record_answer`).
 """
 
 from __future__ import annotations
@@ -111,6 +119,7 @@ class Plan:
     sections: list = dataclasses.field(default_factory=lambda: list(SECTIONS))
     seed: int = 0
     collective_timeout_s: float = 300.0  # a stuck collective raises in the worker after this
+    answer_steps: int = 3  # steps of each side the answer check compares the parameters after
 
     @property
     def backend(self) -> str:
@@ -131,6 +140,7 @@ class Plan:
             "classes",
             "rounds",
             "warmup",
+            "answer_steps",
         ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(
@@ -287,8 +297,12 @@ class _Worker:
         self.dev = (
             torch.device("cuda", local_rank) if plan.device == "cuda" else torch.device("cpu")
         )
-        gen = torch.Generator().manual_seed(plan.seed + 1 + rank)  # each rank its own data
-        self.batches = [self.batch(gen) for _ in range(max([1, *plan.micro_batches]))]
+        self.batches = self.batches_of(rank)
+
+    def batches_of(self, rank: int) -> list:
+        """Rank `rank`'s batches (each rank its own data; any rank can make any rank's)."""
+        gen = torch.Generator().manual_seed(self.plan.seed + 1 + rank)
+        return [self.batch(gen) for _ in range(max([1, *self.plan.micro_batches]))]
 
     def batch(self, gen, scale: int = 1):
         x = torch.randn(self.plan.batch * scale, self.plan.features, generator=gen)
@@ -296,10 +310,13 @@ class _Worker:
         return x.to(self.dev), y.to(self.dev)
 
     def ddp(self, **options):
+        return self.ddp_of(_mlp(self.plan, self.dev), **options)
+
+    def ddp_of(self, model, **options):
         from torch.nn.parallel import DistributedDataParallel
 
         ids = [self.dev.index] if self.dev.type == "cuda" else None
-        return DistributedDataParallel(_mlp(self.plan, self.dev), device_ids=ids, **options)
+        return DistributedDataParallel(model, device_ids=ids, **options)
 
     def work(self, model, micro: int = 1, sync_every: bool = True, batch=None):
         """A training step: zero_grad, `micro` forward/backward passes (under DDP all but the
@@ -374,12 +391,13 @@ def run_sections(plan: Plan, w: _Worker) -> dict:
     from harness.measure import timing
 
     spent: dict[str, float] = {}
-    out: dict = {}
+    out: dict = {"answers": {}}
     t0 = time.perf_counter()
     base = w.ddp()  # default DDP: bucket_cap_mb=25, gradient_as_bucket_view=False
     n_params = sum(p.numel() for p in base.parameters())
     for name in [s for s in SECTIONS if s in plan.sections]:
         started = time.perf_counter()
+        out["answers"].update(check_section(plan, w, name))
         if name == "scaling":
             single = _mlp(plan, w.dev)  # the same model, not wrapped: no communication at all
             ratios, ddp_s, single_s = w.paired(
@@ -434,6 +452,178 @@ def run_sections(plan: Plan, w: _Worker) -> dict:
         "plan": dataclasses.asdict(plan),
     }
     return out
+
+
+# ---- answers: both sides of each pair from one seeded model, the parameters after K steps ----
+
+ROW_PARAMS = {  # the section's rows that are pairs, and the Plan list of their parameter
+    "scaling": ("DistributedStepOverSingleProcess.track_step_time_over_single_process", "world"),
+    "bucket_cap": ("BucketCapOverDefault.track_step_time_over_default_bucket_cap", "caps"),
+    "bucket_view": ("GradientAsBucketView.track_step_time_with_over_without_bucket_view", None),
+    "no_sync": ("NoSyncAccumulation.track_no_sync_over_sync_every_micro_batch", "micro"),
+    "data_parallel": ("DataParallelOverDistributed.track_data_parallel_over_distributed", None),
+}
+SUITE = "distributed"  # the suite module's name in asv's row names
+
+
+def row_name(section: str, param=None) -> str:
+    """The row as asv's results spell it: `distributed.Class.track_x(param)`."""
+    return f"{SUITE}.{ROW_PARAMS[section][0]}" + (f"({param!r})" if param is not None else "")
+
+
+def check_section(plan: Plan, w: _Worker, section: str) -> dict:
+    """{row: answer facts} for the section's paired rows: on every rank the same collectives in
+    the same order; rank 0's verdict kept (the others compare too, unreported)."""
+    from harness.measure import answers
+
+    if section not in ROW_PARAMS:
+        return {}
+    from harness.measure.workloads import pairs
+
+    out = {}
+    for param, new, ref, fp64 in _answer_sides(plan, w, section):
+        row = row_name(section, param)
+        pair = answers.Pair(pairs.what(row.split("(")[0]), fp64=fp64)
+        if isinstance(new, str):  # not applicable here, with the reason
+            answer = answers.Answer(answers.NOT_APPLICABLE, pair.what, pair.rule, new)
+        else:
+            answer, error = answers.check(pair, new, ref, w.dev, row=row if w.rank == 0 else None)
+            if error is not None:
+                raise error
+        out[row] = answer.to_facts()
+    return out
+
+
+def _answer_sides(plan: Plan, w: _Worker, section: str):
+    """(row parameter, new side, reference side, float64 run) per paired row of the section;
+    each side returns the parameters after plan.answer_steps steps of its own model."""
+    start = _mlp(plan, w.dev)  # one seeded starting state; each side a deep copy of it
+    global_batches = [
+        [torch.cat(parts) for parts in zip(*(w.batches_of(r)[i] for r in range(w.world)))]
+        for i in range(max([1, *plan.micro_batches]))
+    ]
+    fp64 = _fp64(plan, start, global_batches[:1])
+    if section == "scaling":
+        single = _stepper(plan, start, w.dev, global_batches[:1])
+        yield w.world, _stepper(plan, start, w.dev, None, w, {}), single, fp64
+    elif section == "bucket_cap":
+        for cap in plan.bucket_caps_mb:
+            yield (
+                cap,
+                _stepper(plan, start, w.dev, None, w, {"bucket_cap_mb": cap}),
+                _stepper(plan, start, w.dev, None, w, {}),
+                fp64,
+            )
+    elif section == "bucket_view":
+        yield (
+            None,
+            _stepper(plan, start, w.dev, None, w, {"gradient_as_bucket_view": True}),
+            _stepper(plan, start, w.dev, None, w, {}),
+            fp64,
+        )
+    elif section == "no_sync":
+        for k in plan.micro_batches:
+            yield (
+                k,
+                _stepper(plan, start, w.dev, None, w, {}, micro=k, sync_every=False),
+                _stepper(plan, start, w.dev, None, w, {}, micro=k, sync_every=True),
+                _fp64(plan, start, global_batches[:k]),
+            )
+    elif section == "data_parallel":
+        reason = data_parallel_unavailable(plan.device, w.world)
+        if reason:
+            yield None, reason, None, None
+            return
+        dp = _stepper(plan, start, w.dev, global_batches[:1], data_parallel=w.world)
+        if w.rank != 0:  # one process drives every GPU; the others only run their DDP side
+            dp = _stepper(plan, start, w.dev, [])
+        yield None, dp, _stepper(plan, start, w.dev, None, w, {}), fp64
+
+
+def _stepper(
+    plan: Plan,
+    start: torch.nn.Module,
+    dev: torch.device,
+    batches,
+    w: _Worker | None = None,
+    ddp: dict | None = None,
+    *,
+    micro: int = 1,
+    sync_every: bool = True,
+    data_parallel: int = 0,
+):
+    """A side of an answer check: plan.answer_steps training steps of its own copy of `start`
+    (under DDP with `ddp`'s options over this rank's batches when `w` is given, else in this
+    process over `batches`, each one micro-batch), then {param name: value}."""
+    import copy
+
+    from harness.measure import answers
+
+    def run():
+        model = copy.deepcopy(start)
+        if w is not None:
+            wrapped = w.ddp_of(model, **ddp)
+            work = w.work(wrapped, micro=micro, sync_every=sync_every)
+        else:
+            wrapped = (
+                torch.nn.DataParallel(model, device_ids=list(range(data_parallel)))
+                if data_parallel
+                else model
+            )
+            work = _plain_work(wrapped, batches)
+        for _ in range(plan.answer_steps):
+            work()
+        return answers.Results((f"param {n}", p) for n, p in model.named_parameters())
+
+    return run
+
+
+def _plain_work(model, batches):
+    """One SGD step over `batches` accumulated (the reference for DDP's averaged gradients: the
+    mean loss over every rank's batch concatenated)."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def run():
+        opt.zero_grad(set_to_none=True)
+        for x, y in batches:
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    return run
+
+
+def _fp64(plan: Plan, start: torch.nn.Module, batches):
+    """The one-process steps in float64, from the same starting state."""
+
+    def run():
+        import copy
+
+        from harness.measure import answers
+
+        model = copy.deepcopy(start).double()
+        work = _plain_work(model, [(x.double(), y) for x, y in batches])
+        for _ in range(plan.answer_steps):
+            work()
+        return answers.Results((f"param {n}", p) for n, p in model.named_parameters())
+
+    return run
+
+
+def record_answer(cache: dict) -> None:
+    """In a row's teardown (the benchmark's process): the answer the workers checked for the row
+    running, into the run record. Nothing outside a row or for a row that is no pair."""
+    from harness.core.answerfacts import Answer
+    from harness.measure import answers, rowfacts
+
+    row = rowfacts.current_row()
+    if row is None or not isinstance(cache, dict):
+        return
+    for result in cache.values():
+        facts = (result.get("answers") or {}).get(row) if isinstance(result, dict) else None
+        if facts is not None:
+            where = f"the distributed workers' answer for {row}"
+            answers.record(Answer.from_facts(facts, where), row)
+            return
 
 
 def data_parallel_unavailable(device: str, world: int) -> str | None:

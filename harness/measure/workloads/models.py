@@ -5,14 +5,15 @@ for the same answer: harness.measure.answers), and a build-and-run callable for 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 
 import torch
 
-from harness.core import answerfacts
+from harness.core import answerfacts, tolerances
 from harness.core.env import seed_everything
 from harness.measure import answers
-from harness.measure.workloads import NotApplicable, model_config, to_device
+from harness.measure.workloads import NotApplicable, model_config, pairs, to_device
 
 LEARNING_RATE = 0.01  # the training steps' SGD
 
@@ -62,7 +63,11 @@ def with_cudnn_benchmark(fn: Callable[[], object], enabled: bool) -> Callable[[]
         torch.backends.cudnn.benchmark = enabled
         return fn()
 
-    return call
+    side = pairs.side_state(fn)
+    if not isinstance(side, _Side):
+        return call
+    key = (side.prepared.spec.name, side.mode, str(side.device), side.channels_last)
+    return pairs.offer(call, "models.cudnn_benchmark", key, bool(enabled), side)
 
 
 def build(
@@ -71,7 +76,73 @@ def build(
     """`mode` "inference" (eval, inference_mode) or "training" (train, SGD step)."""
     check(model_name, cudnn_benchmark, channels_last, device)
     set_cudnn_benchmark(cudnn_benchmark)
-    return _callable(_Prepared(model_name, channels_last, device), mode)
+    p = _Prepared(model_name, channels_last, device)
+    side = _Side(p, mode, channels_last, device)
+    key = (model_name, mode, str(device), bool(cudnn_benchmark))
+    return pairs.offer(_callable(p, mode), "models.channels_last", key, bool(channels_last), side)
+
+
+# channels_last vs contiguous and cudnn.benchmark on vs off are pairs whose sides two `build`
+# calls make: each side is offered (harness.measure.workloads.pairs) and checked by the tolerance
+# rule, with the float64 run where allclose fails (docs/answers.md#what-each-pair-compares).
+
+
+@dataclasses.dataclass
+class _Side:
+    prepared: _Prepared
+    mode: str
+    channels_last: bool
+    device: torch.device
+
+
+def _pair_maker(row: str):
+    def make(new: _Side, ref: _Side, key) -> answers.Pair:
+        a, b = new.prepared, ref.prepared
+        if ref.mode == "training":  # by direction: kernels' errors differ past 2x (tolerances)
+            return pairs.training_pair(
+                row,
+                a.model,
+                b.model,
+                rule=answers.COSINE,
+                min_cosine=tolerances.LOW_PRECISION_COSINE,
+                max_loss_rel=tolerances.KERNEL_CHOICE_LOSS,
+                tolerance=tolerances.answer("float32"),
+                source=tolerances.KERNEL_CHOICE_SOURCE,
+                not_applicable=pairs.tiny_batch_norm(b.model, b.inputs),
+            )
+
+        def fp64():  # the contiguous model's call in float64
+            p64 = copy.copy(b)
+            p64.model, p64.inputs = copy.deepcopy(b.model).double(), pairs.in_fp64(b.inputs)
+            return _callable(p64, "inference")()
+
+        return answers.Pair(
+            pairs.what(row),
+            fp64=fp64,
+            prepare=lambda: pairs.same_start(a.model, b.model),
+            model=b.model,
+            inputs=b.inputs,
+        )
+
+    return make
+
+
+pairs.family(
+    "models.channels_last",
+    {
+        (True, False): _pair_maker(
+            "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous"
+        )
+    },
+)
+pairs.family(
+    "models.cudnn_benchmark",
+    {
+        (True, False): _pair_maker(
+            "models.CudnnBenchmarkOnOverOff.track_cudnn_benchmark_on_over_off"
+        )
+    },
+)
 
 
 def _callable(p: _Prepared, mode: str) -> Callable[[], object]:

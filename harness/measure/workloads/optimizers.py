@@ -7,10 +7,16 @@ cost that foreach and fused remove shows: on CPU, fast 64 layers = 128 tensors o
 on CUDA 128 layers of 1024x1024 (256 tensors, 134 M parameters, as many as a real model has),
 so that the fused step is bound by memory bandwidth and the for-loop by its ~2000 launches.
 Gradients are set once, seeded, and kept: the timed call is `opt.step()` alone.
+
+foreach and fused against the for-loop are pairs (fusion.OptimizerStepOverForLoop): each build
+offers its step (harness.measure.workloads.pairs); before each check the for-loop side's
+parameters and optimizer state are copied into the other's, and every parameter and state tensor
+after one step is compared by the tolerance rule (docs/answers.md#what-each-pair-compares).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import torch
@@ -18,7 +24,8 @@ from torch import nn
 
 from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything
-from harness.measure.workloads import NotApplicable, full_mode
+from harness.measure import answers
+from harness.measure.workloads import NotApplicable, full_mode, pairs
 
 OPTIMIZERS = ("SGD", "Adam", "AdamW")
 IMPLS = ("for_loop", "foreach", "fused")
@@ -62,4 +69,56 @@ def build(
                 f"fused {optimizer} does not run on {device.type} here: {str(e).splitlines()[0]}"
             ) from e
         raise
-    return opt.step, model
+    step = pairs.offer(opt.step, "optimizers", (optimizer, str(device)), impl, _Side(model, opt))
+    return step, model
+
+
+_ROW = "fusion.OptimizerStepOverForLoop.track_step_over_for_loop"
+
+
+@dataclasses.dataclass
+class _Side:
+    model: nn.Module
+    opt: torch.optim.Optimizer
+
+
+def _results(side: _Side) -> answers.Results:
+    """Every parameter and every tensor of the optimizer's state, by parameter name."""
+    out = answers.Results()
+    for name, p in side.model.named_parameters():
+        out[f"param {name}"] = p
+        for k, v in sorted(side.opt.state.get(p, {}).items()):
+            if isinstance(v, torch.Tensor):
+                out[f"state {name} {k}"] = v
+    return out
+
+
+def _pair(new: _Side, ref: _Side, key) -> answers.Pair:
+    optimizer = key[0]
+    start = pairs.Start(ref.model, ref.opt)
+
+    def prepare():
+        pairs.same_start(new.model, ref.model, new.opt, ref.opt)
+        start.take()
+
+    def fp64():
+        model = start.model_fp64()
+        for p, q in zip(model.parameters(), ref.model.parameters()):
+            p.grad = q.grad.double()
+        opt = getattr(torch.optim, optimizer)(
+            model.parameters(), **_HYPER[optimizer], **_FLAGS["for_loop"]
+        )
+        opt.load_state_dict(start.opt_state)  # the state as float64 (the parameters' dtype)
+        opt.step()
+        return _results(_Side(model, opt))
+
+    return answers.Pair(
+        pairs.what(_ROW),
+        new_result=lambda _: _results(new),
+        reference_result=lambda _: _results(ref),
+        fp64=fp64,
+        prepare=prepare,
+    )
+
+
+pairs.family("optimizers", {("foreach", "for_loop"): _pair, ("fused", "for_loop"): _pair})

@@ -5,6 +5,11 @@ converted to float on the device. Host memory is pageable, already pinned, or pi
 call before the copy (`pin_then_copy`: what `t.pin_memory().to(dev, non_blocking=True)` costs;
 PyTorch's pin-memory tutorial warns it can be up to 2x slower than a plain pageable copy).
 CUDA only: on CPU every case is NotApplicable.
+
+The three comparisons are pairs (harness.measure.workloads.pairs): pinned vs pageable and
+non_blocking vs blocking copy the same bytes, compared bit for bit; uint8-then-convert vs float32
+by the tolerance rule, since CUDA divides by a scalar as a multiply by its reciprocal
+(docs/answers.md#what-each-pair-compares).
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import torch
 
 from harness.core import sizes as core_sizes
 from harness.core.env import seed_everything
-from harness.measure import workloads
-from harness.measure.workloads import full_mode, require_cuda
+from harness.measure import answers, workloads
+from harness.measure.answers import EXACT
+from harness.measure.workloads import full_mode, pairs, require_cuda
 
 MEMORY = ("pageable", "pinned", "pin_then_copy")
 PAYLOADS = ("float32", "uint8")
@@ -43,7 +49,7 @@ def build(
     if payload not in PAYLOADS:
         raise ValueError(f"unknown payload {payload!r}; choose from {PAYLOADS}")
     gen = seed_everything()
-    host = torch.randint(0, 256, batch_shape(device), dtype=torch.uint8, generator=gen)
+    host = source = torch.randint(0, 256, batch_shape(device), dtype=torch.uint8, generator=gen)
     if payload == "float32":
         host = host.float().div_(255)
     if memory == "pinned":
@@ -51,19 +57,21 @@ def build(
 
     pin_each_call = memory == "pin_then_copy"
 
-    def source():
+    def from_host():
         return host.pin_memory() if pin_each_call else host
 
     if payload == "float32":
 
         def copy():
-            return source().to(device, non_blocking=non_blocking)
+            return from_host().to(device, non_blocking=non_blocking)
     else:
 
         def copy():
-            return source().to(device, non_blocking=non_blocking).float().div_(255)
+            return from_host().to(device, non_blocking=non_blocking).float().div_(255)
 
-    return copy
+    dev = str(device)
+    copy = pairs.offer(copy, "transfer.memory", (non_blocking, payload, dev), memory, source)
+    return pairs.offer(copy, "transfer.payload", (memory, non_blocking, dev), payload, source)
 
 
 def copy_then_compute(
@@ -84,4 +92,33 @@ def copy_then_compute(
             out = y if out is None else out + y
         return out
 
-    return run
+    return pairs.offer(run, "transfer.non_blocking", (memory, str(device)), non_blocking)
+
+
+def _exact(row: str):
+    def make(new, ref, key) -> answers.Pair:
+        return answers.Pair(pairs.what(row), rule=EXACT)
+
+    return make
+
+
+def _uint8_pair(new, ref, key) -> answers.Pair:
+    device = key[2]
+
+    def fp64():
+        return new.to(device).double().div(255)
+
+    return answers.Pair(
+        pairs.what("transfer.Uint8ThenConvertOverFloat32.track_uint8_over_float32"), fp64=fp64
+    )
+
+
+pairs.family(
+    "transfer.memory",
+    {("pinned", "pageable"): _exact("transfer.PinnedOverPageable.track_pinned_over_pageable")},
+)
+pairs.family("transfer.payload", {("uint8", "float32"): _uint8_pair})
+pairs.family(
+    "transfer.non_blocking",
+    {(True, False): _exact("transfer.NonBlockingOverBlocking.track_non_blocking_over_blocking")},
+)
