@@ -269,6 +269,8 @@ def test_the_answer_lands_in_the_record_as_row_facts(tmp_path, monkeypatch):
     answer = Answer.from_facts(stored, "test")
     assert answer.status == WRONG and answer.output == "output"
     assert answers.LAST[row] == answer
+    assert answer.seconds is not None and answer.seconds >= 0  # what the check cost
+    assert answer.first_call_seconds is None  # not a compiled pair
     # the first WRONG keeps its inputs and both results, loadable without pickle's code paths
     assert answer.reproduce == "answers/first-wrong.pt"
     kept = torch.load(tmp_path / answer.reproduce, weights_only=True)

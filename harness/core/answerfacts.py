@@ -61,6 +61,8 @@ _NUMBERS = (
     "loss_rel",
     "fp64_error",
     "fp64_error_reference",
+    "seconds",
+    "first_call_seconds",
 )
 _TEXTS = ("what", "reason", "output", "reproduce", "tolerance_source")
 
@@ -90,6 +92,10 @@ class Answer:
     max_loss_rel: float | None = None
     tolerance_source: str = ""
     reproduce: str | None = None  # a file in the record: inputs and both results (first WRONG)
+    # what the check cost: all of it, and the compiled side's first call within it (the compile
+    # a warm-up call would otherwise pay: not added time)
+    seconds: float | None = None
+    first_call_seconds: float | None = None
 
     @property
     def judged(self) -> bool:

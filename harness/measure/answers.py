@@ -32,6 +32,7 @@ import dataclasses
 import math
 import os
 import re
+import time
 from collections.abc import Callable, Mapping
 
 import torch
@@ -288,14 +289,17 @@ class _Ran:
     reference: dict
     graphs: int  # graphs compiled during the new side's call
     graphs_before: int
+    first_call_s: float = 0.0  # the new side's call (for a compiled pair: its compile)
 
 
 def _run_sides(pair: Pair, new: Callable, reference: Callable, device) -> _Ran:
     before = _graphs() if pair.compiled else 0  # dynamo is imported only where it compiles
+    t0 = time.perf_counter()
     a = _call(new, pair.new_result, pair.seed, device)
+    first = time.perf_counter() - t0
     compiled = _graphs() - before if pair.compiled else 0
     b = _call(reference, pair.reference_result, pair.seed, device)
-    return _Ran(a, b, compiled, before)
+    return _Ran(a, b, compiled, before, first)
 
 
 # ---- comparing ---------------------------------------------------------------------------
@@ -627,18 +631,31 @@ def check(
     row: str | None = None,
 ) -> tuple[Answer, BaseException | None]:
     """Call each side once after the same seed and decide; returns the answer and, where a side
-    raised, the exception (the caller fails the row with it after recording the answer)."""
+    raised, the exception (the caller fails the row with it after recording the answer). The
+    answer says what the check cost (`seconds`; for a compiled pair `first_call_seconds`, the
+    compile that the first warm-up call would pay without it)."""
+    t0 = time.perf_counter()
+    answer, error, first = _check(pair, new, reference, device, row)
+    if pair is None or pair.not_applicable:
+        return answer, error
+    seconds = time.perf_counter() - t0
+    first = first if pair.compiled else None
+    return dataclasses.replace(answer, seconds=seconds, first_call_seconds=first), error
+
+
+def _check(pair, new, reference, device, row) -> tuple[Answer, BaseException | None, float | None]:
+    """check()'s work; also the new side's first call in seconds (None where it did not run)."""
     if pair is None:
-        return Answer(NOT_APPLICABLE, "", reason=UNDECLARED), None
+        return Answer(NOT_APPLICABLE, "", reason=UNDECLARED), None, None
     if pair.not_applicable:
-        return Answer(NOT_APPLICABLE, pair.what, pair.rule, pair.not_applicable), None
+        return Answer(NOT_APPLICABLE, pair.what, pair.rule, pair.not_applicable), None, None
     try:
         if pair.prepare is not None:
             pair.prepare()
         ran = _run_sides(pair, pair.new_call or new, reference, device)
     except Exception as exc:  # a side that cannot run: the answer says so, the row fails
         reason = f"{type(exc).__name__}: {_first_line(exc)}"[:500]
-        return Answer(FAIL_TO_RUN, pair.what, pair.rule, reason), exc
+        return Answer(FAIL_TO_RUN, pair.what, pair.rule, reason), exc, None
     if pair.compiled and ran.graphs == 0 and ran.graphs_before == 0:
         return (
             Answer(
@@ -649,6 +666,7 @@ def check(
                 "breaks or skipped frames), so there is no compiled answer to check",
             ),
             None,
+            ran.first_call_s,
         )
     new_results = _with_test_noise(pair, ran.new, ran.reference, row)
     answer = compare(pair, new_results, ran.reference)
@@ -663,7 +681,7 @@ def check(
         kept = keep_first_wrong(row, pair, answer, new_results, ran.reference)
         if kept:
             answer = dataclasses.replace(answer, reproduce=kept)
-    return answer, None
+    return answer, None, ran.first_call_s
 
 
 def _first_line(exc: BaseException) -> str:
