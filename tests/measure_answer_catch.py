@@ -27,7 +27,7 @@ from harness.core import answerfacts, records
 ROWS = (
     r"models.CompiledOverEager.track_compiled_over_eager('word_lm')",
     r"amp.AutocastOverFp32.track_autocast_over_fp32('word_lm', 'bf16')",
-    r"fusion.OptimizerStepOverForLoop.track_step_over_for_loop('adam', 'fused')",
+    r"fusion.OptimizerStepOverForLoop.track_step_over_for_loop('Adam', 'fused')",
 )
 
 

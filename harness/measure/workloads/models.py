@@ -232,11 +232,12 @@ def build_compiled_training_pair(
     and every parameter after one step.
 
     Random ops in training mode (dropout): inductor draws its own random numbers, so a compiled
-    step with dropout never matches eager's draw. Where the step draws any, the check's call
-    (the compiled side's first) runs another copy compiled with inductor's `fallback_random`
-    (eager's random ops, so the same seed gives the same draws; PyTorch's accuracy runner does
-    the same) and the timed calls run the plain `torch.compile`: the check covers everything but
-    inductor's own random kernels (docs/answers.md#in-a-project-of-your-own)."""
+    step with dropout never matches eager's draw. Where the step draws any, the check calls
+    another copy compiled with inductor's `fallback_random` (`Pair.new_call`: eager's random
+    ops, so the same seed gives the same draws; PyTorch's accuracy runner does the same) and the
+    timed calls run the plain `torch.compile`, which compiles at the first warm-up call: the
+    check covers everything but inductor's own random kernels
+    (docs/answers.md#in-a-project-of-your-own)."""
     from harness.core import determinism
 
     check(model_name, False, False, device)
@@ -251,12 +252,12 @@ def build_compiled_training_pair(
     original = copy.deepcopy(eager.model)  # named as eager's: no `_orig_mod.` prefix
     timed.model = _compile(original)
     compiled = _callable(timed, "training")
-    checked_model = original
+    checked_model, check_call = original, None
     if random and BACKEND == "inductor":
         checked = copy.copy(eager)
         checked_model = copy.deepcopy(start)
         checked.model = _compile(checked_model, fallback_random=True)
-        compiled = _FirstCallApart(_callable(checked, "training"), compiled)
+        check_call = _callable(checked, "training")  # the check's own copy: not timed
     named = list(dict.fromkeys(map(str, random)))
     shown = "; ".join(named[:2]) + (f" and {len(named) - 2} more" if len(named) > 2 else "")
     pair = answers.Pair(
@@ -265,25 +266,12 @@ def build_compiled_training_pair(
         compiled=True,
         new_result=lambda loss: answers.training_result(checked_model, loss),
         reference_result=lambda loss: answers.training_result(eager.model, loss),
+        new_call=check_call,
     )
     pair.fp64 = _float64_run(pair, lambda: _float64_step(eager, start))
     reference = _callable(eager, "training")
     compiled.model, reference.model = timed.model, eager.model  # what each side's timing calls
     return answers.declare(compiled, reference, pair)
-
-
-class _FirstCallApart:
-    """The compiled training step: its first call (the answer check's) runs `first`, a copy
-    compiled with fallback_random, and every later call `rest`, the timed compile."""
-
-    def __init__(self, first: Callable[[], object], rest: Callable[[], object]):
-        self._first, self._rest = first, rest
-
-    def __call__(self):
-        if self._first is None:
-            return self._rest()
-        first, self._first = self._first, None  # released once run
-        return first()
 
 
 def _float64_step(p: _Prepared, start: torch.nn.Module):
