@@ -262,9 +262,15 @@ def _select_one(pattern, cases, by_name, benches, mode) -> list[Case]:
                 exact = found[0]
     if exact is not None:
         if not exact.paired:
+            why = (
+                "it divides one side by this machine's reference workload"
+                if exact.bench.endswith("_over_reference")
+                else "it times one side"
+            )
             raise BadInput(
-                f"{exact.name} is not a paired row: it times one side (only a `track_` row of "
-                "unit ratio compares two ways of computing one thing, and has an answer check)"
+                f"{exact.name} is not a paired row: {why} (only a `track_` row of unit ratio "
+                "that compares two ways of computing one thing has an answer check); the paired "
+                f"rows of {_owner(exact.bench)}: {_listed(_paired_of(_owner(exact.bench), cases))}"
             )
         return [exact]
     try:
@@ -296,6 +302,13 @@ def _select_one(pattern, cases, by_name, benches, mode) -> list[Case]:
         )
     named = _NAME.match(row)
     if named:  # spelled as a row's name: say which part is unknown
+        owner = _owner(named["bench"])
+        if any(c.bench.startswith(owner + ".") for c in cases):
+            raise BadInput(
+                f"no row {row} in a {mode} run{more}: {owner} has no benchmark "
+                f"{named['bench'].rsplit('.', 1)[1]}; its paired rows: "
+                f"{_listed(_paired_of(owner, cases))}"
+            )
         paired = list(dict.fromkeys(c.bench for c in cases if c.paired))
         raise BadInput(
             f"no row {row} in a {mode} run: no benchmark {named['bench']}{more}; the paired "
@@ -314,6 +327,15 @@ def _literal(args: str) -> tuple | None:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     return value if isinstance(value, tuple) else None
+
+
+def _owner(bench: str) -> str:
+    """`suite.Class` of `suite.Class.method` (`suite` of a module-level `suite.method`)."""
+    return bench.rsplit(".", 1)[0]
+
+
+def _paired_of(owner: str, cases: list[Case]) -> list[str]:
+    return [c.name for c in cases if c.paired and c.bench.startswith(owner + ".")]
 
 
 def _listed(names: list[str]) -> str:
@@ -461,9 +483,10 @@ def _run_case(folder: Path, case: Case, spec: RunSpec, fix_threads) -> Rerun:
         return Rerun(
             case.name,
             None,
-            "its check runs where it is timed (its class's setup_cache: fusion.MemoryBandwidth's "
-            "timing loop, the distributed rows' torchrun workers), so rerunning it is rerunning "
-            f"its measurement; rerun it with {_bench_command(case.name, spec)}",
+            f"its check runs where it is timed ({_owner(case.bench)} measures in its "
+            "setup_cache: fusion.MemoryBandwidth's timing loop, the distributed rows' torchrun "
+            "workers), so rerunning the check is rerunning that measurement: "
+            f"{_bench_command(case.name, spec)}",
         )
     what = _what(case.bench)
     answers.LAST.pop(case.name, None)

@@ -22,12 +22,23 @@ def rerun_command(name: str, flags: tuple[str, ...] = ()) -> str:
     return escape.shell_join(words)
 
 
+# Paired benchmarks whose answer check runs inside a setup_cache, where they are measured
+# (fusion.MemoryBandwidth's timing loop, the distributed suite's torchrun workers): `harness
+# answers --rerun` cannot run it apart from the measurement, so their hint is the timed rerun
+# (tests/test_answer_rerun.py holds this list against the suites' setup_caches).
+CHECKED_WHERE_TIMED = ("fusion.MemoryBandwidth.", "distributed.")
+
+
 def answer_rerun_command(row: str, flags: tuple[str, ...] = ()) -> str:
-    """A shell line that reruns one paired row's answer check alone, in-process, without asv or
-    timing (`harness answers --rerun`, harness.runs.answercheck): the timed row's full name, the
-    run's sizes (`--full` for a full run, else `--quick`: a fast run checks at the quick sizes)
-    and, from the run's flags, its threads and project."""
-    words = ["harness", "answers", "--rerun", answerfacts.timed_row(row)]
+    """A shell line that reruns one paired row's answer check alone (`harness answers --rerun`,
+    harness.runs.answercheck: in-process, without asv, warm-up or timing): the timed row's full
+    name, the run's sizes (`--full` for a full run, else `--quick`: a fast run checks at the
+    quick sizes) and, from the run's `flags` (as rerun_command's), its threads and project. A row
+    checked where it is timed (CHECKED_WHERE_TIMED) gets rerun_command's line instead."""
+    timed = answerfacts.timed_row(row)
+    if timed.startswith(CHECKED_WHERE_TIMED):
+        return rerun_command(timed, flags)
+    words = ["harness", "answers", "--rerun", timed]
     words.append("--full" if "--full" in flags else "--quick")
     for flag in ("--threads", "--project"):
         if flag in flags[:-1]:
