@@ -433,6 +433,134 @@ def test_rerun_s_flags_are_checked_before_anything_runs(tmp_path, capsys, argv, 
     assert code == exits.BAD_INPUT and said in capsys.readouterr().err
 
 
+# ---- .ci/gpu-check's answers step ---------------------------------------------------------------
+
+
+def test_the_answers_step_is_opt_in_and_fits_a_call_of_its_own():
+    from harness.runs import gpucheck
+    from harness.runs.gpucheck import steps
+
+    step = next(s for s in gpucheck.OPT_IN if s.name == "answers")
+    assert "answers" in steps.STEPS and "answers" not in [s.name for s in gpucheck.PLAN]
+    assert gpucheck.selected(None) == list(gpucheck.PLAN)  # the 8-minute plan is unchanged
+    assert gpucheck.selected(["env", "answers"]) == [gpucheck.PLAN[0], step]
+    # alone, with the wheels, within the deadline as every plan is
+    assert step.budget_s + gpucheck.WHEELS_BUDGET_S + gpucheck.MARGIN_S <= gpucheck.DEADLINE_S
+    assert step.cpu_budget_s + gpucheck.WHEELS_BUDGET_S <= gpucheck.REHEARSAL_DEADLINE_S
+    text = gpucheck.dry_run_text()
+    assert "- answers (budget 240 s, opt-in)" in text and "--only NAME" in text
+    assert "gpu-check-step answers" in text and "--device cuda" in text
+    with pytest.raises(BadInput, match="opt-in \\(--only NAME\\): answers"):
+        gpucheck.selected(["nosuch"])
+
+
+def test_the_answer_selection_names_paired_rows_the_suites_have():
+    """Every regex of the step selects a paired row the suites declare (pairs.ROWS, held against
+    the suites by tests/test_answers_suites.py), none checked only where it is timed."""
+    from harness.measure.workloads import pairs
+    from harness.runs.gpucheck import steps
+
+    def found(regex: str) -> list[str]:
+        return [
+            b
+            for b in pairs.ROWS
+            if any(re.search(regex, b + params) for params in ("", "('x')", "('mlp')"))
+        ]
+
+    for regex in steps.ANSWER_ROWS + steps.REHEARSAL_ANSWER_ROWS:
+        hits = found(regex)
+        assert hits, regex
+        assert not [b for b in hits if b.startswith(CHECKED_WHERE_TIMED)], regex
+    on_gpu = {b for regex in steps.ANSWER_ROWS for b in found(regex)}
+    assert "models.CudnnBenchmarkOnOverOff.track_cudnn_benchmark_on_over_off" in on_gpu
+    assert not any(b.startswith("dataloader.") for b in on_gpu)
+    words = steps.answers_command("cuda")
+    assert words[:2] == ["harness", "answers"] and words[-3:] == ["--quick", "--device", "cuda"]
+    assert words.count("--rerun") == len(steps.ANSWER_ROWS)
+
+
+def _step(tmp_path, monkeypatch, make) -> dict:
+    from harness.runs import gpucheck
+    from harness.runs.gpucheck import steps
+
+    seen = {}
+
+    def rerun(project, request, say=None):
+        seen["request"] = request
+        return make(request)
+
+    monkeypatch.setattr(answercheck, "rerun", rerun)
+    ctx = gpucheck.Context(REPO, tmp_path / "out", tmp_path / "work", "cuda")
+    ctx.out.mkdir()
+    result = steps.step_answers(ctx)
+    if "request" in seen:
+        assert seen["request"].device == "cuda" and seen["request"].mode == "quick"
+        assert seen["request"].patterns == steps.ANSWER_ROWS
+    return result
+
+
+def test_the_answers_step_passes_on_same_answers_and_lists_n_a(tmp_path, monkeypatch):
+    def make(request):
+        return Reran(
+            [Rerun(CHAIN, same()), Rerun(f"{COMPILED}('mlp')", Answer(NOT_APPLICABLE, "w"))],
+            "quick",
+            1,
+            "cuda",
+            request.record,
+        )
+
+    result = _step(tmp_path, monkeypatch, make)
+    assert result["status"] == "pass" and result["figures"]["counts"] == {SAME: 1, "n/a": 1}
+    assert result["figures"]["rows"][CHAIN]["status"] == SAME
+    assert json.loads((tmp_path / "out" / "answers.json").read_text())["exit"] == exits.PASS
+    assert "answers --rerun: exit 0" in (tmp_path / "out" / "answers.txt").read_text()
+
+
+def test_the_answers_step_fails_on_a_wrong_answer_and_keeps_its_reproduction(tmp_path, monkeypatch):
+    from harness.measure import answers as measure_answers
+    from harness.runs.gpucheck import steps
+
+    def make(request):
+        kept = request.record / measure_answers.REPRODUCE_DIR / measure_answers.REPRODUCE_FILE
+        kept.parent.mkdir(parents=True)
+        kept.write_bytes(b"pt")
+        return Reran([Rerun(CHAIN, wrong())], "quick", 1, "cuda", request.record)
+
+    result = _step(tmp_path, monkeypatch, make)
+    assert result["status"] == "fail" and "exit 1" in result["detail"]
+    assert (tmp_path / "out" / steps.ANSWERS_WRONG).read_bytes() == b"pt"
+    assert result["figures"]["reproduce"] == steps.ANSWERS_WRONG
+
+
+@pytest.mark.parametrize(
+    "statuses, status",
+    [((FAIL_TO_RUN,), "fail"), ((NOT_APPLICABLE,), "n/a"), ((None,), "fail")],
+)
+def test_the_answers_step_s_other_outcomes(tmp_path, monkeypatch, statuses, status):
+    made = reran(*statuses)
+    result = _step(tmp_path, monkeypatch, lambda request: made)
+    assert result["status"] == status, result
+
+
+def test_the_answers_step_fails_when_its_selection_is_bad_input(tmp_path, monkeypatch):
+    def make(request):
+        raise BadInput("no row zzz")
+
+    result = _step(tmp_path, monkeypatch, make)
+    assert result["status"] == "fail" and "no row zzz" in result["detail"]
+
+
+@pytest.mark.slow  # one compile on the CPU: ~25 s on 2 cores
+def test_cpu_rehearsal_of_the_answers_step(tmp_path):
+    from test_gpucheck import _rehearse
+
+    got = _rehearse(tmp_path, ["answers"])["answers"]
+    assert got["status"] == "pass" and got["figures"]["exit"] == exits.PASS
+    rows = got["figures"]["rows"]
+    assert rows[CHAIN]["status"] == SAME
+    assert {r["status"] for n, r in rows.items() if n.startswith("transfer.")} == {"n/a"}
+
+
 # ---- end to end ------------------------------------------------------------------------------
 
 
