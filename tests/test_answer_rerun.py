@@ -47,6 +47,7 @@ EAGER = "fusion.PointwiseChain.track_eager_time"
 OVER_REF = "fusion.PointwiseChain.track_eager_time_over_reference"
 COMPILED = "models.CompiledOverEager.track_compiled_over_eager"
 OPT = "fusion.OptimizerStepOverForLoop.track_step_over_for_loop"
+BANDWIDTH = "fusion.MemoryBandwidth.track_fused_over_eager"
 CASES = [
     case(CHAIN),
     case(EAGER, paired=False),
@@ -55,6 +56,7 @@ CASES = [
     case(COMPILED, ("mlp",), index=1),
     case(OPT, ("SGD", "foreach"), index=0),
     case(OPT, ("Adam", "fused"), index=1),
+    case(BANDWIDTH, ("pointwise_chain",), elsewhere=True),
 ]
 
 
@@ -83,7 +85,7 @@ def test_an_answer_row_and_other_spellings_of_the_parameters_select_the_timed_ro
 
 
 def test_a_regex_selects_every_paired_row_it_finds_once_in_order():
-    chosen = answercheck.select((r"^fusion\.", r"PointwiseChain", r"answer_step"), CASES, "quick")
+    chosen = answercheck.select((r"^fusion\.Po", r"PointwiseChain", r"answer_step"), CASES, "quick")
     # the one-side rows of fusion are left out; a row selected twice is listed once
     assert names(chosen) == [CHAIN, f"{OPT}('SGD', 'foreach')", f"{OPT}('Adam', 'fused')"]
 
@@ -112,6 +114,18 @@ def test_bad_selections_are_bad_input_saying_what_could_match(pattern, said):
         answercheck.select((pattern,), CASES, "quick")
     for words in said:
         assert words in str(caught.value), (words, str(caught.value))
+
+
+def test_a_row_checked_where_it_is_timed_is_bad_input_named_alone_and_listed_by_a_regex():
+    row = f"{BANDWIDTH}('pointwise_chain')"
+    with pytest.raises(BadInput) as caught:
+        answercheck.select((answerfacts.answer_row(row),), CASES, "full")
+    said = str(caught.value)
+    assert said.startswith(f"{row} cannot be rerun alone: its check runs where it is timed")
+    words = shlex.split(said.split("measurement: ")[1])
+    assert words[:3] == ["harness", "bench", "--full"] and re.search(words[-4], row)
+    # a regex over the class keeps it: the rerun lists it as not rerun here (Reran.code)
+    assert names(answercheck.select((r"^fusion\.MemoryBandwidth\.",), CASES, "quick")) == [row]
 
 
 def test_full_runs_are_not_offered_as_the_fix_in_a_full_run():

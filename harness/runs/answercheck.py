@@ -272,6 +272,10 @@ def _select_one(pattern, cases, by_name, benches, mode) -> list[Case]:
                 "that compares two ways of computing one thing has an answer check); the paired "
                 f"rows of {_owner(exact.bench)}: {_listed(_paired_of(_owner(exact.bench), cases))}"
             )
+        if exact.checked_elsewhere:  # named alone, it is bad input before anything runs
+            raise BadInput(
+                f"{exact.name} cannot be rerun alone: {_checked_where_timed(exact, mode)}"
+            )
         return [exact]
     try:
         regex = re.compile(pattern)
@@ -397,11 +401,16 @@ def _imported_as_asv(folder: Path, tree: Path | None):
         sys.meta_path[:], sys.path[:] = meta, path
 
 
-def _bench_command(row: str, spec: RunSpec) -> str:
+def _checked_where_timed(case: Case, mode: str) -> str:
+    """Why a case with a setup_cache is not rerun here, and the line that reruns it timed."""
     from harness.verdict.rerun import rerun_command
 
-    flags = ("--quick",) if spec.quick else ("--full",) if spec.full else ()
-    return rerun_command(row, flags)
+    return (
+        f"its check runs where it is timed ({_owner(case.bench)} measures in its setup_cache: "
+        "fusion.MemoryBandwidth's timing loop, the distributed rows' torchrun workers), so "
+        "rerunning the check is rerunning that measurement: "
+        + rerun_command(case.name, ("--full",) if mode == "full" else ("--quick",))
+    )
 
 
 def rerun(project: Path, request: Request, say: Callable[[str], None] | None = None) -> Reran:
@@ -479,15 +488,8 @@ def _run_case(folder: Path, case: Case, spec: RunSpec, fix_threads) -> Rerun:
     from harness.measure import answers
 
     t0 = time.perf_counter()
-    if case.checked_elsewhere:
-        return Rerun(
-            case.name,
-            None,
-            f"its check runs where it is timed ({_owner(case.bench)} measures in its "
-            "setup_cache: fusion.MemoryBandwidth's timing loop, the distributed rows' torchrun "
-            "workers), so rerunning the check is rerunning that measurement: "
-            f"{_bench_command(case.name, spec)}",
-        )
+    if case.checked_elsewhere:  # selected by a regex beside others: listed, not judged
+        return Rerun(case.name, None, _checked_where_timed(case, spec.mode))
     what = _what(case.bench)
     answers.LAST.pop(case.name, None)
     bench = get_benchmark_from_name(
