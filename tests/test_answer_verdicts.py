@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 
 import pytest
 from test_gate_support import draw, write_set
@@ -150,7 +151,7 @@ def test_a_wrong_answer_on_head_fails_the_gate_against_a_clean_base(tmp_path, ca
         SOURCE,  # and its source
         "answers/first-wrong.pt",  # the reproduction
         "torch.load(path, weights_only=True)",
-        "harness bench --suite models --bench",  # the rerun
+        "harness answers --rerun ",  # the rerun of the check alone
         "track_compiled_over_eager",
     ):
         assert said in note, (said, note)
@@ -161,18 +162,13 @@ def test_a_wrong_answer_on_head_fails_the_gate_against_a_clean_base(tmp_path, ca
     assert data["judged"] == 2 and "answers: 1 WRONG, 1 same" in out
 
 
-def test_the_rerun_command_selects_the_timed_row_alone(tmp_path):
-    import re
+def test_the_rerun_command_names_the_timed_row_alone(tmp_path):
+    import shlex
 
     code, _, data = gate_of(tmp_path, {ROW: same()}, {ROW: wrong()})
     note = rows_of(data)[ANS]["note"]
-    cmd = note.split("rerun the check alone: ")[1].split(";")[0]
-    import shlex
-
-    words = shlex.split(cmd)
-    pattern = words[words.index("--bench") + 1]
-    assert re.search(pattern, ROW) and not re.search(pattern, ANS)
-    assert words[:2] == ["harness", "bench"] and words[words.index("--suite") + 1] == "models"
+    cmd = note.split("rerun the check alone: ")[1].split("; base")[0]
+    assert shlex.split(cmd)[:4] == ["harness", "answers", "--rerun", ROW]
 
 
 def test_a_wrong_answer_fails_with_no_answer_rows_on_the_base(tmp_path):
@@ -335,14 +331,15 @@ def test_answers_exits_1_on_a_wrong_answer_naming_it(tmp_path, capsys):
     assert code == exits.REGRESSION, out
     assert f"WRONG {ANS}" in out and "max |diff| 0.52" in out
     assert str(rec / "answers" / "first-wrong.pt") in out
-    assert "harness bench --quick --suite models" in out  # the run was quick: so is the rerun
+    # the run was quick: so is the rerun of its check
+    assert f"harness answers --rerun {shlex.quote(ROW)} --quick" in out
     data = json.loads(out_json.read_text())
     assert data["exit"] == 1 and data["counts"] == {WRONG: 1, SAME: 1}
     models = {m["model"]: m["answer"] for m in data["models"]}
     assert models == {"fastpath": WRONG, "fusion.PointwiseChain": "pass"}
     row = next(r for r in data["rows"] if r["row"] == ANS)
     assert row["status"] == WRONG and row["timed_row"] == ROW and row["model"] == "fastpath"
-    assert row["output"] == "output[0]" and "--bench" in row["rerun"]
+    assert row["output"] == "output[0]" and "--rerun" in row["rerun"]
 
 
 def test_answers_exits_2_on_an_answer_check_that_failed_to_run(tmp_path, capsys):

@@ -42,7 +42,11 @@ def add_arguments(parser):
         help="where the log, results, tables and summary go (default .gpu-check/out-<time>)",
     )
     parser.add_argument(
-        "--only", action="append", metavar="STEP", help="run only these steps (repeatable)"
+        "--only",
+        action="append",
+        metavar="STEP",
+        help="run only these steps (repeatable); an opt-in step, left out of the default plan "
+        "(answers: the answer checks on CUDA), runs only so",
     )
     parser.add_argument(
         "--cpu-rehearsal",

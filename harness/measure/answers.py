@@ -28,6 +28,7 @@ paired row that declares nothing gets an n/a answer saying so.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -735,6 +736,8 @@ def before_timing(
     from harness.measure import rowfacts
 
     if getattr(base, "is_reference", False):
+        if _ONLY:  # no pair, and nothing to time either
+            raise _Checked(None)
         return None
     row = row or rowfacts.current_row()
     pair = pair or declared(fn, base)
@@ -742,9 +745,55 @@ def before_timing(
         pair, fn, base = _FOR_ROW[row]
     answer, error = check(pair, fn, base, device, row=row)
     record(answer, row)
+    if _ONLY:
+        raise _Checked(answer) from error
     if error is not None:
         raise error
     return answer
+
+
+# ---- the check alone, without the timing (`harness answers --rerun ROW`) ---------------------
+
+
+class _Checked(BaseException):
+    """Raised by before_timing inside only_the_check(), right after the check was recorded, so
+    that nothing is timed. A BaseException: a benchmark's own `except Exception` must not
+    swallow it and go on to time the row."""
+
+    def __init__(self, answer: Answer | None):
+        super().__init__("the answer check ran; the timing is skipped (answers.only_the_check)")
+        self.answer = answer
+
+
+@dataclasses.dataclass
+class Caught:
+    """What only_the_check() saw: whether measure_paired's check ran, its answer (None for a
+    row over the reference workload: no pair) and what a side raised (fail_to_run)."""
+
+    reached: bool = False
+    answer: Answer | None = None
+    error: BaseException | None = None
+
+
+_ONLY: list[Caught] = []
+
+
+@contextlib.contextmanager
+def only_the_check():
+    """Inside this block, measure_paired stops right after its answer check: the check runs and
+    is recorded as in a run (LAST, the run record's facts where HARNESS_RUN_RECORD is set, the
+    first WRONG's reproduction file), then the call that reached it ends, without warm-up or
+    timing, and the block ends quietly. The block's value (Caught) says whether a check ran and
+    what it decided. Outside such a block nothing changes."""
+    caught = Caught()
+    _ONLY.append(caught)
+    try:
+        yield caught
+    except _Checked as stop:
+        caught.reached, caught.answer = True, stop.answer
+        caught.error = stop.__cause__
+    finally:
+        _ONLY.remove(caught)
 
 
 def record(answer: Answer, row: str | None = None) -> None:

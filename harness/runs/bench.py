@@ -423,7 +423,7 @@ def report(ran: BenchRun, root: Path, out=None, rerun: tuple[str, ...] = ()) -> 
     print(summary_table(saved), file=out)
     # a faster side that computes something else, loudly after the table; the exit code stays
     # the benchmarks' (`harness gate` and `harness answers` fail on it)
-    wrong = answers.problems(saved)
+    wrong = answers.problems(saved, rerun)
     if wrong:
         print("\n" + "\n".join(wrong), file=out)
     run = ran.record

@@ -29,7 +29,7 @@ from harness.core.answerfacts import FAIL_TO_RUN, NOT_APPLICABLE, SAME, UNIT, WR
 from harness.core.exits import BadInput
 from harness.verdict import metrics
 from harness.verdict import rows as verdicts
-from harness.verdict.rerun import rerun_command
+from harness.verdict.rerun import answer_rerun_command
 from harness.verdict.resultset import Entry, ResultSet
 
 LOAD_HINT = "torch.load(path, weights_only=True)"
@@ -134,9 +134,11 @@ def reproduce(a: Answer, rs: ResultSet) -> str:
     return f"{path} (load it with {LOAD_HINT}: the inputs and both sides' differing results)"
 
 
-def rerun(row: str, rs: ResultSet) -> str:
-    """The command that reruns the answer row's check alone: its timed row, in the run's mode."""
-    return rerun_command(answerfacts.timed_row(row), rs.mode_flags)
+def rerun(row: str, rs: ResultSet, flags: tuple[str, ...] | None = None) -> str:
+    """The command that reruns the answer row's check alone (`harness answers --rerun`, or the
+    timed row where its check runs only there: answer_rerun_command), in the run's mode: `flags`,
+    the run's `harness bench` flags where the caller has them (bench), else the record's."""
+    return answer_rerun_command(row, rs.mode_flags if flags is None else flags)
 
 
 def wrong_note(row: str, a: Answer, rs: ResultSet) -> str:
@@ -318,9 +320,11 @@ def sort_key(name: str) -> tuple[str, bool]:
 # ---- a run's wrong answers, loudly ---------------------------------------------------------
 
 
-def problems(rs: ResultSet) -> list[str]:
+def problems(rs: ResultSet, flags: tuple[str, ...] | None = None) -> list[str]:
     """`harness bench`'s block after its table: every WRONG and fail_to_run answer of the run,
-    with its output, error and tolerance (escaped for a terminal); empty where there are none."""
+    with its output, error and tolerance and the command that reruns its check alone (`flags`:
+    the run's `harness bench` flags, for rerun), escaped for a terminal; empty where there are
+    none."""
     bad = [(n, a) for n, a in sorted(rs.answers.items()) if a.status in (WRONG, FAIL_TO_RUN)]
     if not bad:
         return []
@@ -343,6 +347,10 @@ def problems(rs: ResultSet) -> list[str]:
             f"  {a.status} {escape.terminal(name, escape.MAX_CELL)}: "
             f"{escape.terminal(line, escape.MAX_PROSE)}"
         )
+        # escaped for a shell (shell_join), then for the terminal; cut only past MAX_PROSE (a
+        # name that long is a hostile record's, with nothing worth pasting)
+        said = escape.terminal(rerun(name, rs, flags), escape.MAX_PROSE)
+        out.append(f"    rerun the check alone: {said}")
     rec = records.record_of(rs.path)
     name = escape.shell(rec.run_id if rec else str(rs.path))
     out.append(f"  (`harness answers {name}` lists every answer of the run, per model and per row)")

@@ -130,11 +130,22 @@ def load(path: str | os.PathLike, benchmarks_json: str | os.PathLike | None = No
     rs.folder = folder
     if rec:
         quick, full = rec.meta.get("quick") is True, rec.meta.get("mode") == "full"
-        rs.mode_flags = ("--quick",) * quick + ("--full",) * full
+        rs.mode_flags = ("--quick",) * quick + ("--full",) * full + _threads_flag(rec.meta, full)
     from harness.verdict import answers
 
     answers.attach(rs)  # the answer checks' verdicts, as rows of their own
     return rs
+
+
+def _threads_flag(meta: dict, full: bool) -> tuple[str, ...]:
+    """`--threads N` where the run's thread count is not what its mode would pick anyway (1 in
+    a fast or quick run; a full run's all cores differ between machines, so it is always said).
+    run.json's "threads" only goes into a printed command: anything but a plain count is left
+    out."""
+    n = meta.get("threads")
+    if type(n) is not int or not 1 <= n <= 4096 or (n == 1 and not full):
+        return ()
+    return ("--threads", str(n))
 
 
 def param_names(rs: ResultSet) -> dict[str, list[str]]:

@@ -63,7 +63,8 @@ class ResultSet:
     # the folder of the run record (or asv results) the set was read from: where an answer's
     # reproduction file lies; None for a bare result file
     folder: pathlib.Path | None = None
-    # the run's mode as `harness bench` flags (--quick, --full): what a rerun of a row needs
+    # the run's mode as `harness bench` flags (--quick, --full; --threads N where the run's
+    # count is not its mode's default): what a rerun of a row needs
     mode_flags: tuple[str, ...] = ()
 
     @property

@@ -471,6 +471,98 @@ def step_goldens(ctx) -> dict:
     )
 
 
+# ---- answer checks on the device ----
+
+# The paired rows whose answer has a CUDA meaning: Triton's generated code, TF32 and cuDNN's
+# algorithms, fused and flash kernels, autocast to fp16 with GradScaler, atomics in backward
+# kernels, pinned memory and non_blocking copies. Left out: the rows checked inside a setup_cache
+# (fusion.MemoryBandwidth, distributed: `harness answers --rerun` cannot check them apart from
+# their measurement) and the DataLoader's (the labels and shapes of an epoch, on any device).
+ANSWER_ROWS = (
+    r"^fusion\.(PointwiseChain|NormActivationBlock|SmallModelTrainingStep|CompiledCrossEntropyLoss)"
+    r"\.track_compiled_over_eager$",
+    r"^fusion\.OptimizerStepOverForLoop\.track_step_over_for_loop\(",
+    r"^fusion\.AttentionOverHandWritten\.track_sdpa_over_hand_written\(",
+    r"^fusion\.GradientCheckpointing\.track_checkpointed_over_plain",
+    r"^amp\.AutocastOverFp32\.track_autocast_over_fp32\(",
+    r"^models\.(CompiledOverEager|ChannelsLastOverContiguous|CudnnBenchmarkOnOverOff)\.track_",
+    r"^training_loop\.",
+    r"^transfer\.(PinnedOverPageable|Uint8ThenConvertOverFloat32|NonBlockingOverBlocking)\.track_",
+)
+# A CPU rehearsal checks one row of each kind of outcome: a compile (tolerance), a bit-identical
+# pair, and a CUDA-only row (n/a on a CPU); every compiled row is ~25 s of inductor on 2 cores.
+REHEARSAL_ANSWER_ROWS = (
+    r"^fusion\.PointwiseChain\.track_compiled_over_eager$",
+    r"^training_loop\.EvalForward\.track_no_grad_over_grad_enabled\('mlp'\)$",
+    r"^transfer\.PinnedOverPageable\.track_pinned_over_pageable\(",
+)
+ANSWERS_RECORD = "answers-record"  # the rerun's record, in the kit's work folder
+ANSWERS_WRONG = "answers-first-wrong.pt"  # the first WRONG's inputs and results, into --out
+
+
+def answer_rows(device: str) -> tuple[str, ...]:
+    return REHEARSAL_ANSWER_ROWS if device == "cpu" else ANSWER_ROWS
+
+
+def answers_command(device: str) -> list[str]:
+    """The `harness answers --rerun` line the answers step runs (in-process), for a person to
+    run by hand."""
+    words = ["harness", "answers"]
+    for regex in answer_rows(device):
+        words += ["--rerun", regex]
+    return words + ["--quick", "--device", device]
+
+
+def step_answers(ctx) -> dict:
+    """The answer checks of the paired rows with a CUDA meaning, rerun on the device as
+    `harness answers --rerun ROWS --quick --device cuda` does (harness.runs.answercheck: the
+    check alone, no timing): pass when every row judged is the same (n/a rows listed), fail on a
+    WRONG or a check that failed to run (the first WRONG's reproduction copied into --out)."""
+    from harness.core import escape, exits
+    from harness.core.exits import BadInput
+    from harness.core.files import write_atomic, write_json_atomic
+    from harness.measure import answers
+    from harness.runs import answercheck
+
+    record = ctx.work / ANSWERS_RECORD
+    shutil.rmtree(record, ignore_errors=True)  # the kit's own folder: only this call's answers
+    command = escape.shell_join(answers_command(ctx.device))
+    print(f"$ {command}", flush=True)
+    request = answercheck.Request(
+        answer_rows(ctx.device), mode="quick", device=ctx.device, record=record
+    )
+    try:
+        reran = answercheck.rerun(ctx.root, request, say=lambda line: print(line, flush=True))
+    except BadInput as exc:  # a selection the suites no longer match: the kit's own mistake
+        return _result("fail", {"command": command}, f"harness answers --rerun: {exc}")
+    text = reran.render()
+    print(text, end="", flush=True)
+    write_atomic(ctx.out / "answers.txt", text)
+    write_json_atomic(ctx.out / "answers.json", reran.as_json())
+    kept = record / answers.REPRODUCE_DIR / answers.REPRODUCE_FILE
+    if kept.is_file():
+        shutil.copy(kept, ctx.out / ANSWERS_WRONG)
+    status = {exits.PASS: "pass", exits.UNDECIDED: "n/a"}.get(reran.code, "fail")
+    figures = {
+        "command": command,
+        "exit": reran.code,
+        "counts": reran.counts(),
+        "seconds": round(reran.seconds, 1),
+        "rows": {
+            c.row: {
+                "status": c.status,
+                "value": c.answer.value if c.answer is not None else None,
+                "output": c.answer.output if c.answer is not None else None,
+                "reason": (c.answer.reason if c.answer is not None else c.note)[:300],
+                "seconds": round(c.seconds, 1),
+            }
+            for c in reran.cases
+        },
+        **({"reproduce": ANSWERS_WRONG} if kept.is_file() else {}),
+    }
+    return _result(status, figures, reran.summary())
+
+
 STEPS = {
     "gpu-measure": measuring("gpu-measure"),
     "gate-gpu-time": step_gate_gpu_time,
@@ -485,4 +577,5 @@ STEPS = {
     "gate-canary": step_gate_canary,
     "report": step_report,
     "goldens": step_goldens,
+    "answers": step_answers,
 }
