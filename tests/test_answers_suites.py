@@ -338,6 +338,7 @@ def _training_loop_pair(builder, variants, monkeypatch):
     return answers.declared(new, ref), new, ref
 
 
+@pytest.mark.slow  # the second tier: ~8 s of the default tier's budget under load
 def test_loss_logging_tolerates_the_logged_sum_and_not_one_parameter_bit(monkeypatch):
     pair, new, ref = _training_loop_pair("logged_loop", (False, True), monkeypatch)
     assert (pair.rule, pair.exact) == (TOLERANCE, ("grad ", "param "))
@@ -383,6 +384,7 @@ def test_set_to_none_is_bit_identical_to_zero_fill_and_one_ulp_is_wrong(monkeypa
     assert wrong.status == WRONG and wrong.value == math.inf and wrong.output == "loss"
 
 
+@pytest.mark.slow  # the second tier: ~6 s of the default tier's budget under load
 def test_eval_forward_modes_are_bit_identical_on_cpu(monkeypatch):
     from harness.measure.workloads import training_loop as tl
 

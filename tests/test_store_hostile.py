@@ -99,6 +99,7 @@ def kept_as_they_were(held: dict, after: dict, *added: str, left_out=()) -> bool
 # ---- the "done when" case: one hostile record among eight good ones ----
 
 
+@pytest.mark.slow  # the second tier: ~8 s of the default tier's budget under load
 def test_one_hostile_record_among_eight_good_ones(tmp_path):
     bare = bare_repo(tmp_path / "history.git")
     fleet = tmp_path / "fleet" / "results"
