@@ -250,7 +250,20 @@ TRAINING = [
 ]
 
 
-@pytest.mark.parametrize("row, combo", TRAINING, ids=[r for r, _ in TRAINING])
+# the second tier: the pairs of over 4 s each under load (alexnet channels-last training: ~18 s)
+SLOW_TRAINING = (
+    "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous",
+    "amp.AutocastOverFp32.track_autocast_over_fp32",
+)
+
+
+@pytest.mark.parametrize(
+    "row, combo",
+    [
+        pytest.param(r, c, id=r, marks=[pytest.mark.slow] if r in SLOW_TRAINING else [])
+        for r, c in TRAINING
+    ],
+)
 def test_training_pairs_share_no_storage_and_give_the_same_answer(
     row, combo, smallest, monkeypatch
 ):
