@@ -250,7 +250,20 @@ TRAINING = [
 ]
 
 
-@pytest.mark.parametrize("row, combo", TRAINING, ids=[r for r, _ in TRAINING])
+# the second tier: the pairs of over 4 s each under load (alexnet channels-last training: ~18 s)
+SLOW_TRAINING = (
+    "models.ChannelsLastOverContiguous.track_channels_last_over_contiguous",
+    "amp.AutocastOverFp32.track_autocast_over_fp32",
+)
+
+
+@pytest.mark.parametrize(
+    "row, combo",
+    [
+        pytest.param(r, c, id=r, marks=[pytest.mark.slow] if r in SLOW_TRAINING else [])
+        for r, c in TRAINING
+    ],
+)
 def test_training_pairs_share_no_storage_and_give_the_same_answer(
     row, combo, smallest, monkeypatch
 ):
@@ -338,6 +351,7 @@ def _training_loop_pair(builder, variants, monkeypatch):
     return answers.declared(new, ref), new, ref
 
 
+@pytest.mark.slow  # the second tier: ~8 s of the default tier's budget under load
 def test_loss_logging_tolerates_the_logged_sum_and_not_one_parameter_bit(monkeypatch):
     pair, new, ref = _training_loop_pair("logged_loop", (False, True), monkeypatch)
     assert (pair.rule, pair.exact) == (TOLERANCE, ("grad ", "param "))
@@ -383,6 +397,7 @@ def test_set_to_none_is_bit_identical_to_zero_fill_and_one_ulp_is_wrong(monkeypa
     assert wrong.status == WRONG and wrong.value == math.inf and wrong.output == "loss"
 
 
+@pytest.mark.slow  # the second tier: ~6 s of the default tier's budget under load
 def test_eval_forward_modes_are_bit_identical_on_cpu(monkeypatch):
     from harness.measure.workloads import training_loop as tl
 

@@ -282,7 +282,9 @@ def _sequential_run(draw_log_ratio, most: int = 20, threshold: float = 0.02) -> 
     return between.UNKNOWN
 
 
-@pytest.mark.parametrize("noise", ["normal", "heavy-tailed"])
+@pytest.mark.parametrize(
+    "noise", ["normal", pytest.param("heavy-tailed", marks=pytest.mark.slow)]
+)  # heavy-tailed: the second tier (~5 s under load)
 def test_looking_after_every_pair_keeps_false_differents_of_a_whole_aa_run_under_one_percent(
     noise,
 ):

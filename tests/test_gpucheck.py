@@ -447,6 +447,7 @@ def _rehearse(tmp_path, only: list[str]) -> dict:
     return {s["name"]: s for s in summary["steps"]}
 
 
+@pytest.mark.slow  # the second tier: ~7 s of the default tier's budget under load
 def test_cpu_rehearsal_of_a_cuda_only_step_through_the_worker(tmp_path):
     got = _rehearse(tmp_path, ["kernels"])
     assert got["kernels"]["status"] == "n/a"

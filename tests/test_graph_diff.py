@@ -144,6 +144,7 @@ def test_an_unknown_model_is_bad_input(tmp_path, capsys):
     assert "unknown model 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # the second tier: ~12 s of the default tier's budget under load
 def test_git_revisions_as_sides(capsys):
     assert main(["graph-diff", "HEAD", "HEAD", "--model", "mlp", "--frontend", "fx"]) == 0
     out = capsys.readouterr().out

@@ -309,6 +309,7 @@ def test_the_measured_side_is_slowed_by_its_fraction_and_the_other_side_never(mo
     assert inject.measured_side([work, work], row="fusion.X.track_y")[0] is work
 
 
+@pytest.mark.slow  # the second tier: ~6 s of the default tier's budget under load
 def test_gate_pull_brings_the_history_that_teaches_the_noise(tmp_path, capsys, monkeypatch):
     """In a pull request: the base named by run id and the machine's newest clean runs are
     pulled; the raw time is judged by the noise they teach."""

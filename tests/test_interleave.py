@@ -148,6 +148,7 @@ def test_a_row_past_its_timeout_fails_and_the_next_row_still_runs(tmp_path, suit
     assert e["rows.track_hang"].failed and e["rows.track_count"].value == 7
 
 
+@pytest.mark.slow  # the second tier: ~4 s of the default tier's budget under load
 def test_once_mode_starts_a_process_per_row(tmp_path, suite):
     files, _ = _pair(tmp_path, suite, r"^rows\.(Rows|track_count)", mode="once")
     assert results.load(files["head"]).entries["rows.track_count"].value == 7

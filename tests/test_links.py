@@ -30,6 +30,7 @@ def pushed_history(tmp_path, n: int = 3):
     return bare, fleet, good
 
 
+@pytest.mark.slow  # the second tier: ~4 s of the default tier's budget under load
 def test_a_results_root_that_is_a_link_is_resolved_once_and_said(tmp_path):
     bare, fleet, good = pushed_history(tmp_path)
     disk = tmp_path / "disk" / "results"

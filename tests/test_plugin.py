@@ -156,6 +156,7 @@ def test_golden_of_a_model_unknown_to_the_run_is_kept_not_an_orphan(project):
     )
 
 
+@pytest.mark.slow  # the second tier: ~9 s of the default tier's budget under load
 def test_xdist_accept_writes_every_golden_and_judges_orphans_once(project):
     pytest.importorskip("xdist")
     (project.path / "expect").mkdir()

@@ -80,6 +80,7 @@ def _pulled_here(root, good) -> None:
     assert {r.run_id for r in records.list_runs(root, MACHINE)} == {r.run_id for r in good}
 
 
+@pytest.mark.slow  # the second tier: ~5 s of the default tier's budget under load
 def test_store_pull_itself_still_exits_3(fleet, tmp_path):
     remote, good, bad = fleet
     root = tmp_path / "results"
@@ -113,6 +114,7 @@ def test_history_pull_goes_on_and_names_the_refused_record(fleet, tmp_path, monk
     assert not terminal_problems(out + err)
 
 
+@pytest.mark.slow  # the second tier: ~6 s of the default tier's budget under load
 def test_noise_pull_goes_on(fleet, tmp_path, monkeypatch):
     remote, good, bad = fleet
     monkeypatch.setenv(settings.STORE_REMOTE.name, remote)
@@ -172,6 +174,7 @@ def test_nightly_pull_goes_on_to_its_own_result(fleet, tmp_path, monkeypatch):
     assert not markdown_problems(text)
 
 
+@pytest.mark.slow  # the second tier: ~4 s of the default tier's budget under load
 def test_gate_pull_goes_on_without_a_refused_record_of_the_noise(fleet, tmp_path, monkeypatch):
     remote, good, bad = fleet
     monkeypatch.setenv(settings.STORE_REMOTE.name, remote)

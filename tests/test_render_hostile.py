@@ -97,7 +97,9 @@ def said(tmp_path_factory):
     return out, {k: p.read_text() if p.exists() else "" for k, p in md.items()}, tmp
 
 
-@pytest.mark.parametrize("writer", ["history", "steps", "noise", "report", "gate"])
+@pytest.mark.parametrize(
+    "writer", ["history", "steps", pytest.param("noise", marks=pytest.mark.slow), "report", "gate"]
+)  # noise: the second tier (~5 s under load)
 def test_markdown_of_hostile_records_renders_nothing_of_theirs(said, writer):
     _, markdown, _ = said
     text = markdown[writer]

@@ -81,6 +81,7 @@ def test_push_sends_clean_bench_and_nightly_runs_and_pull_brings_them_back_byte_
     )
 
 
+@pytest.mark.slow  # the second tier: ~4 s of the default tier's budget under load
 def test_the_projects_repository_is_left_alone_and_a_shallow_checkout_pushes_to_origin(
     tmp_path, capsys, checkout_clone
 ):
@@ -163,6 +164,7 @@ def test_pull_selects_and_downloads_only_the_records_asked_for(tmp_path, capsys)
     assert code == 3 and "names no run in the results history" in err
 
 
+@pytest.mark.slow  # the second tier: ~3 s of the default tier's budget under load
 def test_a_server_that_cannot_filter_is_said_in_one_line(tmp_path, capsys):
     bare = bare_repo(tmp_path / "history.git", allow_filter=False)
     a = tmp_path / "a" / "results"
@@ -183,6 +185,7 @@ def _rewrite(rec: records.RunRecord, name: str, data: bytes) -> None:
     records.write_manifest(rec.path, rec.machine, rec.run_id)
 
 
+@pytest.mark.slow  # the second tier: ~5 s of the default tier's budget under load
 def test_a_record_of_the_same_id_with_other_content_is_refused_never_overwritten(tmp_path, capsys):
     bare = bare_repo(tmp_path / "history.git")
     a, b = tmp_path / "a" / "results", tmp_path / "b" / "results"
@@ -209,6 +212,7 @@ def test_a_record_of_the_same_id_with_other_content_is_refused_never_overwritten
     assert added_once(bare)[f"{MACHINE}/{one.run_id}"] == 1
 
 
+@pytest.mark.slow  # the second tier: ~4 s of the default tier's budget under load
 def test_records_that_are_not_whole_are_refused_by_name(tmp_path, capsys):
     bare = bare_repo(tmp_path / "history.git")
     a = tmp_path / "a" / "results"
@@ -236,6 +240,7 @@ def test_records_that_are_not_whole_are_refused_by_name(tmp_path, capsys):
     assert records.unfinished(b) == []  # its staging folder is gone
 
 
+@pytest.mark.slow  # the second tier: ~4 s of the default tier's budget under load
 def test_records_from_before_manifests_travel_with_a_listing_kept_beside_them(tmp_path, capsys):
     bare = bare_repo(tmp_path / "history.git")
     a, b = tmp_path / "a" / "results", tmp_path / "b" / "results"
@@ -249,6 +254,7 @@ def test_records_from_before_manifests_travel_with_a_listing_kept_beside_them(tm
     assert not (records.runs_dir(b) / MACHINE / old.run_id / records.MANIFEST).exists()
 
 
+@pytest.mark.slow  # the second tier: ~8 s of the default tier's budget under load
 def test_prune_on_the_history_is_a_new_commit_and_pruned_runs_are_not_pushed_again(
     tmp_path, capsys, monkeypatch
 ):
@@ -287,6 +293,7 @@ def test_prune_on_the_history_is_a_new_commit_and_pruned_runs_are_not_pushed_aga
     assert [r.run_id for r in records.list_runs(b)] == [r.run_id for r in runs[2:]]
 
 
+@pytest.mark.slow  # the second tier: ~4 s of the default tier's budget under load
 def test_remotes_that_fail_exit_5_in_one_line_with_nothing_local_changed(tmp_path, capsys):
     a = tmp_path / "a" / "results"
     write_record(a, 1)
@@ -383,6 +390,7 @@ def test_check_whole_names_what_is_wrong(tmp_path):
     ]
 
 
+@pytest.mark.slow  # the second tier: ~5 s of the default tier's budget under load
 def test_history_over_pulled_runs_prints_what_it_prints_over_the_same_runs_kept_locally(
     tmp_path, capsys, monkeypatch
 ):
@@ -434,6 +442,7 @@ def test_gate_pull_takes_the_newest_clean_nightly_of_the_machine_in_heads_mode(
     assert [r.run_id for r in records.list_runs(pr) if r.label == "nightly"] == [fast.run_id]
 
 
+@pytest.mark.slow  # the second tier: ~3 s of the default tier's budget under load
 def test_a_pull_that_matches_nothing_says_what_the_history_holds(tmp_path, capsys):
     bare = bare_repo(tmp_path / "history.git")
     a = tmp_path / "a" / "results"
@@ -448,6 +457,7 @@ def test_a_pull_that_matches_nothing_says_what_the_history_holds(tmp_path, capsy
     )
 
 
+@pytest.mark.slow  # the second tier: ~5 s of the default tier's budget under load
 def test_nightly_pull_brings_the_nights_before_so_that_history_sees_a_step(
     tmp_path, capsys, monkeypatch
 ):

@@ -131,6 +131,7 @@ def test_check_whole_keeps_one_parsed_file_at_a_time(tmp_path):
     assert whole < 1.6 * one, (whole, one)  # all four kept would be over 4 times one
 
 
+@pytest.mark.slow  # the second tier: ~4 s of the default tier's budget under load
 def test_a_pulled_record_with_a_json_file_past_the_token_cap_is_refused_by_name(
     tmp_path, monkeypatch
 ):
@@ -163,6 +164,7 @@ def anonymous(rec):
         (rec.path / name).write_text(json.dumps(data))
 
 
+@pytest.mark.slow  # the second tier: ~5 s of the default tier's budget under load
 def test_one_tree_under_many_run_ids_is_pulled_once_under_its_own(tmp_path):
     bare, fleet, good = fleet_history(tmp_path, 1)
     own = made(tmp_path, 20)
@@ -232,6 +234,7 @@ def local_id(local: dict) -> str:
     return run
 
 
+@pytest.mark.slow  # the second tier: ~5 s of the default tier's budget under load
 def test_a_pull_stops_at_the_cap_on_bytes_written_newest_first(tmp_path, monkeypatch):
     bare, fleet, good = fleet_history(tmp_path, 4)
     root, _ = project(tmp_path)
@@ -265,6 +268,7 @@ def big_file_history(tmp_path, allow_filter: bool):
 
 
 @pytest.mark.parametrize("allow_filter", [True, False], ids=["filtering", "not-filtering"])
+@pytest.mark.slow  # the second tier: ~10 s of the default tier's budget under load
 def test_a_file_over_the_size_limit_is_refused_and_never_stays_in_the_cache(
     tmp_path, monkeypatch, allow_filter
 ):
@@ -296,6 +300,7 @@ def test_a_file_over_the_size_limit_is_refused_and_never_stays_in_the_cache(
     assert blob not in cache_objects(root)
 
 
+@pytest.mark.slow  # the second tier: ~5 s of the default tier's budget under load
 def test_a_run_json_over_the_size_limit_read_for_a_mode_is_not_kept(tmp_path, monkeypatch):
     bare, fleet, bad, blob = big_file_history(tmp_path, True)
     huge = made(tmp_path, 41)
@@ -324,6 +329,7 @@ def stray_benchmark(rec):
     result.write_text(json.dumps(data))
 
 
+@pytest.mark.slow  # the second tier: ~4 s of the default tier's budget under load
 def test_a_record_naming_a_benchmark_its_benchmarks_json_lacks_is_refused_at_pull(tmp_path):
     bare, fleet, good = fleet_history(tmp_path)
     bad = made(tmp_path, 60, stray_benchmark)

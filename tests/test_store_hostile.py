@@ -99,6 +99,7 @@ def kept_as_they_were(held: dict, after: dict, *added: str, left_out=()) -> bool
 # ---- the "done when" case: one hostile record among eight good ones ----
 
 
+@pytest.mark.slow  # the second tier: ~8 s of the default tier's budget under load
 def test_one_hostile_record_among_eight_good_ones(tmp_path):
     bare = bare_repo(tmp_path / "history.git")
     fleet = tmp_path / "fleet" / "results"
@@ -441,7 +442,18 @@ MARKERS = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(MARKERS))
+# the default tier keeps one refused content and one refused entry kind; the rest (~2.5 s each
+# under load) are the second tier's
+DEFAULT_TIER_MARKERS = ("not JSON", "a link")
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        k if k in DEFAULT_TIER_MARKERS else pytest.param(k, marks=pytest.mark.slow)
+        for k in sorted(MARKERS)
+    ],
+)
 def test_a_store_json_not_the_harnesss_is_refused_on_pull_push_and_prune(tmp_path, kind):
     bare = bare_repo(tmp_path / "history.git")
     data, says = MARKERS[kind]

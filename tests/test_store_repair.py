@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
 from store_support import (
     MACHINE,
     REF,
@@ -130,6 +131,7 @@ def test_repair_lists_each_entry_the_harness_refuses_with_who_added_it_then_remo
     git(check, "-c", "fetch.fsckObjects=true", "fetch", "-q", "--depth=1", url(bare), REF)
 
 
+@pytest.mark.slow  # the second tier: ~9 s of the default tier's budget under load
 def test_repair_is_applied_again_on_top_when_another_runner_pushed_first(tmp_path, monkeypatch):
     bare, good = history(tmp_path)
     # in a folder the other runner's push does not write

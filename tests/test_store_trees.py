@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
 from store_support import (
     MACHINE,
     REF,
@@ -104,6 +105,7 @@ def test_the_entry_rules_flag_all_that_git_fsck_flags_and_nothing_plain(tmp_path
 # ---- a push or prune over hostile entries: only the folders it changes are written ----
 
 
+@pytest.mark.slow  # the second tier: ~8 s of the default tier's budget under load
 def test_a_root_entry_holding_a_slash_no_longer_stops_a_push_or_prune(tmp_path):
     bare, good = history(tmp_path)
     blob = put_blob(bare, b"by hand\n")
@@ -129,6 +131,7 @@ def test_a_root_entry_holding_a_slash_no_longer_stops_a_push_or_prune(tmp_path):
     assert files_of(root) == local and outside(tmp_path, root) == before
 
 
+@pytest.mark.slow  # the second tier: ~6 s of the default tier's budget under load
 def test_an_old_hostile_entry_is_carried_where_untouched_and_left_out_where_rewritten(tmp_path):
     bare, good = history(tmp_path)
     blob = put_blob(bare, b"by hand\n")
@@ -151,6 +154,7 @@ def test_an_old_hostile_entry_is_carried_where_untouched_and_left_out_where_rewr
     assert b".." not in raw_names(bare, "runs", OTHER)
 
 
+@pytest.mark.slow  # the second tier: ~6 s of the default tier's budget under load
 def test_a_machine_folder_held_twice_is_read_by_no_one_and_left_out_by_a_push(tmp_path):
     bare, good = history(tmp_path)
     copy = git(bare, "rev-parse", f"{REF}:runs/{MACHINE}")
@@ -169,6 +173,7 @@ def test_a_machine_folder_held_twice_is_read_by_no_one_and_left_out_by_a_push(tm
     assert outside(tmp_path, root) == before
 
 
+@pytest.mark.slow  # the second tier: ~6 s of the default tier's budget under load
 def test_store_json_held_twice_with_one_schema_reads_as_one_and_is_written_once(tmp_path):
     bare, good = history(tmp_path)
     marker = git(bare, "rev-parse", f"{REF}:store.json")
@@ -180,6 +185,7 @@ def test_store_json_held_twice_with_one_schema_reads_as_one_and_is_written_once(
     assert code == 0 and raw_names(bare).count(b"store.json") == 1
 
 
+@pytest.mark.slow  # the second tier: ~11 s of the default tier's budget under load
 def test_store_json_held_twice_with_two_schemas_stops_everyone_until_repaired(tmp_path):
     bare, good = history(tmp_path)
     ours = git(bare, "rev-parse", f"{REF}:store.json")
@@ -219,6 +225,7 @@ def test_store_json_held_twice_with_two_schemas_stops_everyone_until_repaired(tm
 # ---- what the server cannot send, what it refuses, and the user's own git settings ----
 
 
+@pytest.mark.slow  # the second tier: ~11 s of the default tier's budget under load
 def test_an_empty_name_the_server_cannot_read_is_exit_5_with_the_fix_on_the_server(tmp_path):
     bare, good = history(tmp_path)
     good_tip = git(bare, "rev-parse", REF)
@@ -270,6 +277,7 @@ def test_an_empty_name_at_the_root_is_exit_5_over_git_daemon_with_the_fix(tmp_pa
     assert outside(tmp_path, root, served) == before and files_of(root) == local
 
 
+@pytest.mark.slow  # the second tier: ~4 s of the default tier's budget under load
 def test_a_users_own_fsck_settings_no_longer_refuse_the_history(tmp_path, monkeypatch):
     bare, good = history(tmp_path)
     dots = raw_tree(bare, [("100644", "x", put_blob(bare, b"x\n"))])
@@ -298,6 +306,7 @@ def test_a_users_own_fsck_settings_no_longer_refuse_the_history(tmp_path, monkey
     ]
 
 
+@pytest.mark.slow  # the second tier: ~4 s of the default tier's budget under load
 def test_a_rejected_push_says_the_servers_reason_escaped(tmp_path):
     bare, good = history(tmp_path)
     hook = bare / "hooks" / "pre-receive"
@@ -315,6 +324,7 @@ def test_a_rejected_push_says_the_servers_reason_escaped(tmp_path):
 # ---- a folder of too many entries ----
 
 
+@pytest.mark.slow  # the second tier: ~6 s of the default tier's budget under load
 def test_a_folder_over_the_entry_cap_is_skipped_by_name_and_blocks_only_what_goes_there(
     tmp_path, monkeypatch
 ):
@@ -331,6 +341,7 @@ def test_a_folder_over_the_entry_cap_is_skipped_by_name_and_blocks_only_what_goe
     assert f"the history holds a folder of more than 3 entries at runs/{MACHINE}" in err
 
 
+@pytest.mark.slow  # the second tier: ~7 s of the default tier's budget under load
 def test_one_prune_commit_prunes_at_most_its_cap_and_says_how_many_are_left(tmp_path, monkeypatch):
     from harness.core import store as store_module
 
@@ -368,6 +379,7 @@ def test_a_folder_written_anew_loses_exactly_the_names_held_twice_however_many_i
     assert all("2 entries of that name" in line for _, line in left.items)
 
 
+@pytest.mark.slow  # the second tier: ~4 s of the default tier's budget under load
 def test_a_folder_entry_naming_a_file_is_a_tree_the_server_cannot_send(tmp_path):
     bare, good = history(tmp_path)
     graft_raw(bare, ["runs"], ("40000", "m5-cpu", put_blob(bare, b"x\n")))
