@@ -49,7 +49,7 @@ def harness(*argv: str) -> tuple[int, str, str]:
 
 
 # the tests over `fleet` share one worker, so the history it makes is made once
-pytestmark = pytest.mark.xdist_group("pull-goes-on")
+pytestmark = [pytest.mark.xdist_group("pull-goes-on"), pytest.mark.usefixtures("light_git_spawns")]
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,9 @@ from test_store_trees import OTHER, history
 
 from harness.core import gitrepo
 
+# git's processes started cheaply from this worker (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("light_git_spawns")
+
 BAD = "20261107T000000Z-bad"  # the run ids of hostile records
 LISTED = {  # an entry the harness refuses -> what repair says of it
     "a/b": "a name holding '/' (fsck: fullPathname)",
