@@ -18,7 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from harness.core.determinism import nondeterminism
-from harness.core.zoo import get_model
+from harness.core.zoo import BUILTIN_ORIGIN, get_model
 from harness.golden.capture import capture_model, cases, on_device
 
 # What a project of its own takes with `from harness.suites.test_graphs import *` (a test module
@@ -48,6 +48,26 @@ def _full_float32_on_gpu(golden_device):
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
+# The zoo's golden checks of 7-10 s each on two busy cores (resnet18 under aot, dynamo and jit;
+# the recurrent models under aot) are in the second tier; every model and every front end keeps
+# cases in the default tier (resnet18-fx/-export, gru and word_lm under the others; aot on mlp,
+# alexnet, transformer).
+SLOW_CASES = frozenset(
+    {
+        ("resnet18", "aot"),
+        ("resnet18", "dynamo"),
+        ("resnet18", "jit"),
+        ("gru", "aot"),
+        ("word_lm", "aot"),
+    }
+)
+
+
+def _tier(model: str, frontend: str) -> list:
+    builtin = get_model(model).origin == BUILTIN_ORIGIN
+    return [pytest.mark.slow] if builtin and (model, frontend) in SLOW_CASES else []
+
+
 # Under `pytest -n 2 --dist loadgroup` a model's cases share a worker, so one capture serves its
 # golden test and its semantic test.
 CASES = [
@@ -58,6 +78,7 @@ CASES = [
         marks=[
             pytest.mark.skip(reason=skip) if skip else pytest.mark.golden(f"{model}.{frontend}"),
             pytest.mark.xdist_group(model),
+            *_tier(model, frontend),
         ],
     )
     for model, frontend, skip in cases()

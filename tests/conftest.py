@@ -194,3 +194,24 @@ def in_history(history, monkeypatch) -> History:
     monkeypatch.chdir(history.path)
     monkeypatch.setenv(settings.PROJECT.name, str(history.path))
     return history
+
+
+@pytest.fixture(scope="module")
+def light_git_spawns():
+    """The git processes the harness starts in this test process (harness.core.gitrepo and
+    gittree, through processes.start_in_session), started without the PR_SET_PDEATHSIG hook:
+    a pre-exec hook makes Python fork() the whole worker instead of vfork(), and a worker that
+    has imported torch and captured graphs (1 GB and more) takes 35 ms a fork on an idle core
+    against 7 ms (`harness store` itself never imports torch). Used by the results-history
+    tests (some 1,500 git calls); the hook itself is proven by tests/test_processes.py."""
+    import subprocess
+
+    from harness.core import processes
+
+    def start_in_session(cmd, **popen):
+        processes.check_terminated()
+        return subprocess.Popen(cmd, start_new_session=True, **popen)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(processes, "start_in_session", start_in_session)
+        yield

@@ -14,6 +14,9 @@ from harness.verdict import noise
 from harness.verdict.gate import run_gate
 from tests.test_gate_support import write_set
 
+# git's processes started cheaply from this worker (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("light_git_spawns")
+
 RAW = "models.Inference.track_inference_time"
 RATIO = "fusion.PointwiseChain.track_compiled_over_eager"
 STEP = "models.TrainingStep.track_step_time"

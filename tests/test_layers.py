@@ -14,7 +14,13 @@ operator pass, distributed workers) or the runs layer's one worker entry point.
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
+
+import pytest
+
+# one worker runs them all, so the package is parsed once (`_nodes`)
+pytestmark = pytest.mark.xdist_group("layers")
 
 PKG = pathlib.Path(__file__).resolve().parents[1] / "harness"
 
@@ -64,13 +70,19 @@ def _absolute(module: str, node: ast.ImportFrom, is_package: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+@functools.cache
+def _nodes(path: pathlib.Path) -> tuple[ast.AST, ...]:
+    """Every node of a file's syntax tree: parsed once per session for all the checks here
+    (the package is read by five of them; the tests share one worker, see `pytestmark`)."""
+    return tuple(ast.walk(ast.parse(path.read_text(), str(path))))
+
+
 def harness_imports(path: pathlib.Path, module: str | None = None) -> list[tuple[int, str]]:
     """(line, module) for every import of a harness module anywhere in the file (function-level
     imports count too: a lazy import is still a dependency; relative imports too)."""
-    tree = ast.parse(path.read_text(), str(path))
     module = module or (module_name(path) if PKG in path.resolve().parents else "")
     found = []
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             found += [
                 (node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "harness"
@@ -160,8 +172,7 @@ def test_no_job_reaches_another_through_the_cli():
     """`[sys.executable, "-m", X, ...]` in the package: X must be a worker, never harness.cli."""
     found = []
     for path in sorted(PKG.rglob("*.py")):
-        tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):
+        for node in _nodes(path):
             if isinstance(node, (ast.List, ast.Tuple)):
                 items = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
                 for i, item in enumerate(items[:-1]):
@@ -232,7 +243,7 @@ def test_every_imported_name_exists():
     missing = []
     for root in (PKG, PKG.parent / "suites", PKG.parent / "tests"):
         for path in sorted(root.rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for node in _nodes(path):
                 if not (isinstance(node, ast.ImportFrom) and node.level == 0):
                     continue
                 if not (node.module or "").startswith("harness"):

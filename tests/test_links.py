@@ -13,6 +13,9 @@ from test_store_hostile import harness, store
 from harness.core import records, settings
 from harness.core.exits import BadInput
 
+# git's processes started cheaply from this worker (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("light_git_spawns")
+
 
 @pytest.fixture(autouse=True)
 def _own_store_settings(monkeypatch):

@@ -302,3 +302,35 @@ def test_suggested_accept_command_works_from_where_pytest_ran(project, monkeypat
     assert argv[:2] == ["pytest", "--accept"]
     project.runpytest(*argv[1:]).assert_outcomes(passed=1)
     project.runpytest(*args).assert_outcomes(passed=1, failed=1)  # that one golden now exists
+
+
+def test_suggested_accept_command_leaves_out_the_loadgroup_suffix(golden_project):
+    # under `--dist loadgroup` a grouped test's node id ends in `@<group>` (set on each worker,
+    # as the root conftest.py does it), which pytest cannot select
+    import shlex
+    from pathlib import Path
+
+    project = golden_project(
+        "test_grouped_golden",
+        """
+import pytest
+
+@pytest.mark.xdist_group("alpha")
+@pytest.mark.golden("alpha.fx")
+def test_alpha(golden):
+    golden.check("y: f32[2] = aten.relu.default(x)\\nreturn y\\n", frontend="fx", model="alpha")
+""",
+    )
+    root_conftest = (Path(__file__).parents[1] / "conftest.py").read_text()
+    project.makeconftest(
+        root_conftest + "\n\ndef pytest_configure(config):\n    config.option.loadgroup = True\n"
+    )
+    result = project.runpytest("-p", "no:xdist")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_alpha@alpha*"])  # the suffix is there to leave out
+    command = next(
+        line.strip() for line in result.stdout.lines if line.strip().startswith("pytest --accept")
+    )
+    assert "@" not in command
+    project.runpytest("-p", "no:xdist", *shlex.split(command)[1:]).assert_outcomes(passed=1)
+    project.runpytest("-p", "no:xdist").assert_outcomes(passed=1)

@@ -48,6 +48,10 @@ def harness(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+# the tests over `fleet` share one worker, so the history it makes is made once
+pytestmark = [pytest.mark.xdist_group("pull-goes-on"), pytest.mark.usefixtures("light_git_spawns")]
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     """A history of 8 good records of MACHINE (an exact counter: 10 in the first 4, 11 in the

@@ -59,6 +59,10 @@ def _write_runs(root: pathlib.Path, n: int = 10, step_at: int = 6) -> None:
     (oldest.path / records.MANIFEST).write_text(json.dumps(manifest))
 
 
+# the tests over `said` share one worker, so the commands it runs run once
+pytestmark = pytest.mark.xdist_group("render-hostile")
+
+
 @pytest.fixture(scope="module")
 def said(tmp_path_factory):
     """What each command printed and wrote over one hostile results root."""

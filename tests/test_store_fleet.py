@@ -31,7 +31,7 @@ from store_support import (
 
 from harness.core import records, settings
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("light_git_spawns")]
 RUNNERS = 8
 ROUNDS = 3
 ALL = ("--machine", MACHINE, "--all")

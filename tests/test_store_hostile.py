@@ -37,6 +37,9 @@ from store_support import (
 from harness.cli import main
 from harness.core import gitrepo, records, settings
 
+# git's processes started cheaply from this worker (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("light_git_spawns")
+
 
 @pytest.fixture(autouse=True)
 def _own_store_settings(monkeypatch):

@@ -30,6 +30,9 @@ from test_store_trees import OTHER, history
 
 from harness.core import gitrepo
 
+# git's processes started cheaply from this worker (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("light_git_spawns")
+
 BAD = "20261107T000000Z-bad"  # the run ids of hostile records
 LISTED = {  # an entry the harness refuses -> what repair says of it
     "a/b": "a name holding '/' (fsck: fullPathname)",
@@ -91,6 +94,42 @@ def hostile(tmp_path):
     return bare, good
 
 
+def test_repair_lists_a_refused_record_with_who_added_it_then_removes_only_it(tmp_path):
+    # the default tier's repair: one hostile record (every kind at every level: the slow test
+    # below)
+    bare, good = history(tmp_path, n=1)
+    blob = put_blob(bare, b"by hand\n")
+    rec = write_record(tmp_path / "made" / "results", 70)
+    one = raw_tree(bare, [("100644", "x.json", blob)])
+    dots = folder_tree(bare, rec.path, [("040000", "..", one)])
+    graft(bare, (["notes"], "100644", blob), (["runs", MACHINE, f"{BAD}-dots"], "040000", dots))
+    root, _ = project(tmp_path)
+    held, commits = history_entries(bare), int(git(bare, "rev-list", "--count", REF))
+    code, out, err = harness("store", "repair", "--remote", url(bare), "--results-dir", str(root))
+    assert (code, err) == (0, ""), err
+    lines = out.splitlines()
+    assert len(lines) == 2, out
+    path = f"runs/{MACHINE}/{BAD}-dots"
+    assert lines[0].strip().startswith(f"'{path}': {LISTED[path]}"), out
+    assert "(added by commit " in lines[0] and "'someone' <someone@example.com>)" in lines[0]
+    assert lines[-1].startswith("dry run: 1 entry of the results")
+    assert history_entries(bare) == held  # a dry run writes nothing
+    code, out, err = harness(
+        "store", "repair", "--yes", "--remote", url(bare), "--results-dir", str(root)
+    )
+    assert code == 0 and "removes 1 entry the harness refuses" in out, err
+    assert int(git(bare, "rev-list", "--count", REF)) == commits + 1 and linear(bare)
+    after = history_entries(bare)
+    assert path.encode() not in after
+    on_the_way = {b"runs", f"runs/{MACHINE}".encode()}  # folders written anew without it
+    kept = {k: v for k, v in held.items() if not k.startswith(path.encode())}
+    assert {k: v for k, v in kept.items() if k not in on_the_way} == {
+        k: v for k, v in after.items() if k not in on_the_way
+    }  # the good records, the root file it ignores (notes) and store.json, as they were
+    assert set(after) == set(kept)
+
+
+@pytest.mark.slow  # the second tier: ~20 s under load; the test above is the default tier's
 def test_repair_lists_each_entry_the_harness_refuses_with_who_added_it_then_removes_them(tmp_path):
     bare, good = hostile(tmp_path)
     root, mine = project(tmp_path)

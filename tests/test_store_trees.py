@@ -29,6 +29,9 @@ from test_store_hostile import _own_store_settings, harness, outside, project, s
 
 from harness.core import gitrepo, gittree, records, settings
 
+# git's processes started cheaply from this worker (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("light_git_spawns")
+
 OTHER = "m9-cpu"
 
 

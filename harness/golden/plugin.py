@@ -345,12 +345,28 @@ class GoldenFixture:
         session.written.append((kind, target))
 
 
+def _selectable_nodeid(node) -> str:
+    """The node id pytest can select: under `--dist loadgroup` xdist (and the project's root
+    conftest) append `@<groups>` to it, a suffix no command line accepts."""
+    nodeid = node.nodeid
+    groups = sorted(
+        {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+            for m in node.iter_markers("xdist_group")
+        }
+    )
+    suffix = f"@{'_'.join(groups)}"
+    if groups and nodeid.endswith(suffix):
+        return nodeid[: -len(suffix)]
+    return nodeid
+
+
 def accept_command(node, golden_id: str, full: bool) -> str:
     """A command that re-runs exactly this test with --accept, from the directory pytest was
     started in: the node id is made relative to it, and a model registered by a file this command
     would not load (a conftest of another suite) is named through HARNESS_MODELS."""
     config = node.config
-    path, sep, rest = node.nodeid.partition("::")
+    path, sep, rest = _selectable_nodeid(node).partition("::")
     if Path(config.rootpath).resolve() in Path(node.path).resolve().parents:  # links too
         rel = os.path.relpath(Path(config.rootpath) / path, config.invocation_params.dir)
         parts = ["pytest", "--accept", shlex.quote(rel + sep + rest)]
