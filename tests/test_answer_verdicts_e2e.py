@@ -2,13 +2,15 @@
 its paired row (`answer=answers.Pair(...)` to `timing.measure_paired`), and a side made wrong by
 an environment variable. `harness bench --quick` clean and wrong: bench exits 0 both times and
 prints the wrong answer loudly; `harness gate` of the two exits 1 naming the row, the output and
-the error; `harness answers` exits 1 on the wrong run and 0 on a clean one; the record keeps the
-reproduction file; two clean runs gate clean."""
+the error and the `harness answers --rerun` line, which reruns the check alone (exit 1 with the
+wrong side, 0 without); `harness answers` exits 1 on the wrong run and 0 on a clean one; the record
+keeps the reproduction file; two clean runs gate clean."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 
 import pytest
 
@@ -100,8 +102,17 @@ def test_a_wrong_side_in_a_project_of_its_own_fails_the_gate_and_the_single_run_
     assert code == exits.REGRESSION, out
     row = next(r for r in json.loads(out_json.read_text())["rows"] if r["name"] == ANS)
     assert row["verdict"] == "WRONG" and "output 'output'" in row["note"]
-    anchored = "^" + ROW.replace(".", "\\.") + "$"
-    assert "max |diff| 0.01" in row["note"] and f"--bench '{anchored}'" in row["note"]
+    assert "max |diff| 0.01" in row["note"]
+    assert f"harness answers --rerun {ROW} --quick" in row["note"]
+
+    # the line the note names reproduces the verdict alone: WRONG with the wrong side, same without
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a WRONG's rerun record goes
+    assert main(["answers", "--rerun", ROW, "--quick"]) == exits.REGRESSION
+    assert "WRONG" in capsys.readouterr().out
+    assert list(tmp_path.glob("harness-answers-rerun-*/answers/first-wrong.pt"))
+    monkeypatch.delenv("CHECKED_WRONG")
+    assert main(["answers", "--rerun", ROW, "--quick"]) == exits.PASS
+    capsys.readouterr()
 
     assert main(["answers", wrong, "--results-dir", str(root)]) == exits.REGRESSION
     assert main(["answers", clean, "--results-dir", str(root)]) == exits.PASS
