@@ -196,6 +196,27 @@ def in_history(history, monkeypatch) -> History:
     return history
 
 
+@pytest.fixture
+def own_store_settings(monkeypatch):
+    """The results-history tests' own settings: no store remote, ref or results root of the
+    environment, the default caps, no project (put back after a test's --project sets it), and
+    a short push retry."""
+    from harness.core import settings
+
+    for s in (
+        settings.STORE_REMOTE,
+        settings.STORE_REF,
+        settings.RESULTS_DIR,
+        settings.MAX_FILE_BYTES,
+        settings.MAX_JSON_TOKENS,
+        settings.STORE_PULL_MAX_BYTES,
+        settings.STORE_PULL_MAX_REPEATED_BYTES,
+    ):
+        monkeypatch.delenv(s.name, raising=False)
+    monkeypatch.setenv(settings.PROJECT.name, "")
+    monkeypatch.setenv(settings.STORE_RETRY_S.name, "20")
+
+
 @pytest.fixture(scope="module")
 def light_git_spawns():
     """The git processes the harness starts in this test process (harness.core.gitrepo and

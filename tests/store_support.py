@@ -5,6 +5,7 @@ harness.core.records writes them, with a result file the gate and history can re
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import pathlib
@@ -20,6 +21,17 @@ from harness.core import records
 
 MACHINE = "m1-cpu"
 REF = "refs/harness/results"
+
+
+def harness(*argv: str) -> tuple[int, str, str]:
+    """`harness ARGV` in this process: exit code, stdout, stderr (never a traceback)."""
+    from harness.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    assert "Traceback" not in err.getvalue(), err.getvalue()
+    return code, out.getvalue(), err.getvalue()
 
 
 def git(repo, *args: str, check: bool = True) -> str:

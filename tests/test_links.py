@@ -10,19 +10,11 @@ import pytest
 from store_support import MACHINE, bare_repo, files_of, state_of, url, write_record
 from test_store_hostile import harness, store
 
-from harness.core import records, settings
+from harness.core import records
 from harness.core.exits import BadInput
 
 # git's processes started cheaply from this worker (tests/conftest.py)
-pytestmark = pytest.mark.usefixtures("light_git_spawns")
-
-
-@pytest.fixture(autouse=True)
-def _own_store_settings(monkeypatch):
-    for s in (settings.STORE_REMOTE, settings.STORE_REF, settings.RESULTS_DIR):
-        monkeypatch.delenv(s.name, raising=False)
-    monkeypatch.setenv(settings.PROJECT.name, "")
-    monkeypatch.setenv(settings.STORE_RETRY_S.name, "20")
+pytestmark = pytest.mark.usefixtures("light_git_spawns", "own_store_settings")
 
 
 def pushed_history(tmp_path, n: int = 3):

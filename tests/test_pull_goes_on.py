@@ -8,8 +8,6 @@ must be the history's (exit 5)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 
 import pytest
@@ -19,37 +17,23 @@ from store_support import (
     bare_repo,
     folder_tree,
     graft,
+    harness,
     spec_tree,
     url,
     write_record,
 )
 
-from harness.cli import main
 from harness.core import records, settings
 
 # the refused record's line, as the store says it (harness.core.store)
 REFUSED = "in the history holds an entry named '..'"
 
 
-@pytest.fixture(autouse=True)
-def _own_store_settings(monkeypatch):
-    for s in (settings.STORE_REMOTE, settings.STORE_REF, settings.RESULTS_DIR):
-        monkeypatch.delenv(s.name, raising=False)
-    monkeypatch.setenv(settings.PROJECT.name, "")
-    monkeypatch.setenv(settings.STORE_RETRY_S.name, "20")
-
-
-def harness(*argv: str) -> tuple[int, str, str]:
-    """`harness ARGV` in this process: exit code, stdout, stderr (never a traceback)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    assert "Traceback" not in err.getvalue(), err.getvalue()
-    return code, out.getvalue(), err.getvalue()
-
-
 # the tests over `fleet` share one worker, so the history it makes is made once
-pytestmark = [pytest.mark.xdist_group("pull-goes-on"), pytest.mark.usefixtures("light_git_spawns")]
+pytestmark = [
+    pytest.mark.xdist_group("pull-goes-on"),
+    pytest.mark.usefixtures("light_git_spawns", "own_store_settings"),
+]
 
 
 @pytest.fixture(scope="module")

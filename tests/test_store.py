@@ -27,15 +27,7 @@ from harness.cli import main
 from harness.core import gitrepo, records, settings
 
 # git's processes started cheaply from this worker (tests/conftest.py)
-pytestmark = pytest.mark.usefixtures("light_git_spawns")
-
-
-@pytest.fixture(autouse=True)
-def _own_store_settings(monkeypatch):
-    for s in (settings.STORE_REMOTE, settings.STORE_REF, settings.RESULTS_DIR):
-        monkeypatch.delenv(s.name, raising=False)
-    monkeypatch.setenv(settings.PROJECT.name, "")  # put back after --project sets it
-    monkeypatch.setenv(settings.STORE_RETRY_S.name, "20")
+pytestmark = pytest.mark.usefixtures("light_git_spawns", "own_store_settings")
 
 
 def store(capsys, action: str, remote, root, *args: str) -> tuple[int, str, str]:

@@ -35,22 +35,7 @@ from harness.core import gitrepo, records, settings, trust
 from harness.core.exits import BadInput
 
 # git's processes started cheaply from this worker (tests/conftest.py)
-pytestmark = pytest.mark.usefixtures("light_git_spawns")
-
-
-@pytest.fixture(autouse=True)
-def _own_store_settings(monkeypatch):
-    for s in (settings.STORE_REMOTE, settings.STORE_REF, settings.RESULTS_DIR):
-        monkeypatch.delenv(s.name, raising=False)
-    for s in (
-        settings.MAX_FILE_BYTES,
-        settings.MAX_JSON_TOKENS,
-        settings.STORE_PULL_MAX_BYTES,
-        settings.STORE_PULL_MAX_REPEATED_BYTES,
-    ):
-        monkeypatch.delenv(s.name, raising=False)
-    monkeypatch.setenv(settings.PROJECT.name, "")
-    monkeypatch.setenv(settings.STORE_RETRY_S.name, "20")
+pytestmark = pytest.mark.usefixtures("light_git_spawns", "own_store_settings")
 
 
 def fleet_history(tmp_path, n: int = 3):

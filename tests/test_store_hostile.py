@@ -8,8 +8,6 @@ project) and that local records are left as they were; no traceback."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import shutil
 import subprocess
@@ -24,6 +22,7 @@ from store_support import (
     folder_tree,
     git,
     graft,
+    harness,
     history_entries,
     history_runs,
     put_blob,
@@ -34,28 +33,10 @@ from store_support import (
     write_record,
 )
 
-from harness.cli import main
 from harness.core import gitrepo, records, settings
 
 # git's processes started cheaply from this worker (tests/conftest.py)
-pytestmark = pytest.mark.usefixtures("light_git_spawns")
-
-
-@pytest.fixture(autouse=True)
-def _own_store_settings(monkeypatch):
-    for s in (settings.STORE_REMOTE, settings.STORE_REF, settings.RESULTS_DIR):
-        monkeypatch.delenv(s.name, raising=False)
-    monkeypatch.setenv(settings.PROJECT.name, "")
-    monkeypatch.setenv(settings.STORE_RETRY_S.name, "20")
-
-
-def harness(*argv: str) -> tuple[int, str, str]:
-    """`harness ARGV` in this process: exit code, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    assert "Traceback" not in err.getvalue(), err.getvalue()
-    return code, out.getvalue(), err.getvalue()
+pytestmark = pytest.mark.usefixtures("light_git_spawns", "own_store_settings")
 
 
 def store(action: str, remote, root, *args: str) -> tuple[int, str, str]:

@@ -25,13 +25,13 @@ from store_support import (
     url,
     write_record,
 )
-from test_store_hostile import _own_store_settings, harness, outside, project, store  # noqa: F401
+from test_store_hostile import harness, outside, project, store
 from test_store_trees import OTHER, history
 
 from harness.core import gitrepo
 
 # git's processes started cheaply from this worker (tests/conftest.py)
-pytestmark = pytest.mark.usefixtures("light_git_spawns")
+pytestmark = pytest.mark.usefixtures("light_git_spawns", "own_store_settings")
 
 BAD = "20261107T000000Z-bad"  # the run ids of hostile records
 LISTED = {  # an entry the harness refuses -> what repair says of it

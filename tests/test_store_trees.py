@@ -25,12 +25,12 @@ from store_support import (
     url,
     write_record,
 )
-from test_store_hostile import _own_store_settings, harness, outside, project, store  # noqa: F401
+from test_store_hostile import harness, outside, project, store
 
 from harness.core import gitrepo, gittree, records, settings
 
 # git's processes started cheaply from this worker (tests/conftest.py)
-pytestmark = pytest.mark.usefixtures("light_git_spawns")
+pytestmark = pytest.mark.usefixtures("light_git_spawns", "own_store_settings")
 
 OTHER = "m9-cpu"
 
